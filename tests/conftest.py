@@ -1,0 +1,16 @@
+"""Test-wide settings: quiet TensorFlow, float32 policy and fixed seeds."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+    keras.config.set_dtype_policy("float32")
+    keras.utils.set_random_seed(0)
+    yield
+    keras.config.set_dtype_policy("float32")
