@@ -97,7 +97,7 @@ def _loss_and_grads(layer, x, target):
         tape.watch(x)
         out = layer(x, training=False)
         loss = tf.reduce_mean(tf.square(tf.cast(out, tf.float32) - target))
-    grads = tape.gradient(loss, [x] + list(layer.trainable_weights))
+    grads = tape.gradient(loss, [x, *list(layer.trainable_weights)])
     return out, loss, grads
 
 
@@ -130,7 +130,7 @@ def check_training_step(make_layer, shape, learning_rate: float = 1e-2) -> None:
     if not layer.trainable_weights:
         outputs = keras.layers.Dense(outputs.shape[-1])(outputs)
     model = keras.Model(inputs, outputs)
-    y = random_input((shape[0],) + tuple(model.output_shape[1:]), seed=6)
+    y = random_input((shape[0], *tuple(model.output_shape[1:])), seed=6)
     model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="mse")
     before = model.evaluate(x, y, verbose=0)
     model.train_on_batch(x, y)
@@ -143,7 +143,7 @@ def check_output_shape(make_layer, shape) -> None:
     out = layer(random_input(shape, seed=7))
     assert tuple(out.shape) == tuple(layer.compute_output_shape(shape))
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(out)))
-    symbolic = layer.compute_output_shape((None,) + tuple(shape[1:]))
+    symbolic = layer.compute_output_shape((None, *tuple(shape[1:])))
     assert tuple(symbolic[1:]) == tuple(out.shape[1:])
 
 
