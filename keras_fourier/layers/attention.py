@@ -1,0 +1,92 @@
+"""Multi-head self-attention over image tokens, the baseline token mixer."""
+
+from __future__ import annotations
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class SelfAttention(keras.layers.Layer):
+    """Multi-head self-attention over the H * W tokens of a (B, H, W, C) map.
+
+    ViT/DeiT attention with a fused ``qkv`` projection (Dense(3C), layout
+    [q | k | v] each split into heads, as timm) and an output projection
+    ``proj``; softmax(q k^T / sqrt(head_dim)) v. Every token attends to every
+    other, so it costs O((HW)^2 C): the baseline the Fourier mixers replace.
+    It also accepts (B, L, C) sequences.
+
+    Args:
+        num_heads: number of attention heads; must divide C.
+        qkv_bias: whether the qkv projection has a bias. Default True.
+        dropout: dropout rate on the attention weights and the output.
+            Default 0.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: (B, H, W, C) or (B, L, C) tensor.
+        training: whether dropout is active.
+
+    Returns:
+        Tensor of the input's shape.
+
+    Example:
+        >>> SelfAttention(num_heads=2)(keras.ops.ones((2, 4, 4, 8))).shape
+        TensorShape([2, 4, 4, 8])
+
+    Reference:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017;
+        Touvron et al., "Training data-efficient image transformers", ICML 2021.
+    """
+
+    def __init__(self, num_heads: int, qkv_bias: bool = True, dropout: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(
+                f"`num_heads` must be a positive int. Received: num_heads={num_heads!r}"
+            )
+        if not 0 <= dropout < 1:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+        self.num_heads = num_heads
+        self.qkv_bias = qkv_bias
+        self.dropout = dropout
+        self.drop = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="drop")
+
+    def build(self, input_shape):
+        channels = input_shape[-1]
+        if channels % self.num_heads:
+            raise ValueError(
+                f"SelfAttention needs channels divisible by `num_heads`; received {channels} "
+                f"channels with num_heads={self.num_heads}."
+            )
+        self.qkv = keras.layers.Dense(
+            3 * channels, use_bias=self.qkv_bias, dtype=self.dtype_policy, name="qkv"
+        )
+        self.proj = keras.layers.Dense(channels, dtype=self.dtype_policy, name="proj")
+        self.qkv.build((None, channels))
+        self.proj.build((None, channels))
+
+    def call(self, inputs, training=None):
+        ops = keras.ops
+        shape = ops.shape(inputs)
+        channels = inputs.shape[-1]
+        head_dim = channels // self.num_heads
+        tokens = ops.reshape(inputs, (shape[0], -1, channels))
+        qkv = ops.reshape(self.qkv(tokens), (shape[0], -1, 3, self.num_heads, head_dim))
+        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
+        query, key, value = qkv[0], qkv[1], qkv[2]
+        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))) * (head_dim**-0.5)
+        weights = self.drop(ops.softmax(scores, axis=-1), training=training)
+        out = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))
+        out = self.proj(ops.reshape(out, (shape[0], -1, channels)))
+        return self.drop(ops.reshape(out, shape), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "qkv_bias": self.qkv_bias,
+            "dropout": self.dropout,
+        }

@@ -1,0 +1,152 @@
+"""Mlp, GLU, SelfAttention, LayerScale and DropPath."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_fourier.layers import GLU, DropPath, LayerScale, Mlp, SelfAttention
+from tests.harness import random_input, run_layer_checks, tflite_max_error
+
+_erf = np.vectorize(math.erf)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+@pytest.mark.parametrize(
+    ("make", "shape", "weights"),
+    [
+        (
+            lambda **kw: Mlp(hidden_ratio=2, **kw),
+            (2, 3, 4, 6),
+            {"fc1/kernel": (6, 12), "fc1/bias": (12,), "fc2/kernel": (12, 6), "fc2/bias": (6,)},
+        ),
+        (
+            GLU,
+            (2, 3, 4, 6),
+            {"fc1/kernel": (6, 32), "fc1/bias": (32,), "fc2/kernel": (16, 6), "fc2/bias": (6,)},
+        ),
+        (
+            lambda **kw: SelfAttention(num_heads=2, **kw),
+            (2, 3, 4, 8),
+            {
+                "qkv/kernel": (8, 24),
+                "qkv/bias": (24,),
+                "proj/kernel": (8, 8),
+                "proj/bias": (8,),
+            },
+        ),
+        (lambda **kw: LayerScale(0.5, **kw), (2, 3, 4, 5), {"gamma": (5,)}),
+        (lambda **kw: DropPath(0.0, **kw), (2, 3, 4, 5), {}),
+    ],
+    ids=["mlp", "glu", "attention", "layer_scale", "drop_path"],
+)
+def test_shared_checks(make, shape, weights, tmp_path):
+    run_layer_checks(make, shape, weights, str(tmp_path))
+
+
+def test_mlp_matches_numpy_with_exact_gelu():
+    x = random_input((2, 3, 3, 4))
+    layer = Mlp(hidden_ratio=1.5)
+    out = layer(x).numpy()
+    k1, b1, k2, b2 = (w.numpy() for w in layer.weights)
+    np.testing.assert_allclose(out, _gelu(x @ k1 + b1) @ k2 + b2, atol=1e-5)
+    assert k1.shape == (4, 6)
+
+
+def test_glu_is_swiglu_by_default_and_geglu_by_activation():
+    x = random_input((2, 5, 6))
+    for activation, act in (("silu", _silu), ("gelu", _gelu)):
+        layer = GLU(hidden_ratio=2, activation=activation)
+        out = layer(x).numpy()
+        k1, b1, k2, b2 = (w.numpy() for w in layer.weights)
+        hidden = x @ k1 + b1
+        gate, value = hidden[..., :12], hidden[..., 12:]
+        np.testing.assert_allclose(out, (act(gate) * value) @ k2 + b2, atol=1e-5)
+
+
+def test_self_attention_matches_numpy():
+    x = random_input((2, 2, 3, 8))
+    layer = SelfAttention(num_heads=2)
+    out = layer(x).numpy()
+    wq, bq, wp, bp = (w.numpy() for w in layer.weights)
+    tokens = x.reshape(2, 6, 8)
+    qkv = (tokens @ wq + bq).reshape(2, 6, 3, 2, 4).transpose(2, 0, 3, 1, 4)
+    scores = qkv[0] @ qkv[1].transpose(0, 1, 3, 2) / 2.0
+    attn = np.exp(scores - scores.max(-1, keepdims=True))
+    attn /= attn.sum(-1, keepdims=True)
+    mixed = (attn @ qkv[2]).transpose(0, 2, 1, 3).reshape(2, 6, 8)
+    np.testing.assert_allclose(out, (mixed @ wp + bp).reshape(x.shape), atol=1e-5)
+
+
+def test_self_attention_mixes_all_tokens_and_takes_sequences():
+    layer = SelfAttention(num_heads=1)
+    x = random_input((1, 4, 4, 4))
+    base = layer(x).numpy()
+    x2 = x.copy()
+    x2[0, 3, 3] += 1.0
+    assert np.all(np.abs(layer(x2).numpy()[0, 0, 0] - base[0, 0, 0]) > 0)
+    assert tuple(SelfAttention(num_heads=2)(random_input((2, 7, 4))).shape) == (2, 7, 4)
+
+
+def test_deit_tiny_block_parameter_counts():
+    mlp, attention = Mlp(), SelfAttention(num_heads=3)
+    mlp.build((None, 14, 14, 192))
+    attention.build((None, 14, 14, 192))
+    assert mlp.count_params() == 295_872
+    assert attention.count_params() == 148_224
+
+
+def test_layer_scale_scales_channels():
+    layer = LayerScale(1e-6)
+    out = layer(np.ones((1, 2, 2, 3), "float32")).numpy()
+    np.testing.assert_allclose(out, 1e-6)
+
+
+def test_drop_path_drops_whole_samples_and_keeps_expectation():
+    layer = DropPath(0.5, seed=1)
+    x = np.ones((2000, 3, 3, 2), "float32")
+    out = keras.ops.convert_to_numpy(layer(x, training=True))
+    per_sample = out.reshape(2000, -1)
+    assert set(np.unique(per_sample)) == {0.0, 2.0}
+    assert np.all(per_sample.min(1) == per_sample.max(1))
+    assert abs(per_sample.mean() - 1.0) < 0.1
+    np.testing.assert_array_equal(layer(x, training=False), x)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [Mlp, GLU, lambda **kw: SelfAttention(num_heads=2, **kw)],
+    ids=["mlp", "glu", "attention"],
+)
+def test_tflite_builtin_ops_only(make):
+    assert tflite_max_error(make, (1, 6, 5, 8)) <= 1e-4
+
+
+@pytest.mark.parametrize(
+    ("make", "exception", "match"),
+    [
+        (lambda: Mlp(hidden_ratio=0), ValueError, "hidden_ratio=0"),
+        (lambda: Mlp(dropout=1.0), ValueError, "dropout=1.0"),
+        (lambda: GLU(activation="nope"), ValueError, "activation='nope'"),
+        (lambda: SelfAttention(num_heads=0), ValueError, "num_heads=0"),
+        (lambda: SelfAttention(num_heads=2, dropout=-0.1), ValueError, "dropout=-0.1"),
+        (lambda: LayerScale("small"), TypeError, "init_value='small'"),
+        (lambda: DropPath(1.0), ValueError, "rate=1.0"),
+    ],
+)
+def test_bad_arguments_name_argument_and_value(make, exception, match):
+    with pytest.raises(exception, match=match):
+        make()
+
+
+def test_attention_heads_must_divide_channels():
+    with pytest.raises(ValueError, match="received 10 channels with num_heads=3"):
+        SelfAttention(num_heads=3).build((None, 2, 2, 10))

@@ -1,0 +1,87 @@
+"""The spectral core against numpy.fft, for both implementations."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier.layers import spectral
+from tests.harness import random_input
+
+SIZES = [(4, 6), (5, 7), (6, 5), (7, 7), (8, 8), (14, 14), (12, 10)]
+
+
+@pytest.mark.parametrize("impl", ["fft", "matmul"])
+@pytest.mark.parametrize("size", SIZES)
+def test_rfft2_matches_numpy_ortho(impl, size):
+    x = random_input((2, *size, 3))
+    expected = np.fft.rfft2(x, axes=(1, 2), norm="ortho")
+    real, imag = spectral.rfft2(tf.constant(x), impl)
+    assert real.dtype == tf.float32 and real.shape == expected.shape
+    np.testing.assert_allclose(real, expected.real, atol=1e-5)
+    np.testing.assert_allclose(imag, expected.imag, atol=1e-5)
+
+
+@pytest.mark.parametrize("impl", ["fft", "matmul"])
+@pytest.mark.parametrize("size", SIZES)
+def test_irfft2_matches_numpy_on_non_hermitian_spectra(impl, size):
+    # A random half spectrum has non-zero imaginary parts in the DC column
+    # and (even W) the Nyquist column; numpy/torch ignore them after the
+    # inverse DFT along H, and so must both implementations.
+    height, width = size
+    rng = np.random.default_rng(1)
+    shape = (2, height, width // 2 + 1, 3)
+    spectrum = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    expected = np.fft.irfft2(spectrum, s=size, axes=(1, 2), norm="ortho")
+    out = spectral.irfft2(
+        tf.constant(spectrum.real, tf.float32), tf.constant(spectrum.imag, tf.float32), width, impl
+    )
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("impl", ["fft", "matmul"])
+def test_round_trip_is_identity(impl):
+    x = random_input((1, 6, 9, 2))
+    real, imag = spectral.rfft2(tf.constant(x), impl)
+    np.testing.assert_allclose(spectral.irfft2(real, imag, 9, impl), x, atol=1e-5)
+
+
+@pytest.mark.parametrize("impl", ["fft", "matmul"])
+@pytest.mark.parametrize("shape", [(2, 16, 8), (2, 7, 5, 6), (1, 5, 4, 3)])
+def test_fourier_mix_real_is_real_part_of_unnormalised_dft(impl, shape):
+    x = random_input(shape)
+    expected = np.fft.fftn(x, axes=tuple(range(1, len(shape)))).real
+    out = spectral.fourier_mix_real(tf.constant(x), impl).numpy()
+    scale = np.sqrt(np.prod(shape[1:]))
+    np.testing.assert_allclose(out / scale, expected / scale, atol=1e-5)
+
+
+def test_half_precision_inputs_are_transformed_in_float32():
+    x = random_input((1, 4, 4, 2))
+    real, _ = spectral.rfft2(tf.constant(x, tf.float16), "matmul")
+    assert real.dtype == tf.float32
+    expected = np.fft.rfft2(x.astype(np.float16).astype(np.float64), axes=(1, 2), norm="ortho")
+    np.testing.assert_allclose(real, expected.real, atol=1e-5)
+    mixed = spectral.fourier_mix_real(tf.constant(x, tf.bfloat16), "fft")
+    assert mixed.dtype == tf.float32
+
+
+def test_auto_resolves_to_fft_off_tpu_and_matmul_on_tpu(monkeypatch):
+    assert spectral.resolve_fft_impl("auto") == "fft"
+    assert spectral.resolve_fft_impl("matmul") == "matmul"
+    monkeypatch.setattr(spectral, "_on_tpu", lambda: True)
+    assert spectral.resolve_fft_impl("auto") == "matmul"
+    assert spectral.resolve_fft_impl("fft") == "fft"
+
+
+def test_bad_fft_impl_names_the_value():
+    with pytest.raises(ValueError, match=r"fft_impl='cufft'"):
+        spectral.validate_fft_impl("cufft")
+
+
+def test_dynamic_spatial_size_is_rejected():
+    fn = tf.function(
+        lambda t: spectral.rfft2(t, "fft"),
+        input_signature=[tf.TensorSpec((None, None, 8, 3), tf.float32)],
+    )
+    with pytest.raises(ValueError, match="static spatial dimensions"):
+        fn.get_concrete_function()
