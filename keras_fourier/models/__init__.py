@@ -1,0 +1,45 @@
+"""Model builders of keras_fourier, in the keras.applications style."""
+
+from keras_fourier.models.builder import build_model
+from keras_fourier.models.registry import BUILDERS, VARIANTS, make_builder
+from keras_fourier.models.vision import feature_extractor
+
+GFNetTi = make_builder("GFNetTi")
+GFNetXS = make_builder("GFNetXS")
+GFNetS = make_builder("GFNetS")
+GFNetB = make_builder("GFNetB")
+GFNetHTi = make_builder("GFNetHTi")
+GFNetHS = make_builder("GFNetHS")
+GFNetHB = make_builder("GFNetHB")
+HorNetT7x7 = make_builder("HorNetT7x7")
+HorNetTGF = make_builder("HorNetTGF")
+HorNetS7x7 = make_builder("HorNetS7x7")
+HorNetSGF = make_builder("HorNetSGF")
+HorNetB7x7 = make_builder("HorNetB7x7")
+HorNetBGF = make_builder("HorNetBGF")
+HorNetL7x7 = make_builder("HorNetL7x7")
+HorNetLGF = make_builder("HorNetLGF")
+AFNONetS4 = make_builder("AFNONetS4")
+
+__all__ = [
+    "BUILDERS",
+    "VARIANTS",
+    "AFNONetS4",
+    "GFNetB",
+    "GFNetHB",
+    "GFNetHS",
+    "GFNetHTi",
+    "GFNetS",
+    "GFNetTi",
+    "GFNetXS",
+    "HorNetB7x7",
+    "HorNetBGF",
+    "HorNetL7x7",
+    "HorNetLGF",
+    "HorNetS7x7",
+    "HorNetSGF",
+    "HorNetT7x7",
+    "HorNetTGF",
+    "build_model",
+    "feature_extractor",
+]

@@ -1,0 +1,27 @@
+"""AFNONet: the AFNO paper's ImageNet classifier (Appendix A.5).
+
+Patch 4, dim 384, 12 blocks, AFNO2D with 16 blocks. Wiring as the official
+AFNONet: ``residual = x; x = afno(norm1(x))`` (AFNO2D adds its own input),
+with ``double_skip`` an extra ``x = x + residual; residual = x``, then
+``residual + drop_path(mlp(norm2(x)))``; learned position embedding; final
+norm then mean over tokens. ``double_skip`` defaults to off, as the official
+training script.
+
+Reference:
+    Guibas et al., "Adaptive Fourier Neural Operators: Efficient Token Mixers
+    for Transformers", ICLR 2022.
+"""
+
+from __future__ import annotations
+
+from keras_fourier.models.vision import VisionSpec
+
+VARIANTS: dict[str, VisionSpec] = {
+    "afnonet_s4": VisionSpec(
+        dims=(384,),
+        depths=(12,),
+        patch_size=4,
+        mixers=(("afno", {"num_blocks": 16}),),
+        pos_embed=True,
+    ),
+}

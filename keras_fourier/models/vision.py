@@ -1,0 +1,350 @@
+"""The one generic builder behind every vision model of keras_fourier.
+
+A model is a row of a variant table, a :class:`VisionSpec`: stem, stages of
+blocks (each a token mixer and an FFN with their residual wiring), final norm,
+pooling and head. GFNet, GFNet-H, HorNet, AFNONet and `build_model` are all
+rows fed to :func:`build_vision_model`; the family modules only hold their
+rows.
+
+Layer names are stable, so checkpoint conversion is a key map:
+
+* ``preprocessing``: ImageNet normalisation of 0-255 pixels (optional);
+* ``stem_conv`` (+ ``stem_norm``), ``pos_embed``;
+* ``downsample{s}_norm`` / ``downsample{s}_conv`` before stage s > 0;
+* ``stage{s}_block{j}_{part}`` with parts ``norm1``, ``mixer``, ``norm2``,
+  ``ffn``, ``ls1``/``ls2`` (LayerScale), ``drop_path1``/``drop_path2``;
+* ``stage{s}_output``: identity marking each stage's output feature map;
+* ``norm``, ``head``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+
+from keras_fourier.layers import (
+    AFNO2D,
+    GLU,
+    DropPath,
+    FourierMixing,
+    GlobalFilter,
+    LayerScale,
+    Mlp,
+    SelfAttention,
+)
+from keras_fourier.layers.afbo import AFBO, SCFBO
+from keras_fourier.layers.hornet import GnConv
+from keras_fourier.layers.position import PositionEmbedding
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+POOLINGS = (None, "avg", "max")
+
+MIXERS: dict[str, Callable[..., keras.layers.Layer]] = {
+    "global_filter": GlobalFilter,
+    "afno": AFNO2D,
+    "fourier": FourierMixing,
+    "gnconv": lambda **kw: GnConv(spatial_mixing="dwconv", **kw),
+    "gnconv_gf": lambda **kw: GnConv(spatial_mixing="global_local", **kw),
+    "attention": SelfAttention,
+}
+FOURIER_MIXERS = ("global_filter", "afno", "fourier", "gnconv_gf")
+FFNS: dict[str, Callable[..., keras.layers.Layer]] = {
+    "mlp": Mlp,
+    "glu": GLU,
+    "afbo": AFBO,
+    "scfbo_gc": lambda **kw: SCFBO(channel_mapping="gccm", **{"groups": 2, **kw}),
+    "scfbo_oc": lambda **kw: SCFBO(channel_mapping="occm", **{"groups": 4, **kw}),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionSpec:
+    """One row of the variant table: everything that defines an architecture.
+
+    Attributes:
+        dims: channels of each stage (one entry: isotropic model).
+        depths: blocks per stage.
+        patch_size: stride of the stem convolution.
+        mixers: per stage, (mixer name in MIXERS, keyword arguments).
+        ffn: (FFN name in FFNS, keyword arguments), the same in every stage.
+        residual: "single" for GFNet/AFNONet blocks, ``x + ffn(norm2(mixer(norm1(x))))``;
+            "two" for HorNet/MetaFormer blocks with a residual around each.
+        double_skip: AFNONet's extra residual around the mixer ("single" only).
+        layer_scale: LayerScale init value, or None for none.
+        pos_embed: learned position embedding after the stem.
+        stem_norm: LayerNorm after the stem convolution (HorNet).
+        downsample_norm: LayerNorm before each downsampling conv (HorNet).
+        pool_before_norm: pool then norm (HorNet) instead of norm then pool.
+        drop_path_rate: default stochastic depth rate, spread linearly over blocks.
+        norm_epsilon: epsilon of every LayerNorm.
+    """
+
+    dims: tuple[int, ...]
+    depths: tuple[int, ...]
+    patch_size: int
+    mixers: tuple[tuple[str, dict], ...]
+    ffn: tuple[str, dict] = ("mlp", {})
+    residual: str = "single"
+    double_skip: bool = False
+    layer_scale: float | None = None
+    pos_embed: bool = False
+    stem_norm: bool = False
+    downsample_norm: bool = False
+    pool_before_norm: bool = False
+    drop_path_rate: float = 0.0
+    norm_epsilon: float = 1e-6
+
+    @property
+    def stride(self) -> int:
+        """Total downsampling factor from pixels to the last stage."""
+        return self.patch_size * 2 ** (len(self.dims) - 1)
+
+    @property
+    def has_fourier_layers(self) -> bool:
+        return any(name in FOURIER_MIXERS for name, _ in self.mixers)
+
+
+def _check_input_shape(spec: VisionSpec, input_shape, weights) -> tuple[int, int, int]:
+    if input_shape is None:
+        input_shape = (224, 224, 3)
+    if (
+        not isinstance(input_shape, (tuple, list))
+        or len(input_shape) != 3
+        or not all(isinstance(d, int) and d > 0 for d in input_shape)
+    ):
+        raise ValueError(
+            "`input_shape` must be a tuple of three positive ints (height, width, channels); "
+            "Fourier filters are built for a fixed size. "
+            f"Received: input_shape={input_shape!r}"
+        )
+    height, width, channels = input_shape
+    if height % spec.stride or width % spec.stride:
+        raise ValueError(
+            f"`input_shape` height and width must be multiples of the model's stride "
+            f"{spec.stride}. Received: input_shape={tuple(input_shape)!r}"
+        )
+    if weights is not None and channels != 3:
+        raise ValueError(
+            "Pretrained weights need 3 input channels. "
+            f"Received: input_shape={tuple(input_shape)!r}, weights={weights!r}"
+        )
+    return height, width, channels
+
+
+def check_weights_argument(weights, include_top: bool, classes: int) -> None:
+    """keras.applications checks of `weights` and `classes`."""
+    if weights is None or weights == "imagenet":
+        pass
+    elif not isinstance(weights, (str, os.PathLike)):
+        raise ValueError(
+            "`weights` must be None, 'imagenet' or the path to a weights file. "
+            f"Received: weights={weights!r}"
+        )
+    elif not os.path.exists(weights):
+        raise ValueError(
+            "`weights` must be None, 'imagenet' or the path to an existing weights file. "
+            f"Received: weights={weights!r} (no such file)"
+        )
+    if not isinstance(classes, int) or classes < 1:
+        raise ValueError(f"`classes` must be a positive int. Received: classes={classes!r}")
+    if weights == "imagenet" and include_top and classes != 1000:
+        raise ValueError(
+            "With weights='imagenet' and include_top=True, `classes` must be 1000. "
+            f"Received: classes={classes}"
+        )
+
+
+def _mixer(spec: VisionSpec, stage: int, fft_impl: str, name: str) -> keras.layers.Layer:
+    mixer_name, kwargs = spec.mixers[stage]
+    kwargs = dict(kwargs)
+    if mixer_name in FOURIER_MIXERS:
+        kwargs["fft_impl"] = fft_impl
+    return MIXERS[mixer_name](name=name, **kwargs)
+
+
+def _block(x, spec: VisionSpec, stage: int, index: int, drop_path: float, fft_impl: str):
+    prefix = f"stage{stage}_block{index}"
+
+    def norm(part: str):
+        return keras.layers.LayerNormalization(epsilon=spec.norm_epsilon, name=f"{prefix}_{part}")
+
+    def branch(y, part: str):
+        if spec.layer_scale is not None:
+            y = LayerScale(spec.layer_scale, name=f"{prefix}_ls{part}")(y)
+        if drop_path > 0:
+            y = DropPath(drop_path, name=f"{prefix}_drop_path{part}")(y)
+        return y
+
+    ffn_name, ffn_kwargs = spec.ffn
+    ffn = FFNS[ffn_name](name=f"{prefix}_ffn", **ffn_kwargs)
+    mixer = _mixer(spec, stage, fft_impl, f"{prefix}_mixer")
+    if spec.residual == "two":
+        x = keras.layers.Add(name=f"{prefix}_add1")([x, branch(mixer(norm("norm1")(x)), "1")])
+        return keras.layers.Add(name=f"{prefix}_add2")([x, branch(ffn(norm("norm2")(x)), "2")])
+    mixed = mixer(norm("norm1")(x))
+    if spec.double_skip:
+        x = mixed = keras.layers.Add(name=f"{prefix}_skip")([mixed, x])
+    return keras.layers.Add(name=f"{prefix}_add")([x, branch(ffn(norm("norm2")(mixed)), "")])
+
+
+def _inputs(input_tensor, shape):
+    if input_tensor is None:
+        return keras.Input(shape, name="images")
+    if not keras.backend.is_keras_tensor(input_tensor):
+        return keras.Input(tensor=input_tensor, shape=shape, name="images")
+    return input_tensor
+
+
+def _official_init(model: keras.Model) -> None:
+    """Truncated-normal(0.02) for every Dense and convolution kernel.
+
+    The official code applies this to every Linear (and, in HorNet, every
+    Conv2d) at construction; Keras defaults would be Glorot. Biases already
+    start at zero in Keras.
+    """
+    seed = keras.random.SeedGenerator()
+    for variable in model.weights:
+        if variable.name == "kernel":
+            variable.assign(
+                keras.random.truncated_normal(
+                    variable.shape, stddev=0.02, dtype=variable.dtype, seed=seed
+                )
+            )
+
+
+def build_vision_model(
+    spec: VisionSpec,
+    *,
+    include_top: bool = True,
+    include_preprocessing: bool = True,
+    weights: str | None = None,
+    input_tensor=None,
+    input_shape: tuple[int, int, int] | None = None,
+    pooling: str | None = None,
+    classes: int = 1000,
+    classifier_activation: str | None = "softmax",
+    drop_path_rate: float | None = None,
+    fft_impl: str = "auto",
+    name: str = "vision_model",
+    load_weights: Callable[[keras.Model, Any], None] | None = None,
+) -> keras.Model:
+    """Builds the functional model of `spec` with keras.applications semantics.
+
+    Args:
+        spec: the variant's row.
+        include_top: whether to add the classification head.
+        include_preprocessing: whether the model normalises 0-255 pixels
+            with the ImageNet mean and std itself.
+        weights: None, "imagenet", or a weights file path (loaded by
+            `load_weights`).
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: (H, W, C); H and W multiples of the model's stride.
+            Default (224, 224, 3).
+        pooling: without the top, None (feature map), "avg" or "max".
+        classes: number of classes of the head.
+        classifier_activation: activation of the head, None for logits.
+        drop_path_rate: stochastic depth rate, None for the variant default.
+        fft_impl: "auto", "fft" or "matmul" for every Fourier layer.
+        name: model name.
+        load_weights: callable(model, weights) that loads non-None weights.
+
+    Returns:
+        A `keras.Model`.
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}")
+    check_weights_argument(weights, include_top, classes)
+    if drop_path_rate is None:
+        drop_path_rate = spec.drop_path_rate
+    if not 0 <= drop_path_rate < 1:
+        raise ValueError(
+            f"`drop_path_rate` must be in [0, 1). Received: drop_path_rate={drop_path_rate!r}"
+        )
+    shape = _check_input_shape(spec, input_shape, weights)
+    inputs = _inputs(input_tensor, shape)
+    x = inputs
+    if include_preprocessing:
+        x = keras.layers.Normalization(
+            mean=[255.0 * m for m in IMAGENET_MEAN],
+            variance=[(255.0 * s) ** 2 for s in IMAGENET_STD],
+            name="preprocessing",
+        )(x)
+    x = keras.layers.Conv2D(
+        spec.dims[0], spec.patch_size, strides=spec.patch_size, name="stem_conv"
+    )(x)
+    if spec.stem_norm:
+        x = keras.layers.LayerNormalization(epsilon=spec.norm_epsilon, name="stem_norm")(x)
+    if spec.pos_embed:
+        x = PositionEmbedding(name="pos_embed")(x)
+    rates = np.linspace(0.0, drop_path_rate, sum(spec.depths)).tolist()
+    for stage, (dim, depth) in enumerate(zip(spec.dims, spec.depths, strict=True)):
+        if stage > 0:
+            if spec.downsample_norm:
+                x = keras.layers.LayerNormalization(
+                    epsilon=spec.norm_epsilon, name=f"downsample{stage}_norm"
+                )(x)
+            x = keras.layers.Conv2D(dim, 2, strides=2, name=f"downsample{stage}_conv")(x)
+        for index in range(depth):
+            x = _block(x, spec, stage, index, rates.pop(0), fft_impl)
+        x = keras.layers.Identity(name=f"stage{stage}_output")(x)
+
+    final_norm = keras.layers.LayerNormalization(epsilon=spec.norm_epsilon, name="norm")
+    global_pool = {
+        "avg": keras.layers.GlobalAveragePooling2D,
+        "max": keras.layers.GlobalMaxPooling2D,
+    }
+    pool = "avg" if include_top else pooling
+    if pool is None:
+        x = x if spec.pool_before_norm else final_norm(x)
+    elif spec.pool_before_norm:
+        x = final_norm(global_pool[pool](name="pool")(x))
+    else:
+        x = global_pool[pool](name="pool")(final_norm(x))
+    if include_top:
+        x = keras.layers.Dense(
+            classes, activation=classifier_activation, dtype="float32", name="head"
+        )(x)
+    source = keras.utils.get_source_inputs(inputs) if input_tensor is not None else inputs
+    model = keras.Model(source, x, name=name)
+    _official_init(model)
+    if weights is not None:
+        if load_weights is None:
+            raise ValueError(f"This model has no weight loader. Received: weights={weights!r}")
+        load_weights(model, weights)
+    return model
+
+
+def feature_extractor(model: keras.Model) -> keras.Model:
+    """A model returning the per-stage feature maps of a keras_fourier vision model.
+
+    Args:
+        model: a model built by keras_fourier (any `include_top`).
+
+    Returns:
+        A `keras.Model` with the same inputs whose output is a dict
+        {"stage0": (B, H/s0, W/s0, C0), "stage1": ...}: the output of every
+        stage (four for GFNet-H and HorNet, one, the last token map, for
+        isotropic models).
+
+    Example:
+        >>> features = feature_extractor(keras_fourier.HorNetT7x7())
+        >>> sorted(features.output)
+        ['stage0', 'stage1', 'stage2', 'stage3']
+    """
+    outputs = {
+        layer.name.removesuffix("_output"): layer.output
+        for layer in model.layers
+        if layer.name.startswith("stage") and layer.name.endswith("_output")
+    }
+    if not outputs:
+        raise ValueError(
+            f"`model` has no stage outputs; is it a keras_fourier vision model? "
+            f"Received: model={model.name!r}"
+        )
+    return keras.Model(model.inputs, outputs, name=f"{model.name}_features")
