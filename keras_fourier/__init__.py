@@ -1,7 +1,55 @@
 """keras_fourier: Fourier-domain and gated token mixers for Keras 3 on TensorFlow."""
 
-from keras_fourier import layers
+from keras_fourier import layers, models
+from keras_fourier.models import (
+    AFNONetS4,
+    FNet,
+    FNetBase,
+    FNetLarge,
+    GFNetB,
+    GFNetHB,
+    GFNetHS,
+    GFNetHTi,
+    GFNetS,
+    GFNetTi,
+    GFNetXS,
+    HorNetB7x7,
+    HorNetBGF,
+    HorNetL7x7,
+    HorNetLGF,
+    HorNetS7x7,
+    HorNetSGF,
+    HorNetT7x7,
+    HorNetTGF,
+    build_model,
+    feature_extractor,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "layers"]
+__all__ = [
+    "AFNONetS4",
+    "FNet",
+    "FNetBase",
+    "FNetLarge",
+    "GFNetB",
+    "GFNetHB",
+    "GFNetHS",
+    "GFNetHTi",
+    "GFNetS",
+    "GFNetTi",
+    "GFNetXS",
+    "HorNetB7x7",
+    "HorNetBGF",
+    "HorNetL7x7",
+    "HorNetLGF",
+    "HorNetS7x7",
+    "HorNetSGF",
+    "HorNetT7x7",
+    "HorNetTGF",
+    "__version__",
+    "build_model",
+    "feature_extractor",
+    "layers",
+    "models",
+]

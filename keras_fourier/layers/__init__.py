@@ -1,17 +1,25 @@
 """Reusable token mixers, FFNs and helpers of keras_fourier (all channels-last)."""
 
+from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.ffn import GLU, Mlp
 from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
+from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
+from keras_fourier.layers.position import PositionEmbedding
 from keras_fourier.layers.regularization import DropPath, LayerScale
 
 __all__ = [
+    "AFBO",
     "AFNO2D",
     "GLU",
+    "SCFBO",
     "DropPath",
     "FourierMixing",
     "GlobalFilter",
+    "GlobalLocalFilter",
+    "GnConv",
     "LayerScale",
     "Mlp",
+    "PositionEmbedding",
     "SelfAttention",
 ]

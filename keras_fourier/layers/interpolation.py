@@ -66,8 +66,8 @@ def _cubic_weights(t: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=256)
 def _cached_matrix(in_size: int, out_size: int, mode: str) -> np.ndarray:
-    scale = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
-    source = scale * np.arange(out_size, dtype=np.float64)
+    # j * (in - 1) / (out - 1), rounded once so that the last output lands on in - 1 exactly.
+    source = np.arange(out_size, dtype=np.float64) * (in_size - 1) / max(out_size - 1, 1)
     base = np.floor(source).astype(np.int64)
     frac = source - base
     if mode == "bilinear":

@@ -1,0 +1,322 @@
+"""HorNet's recursive gated convolution (gnConv) and its global-local filter.
+
+Both take channels-last image tokens (B, H, W, C) and return the same shape.
+Sublayer names and weight layouts follow the official PyTorch code, so its
+checkpoints map onto these layers one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from keras_fourier.layers import spectral
+from keras_fourier.layers.interpolation import resize_2d_tf
+
+SPATIAL_MIXINGS = ("dwconv", "global_local")
+
+
+def _channels_last_shape(layer: str, input_shape) -> tuple:
+    if len(input_shape) != 4 or input_shape[-1] is None:
+        raise ValueError(
+            f"{layer} expects channels-last inputs (B, H, W, C) with a static C; "
+            f"received input_shape={tuple(input_shape)}."
+        )
+    return tuple(input_shape)
+
+
+def _check_optional_size(name: str, value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be None or a positive int. Received: {name}={value!r}")
+    return value
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class GlobalLocalFilter(keras.layers.Layer):
+    """HorNet's GF layer: half the channels by a 3x3 depthwise conv, half by a global filter.
+
+    ``pre_norm`` (LayerNorm over channels, eps 1e-6), then the first C/2
+    channels go through ``dw``, a 3x3 depthwise conv without bias, and the
+    last C/2 through a GFNet global filter: rfft2 (ortho), element-wise
+    product with the learnable complex filter, irfft2 (ortho). The two halves
+    are interleaved, output channel 2i from the depthwise half and 2i+1 from
+    the filter half, as the official code's stack-and-reshape does, and
+    ``post_norm`` (LayerNorm, eps 1e-6) follows.
+
+    The filter ``complex_weight`` has the official layout (C/2, h, w, 2),
+    real and imaginary parts last, where (h, w) is the rfft2 size
+    (H, W // 2 + 1) of the inputs it was made for. When the inputs' rfft2
+    size differs, the filter is resized over (h, w) bilinearly with
+    ``align_corners=True``, as the official code's ``F.interpolate`` does
+    (see :mod:`keras_fourier.layers.interpolation`), so one layer runs at any
+    resolution, non-square included. The transforms run in float32 and the
+    filter is never autocast.
+
+    Initialisation: ``complex_weight`` is drawn from N(0, 0.02^2). The
+    official code calls timm's ``trunc_normal_(std=0.02)``, whose cut-off is
+    the absolute interval [-2, 2], i.e. 100 standard deviations, so its draws
+    are this normal distribution. ``dw`` and the norms keep the Keras
+    defaults (Glorot-uniform kernel, unit scale, zero offset).
+
+    Args:
+        height: h, the filter's first spatial size, or None (default) for
+            the input height at build time. Set it, with ``width``, to hold a
+            checkpoint's filter (14 for HorNet's 224-pixel stage 3).
+        width: w, the filter's second size in the half spectrum, or None
+            (default) for W // 2 + 1 of the input width at build time (8 for
+            HorNet's 224-pixel stage 3).
+        fft_impl: "auto" (default), "fft" or "matmul"; see
+            :mod:`keras_fourier.layers.spectral`.
+        **kwargs: base `keras.layers.Layer` arguments (name, dtype, ...).
+
+    Call arguments:
+        inputs: (B, H, W, C) tensor with static H and W and even C.
+
+    Returns:
+        Tensor of the same shape and the layer's compute dtype.
+
+    Example:
+        >>> layer = GlobalLocalFilter(height=14, width=8)
+        >>> layer(keras.ops.ones((2, 24, 20, 32))).shape
+        TensorShape([2, 24, 20, 32])
+
+    Reference:
+        Rao et al., "HorNet: Efficient High-Order Spatial Interactions with
+        Recursive Gated Convolutions", NeurIPS 2022, Section 3.1 (Global
+        Filter); Rao et al., "Global Filter Networks for Image
+        Classification", NeurIPS 2021, Eq. (4)-(5).
+    """
+
+    def __init__(
+        self,
+        height: int | None = None,
+        width: int | None = None,
+        fft_impl: str = "auto",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.height = _check_optional_size("height", height)
+        self.width = _check_optional_size("width", width)
+        self.fft_impl = spectral.validate_fft_impl(fft_impl)
+
+    def build(self, input_shape):
+        batch, height, width, channels = _channels_last_shape("GlobalLocalFilter", input_shape)
+        if channels % 2:
+            raise ValueError(
+                "GlobalLocalFilter splits the channels into two halves, so C must be even; "
+                f"received input_shape={tuple(input_shape)}."
+            )
+        filter_height = height if self.height is None else self.height
+        filter_width = self.width
+        if filter_width is None and width is not None:
+            filter_width = width // 2 + 1
+        if filter_height is None or filter_width is None:
+            raise ValueError(
+                "GlobalLocalFilter takes the filter size from the input when `height` or "
+                "`width` is None, so H and W must then be static; received "
+                f"input_shape={tuple(input_shape)} with height={self.height}, width={self.width}."
+            )
+        half = channels // 2
+        self.pre_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, dtype=self.dtype_policy, name="pre_norm"
+        )
+        self.pre_norm.build(input_shape)
+        self.dw = keras.layers.DepthwiseConv2D(
+            3, padding="same", use_bias=False, dtype=self.dtype_policy, name="dw"
+        )
+        self.dw.build((batch, height, width, half))
+        self.complex_weight = self.add_weight(
+            name="complex_weight",
+            shape=(half, filter_height, filter_width, 2),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            autocast=False,
+        )
+        self.post_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, dtype=self.dtype_policy, name="post_norm"
+        )
+        self.post_norm.build(input_shape)
+
+    def _filter(self, spectrum_size: tuple[int, int]) -> tf.Tensor:
+        """The complex filter as (h, w, C/2, 2) float32, resized to `spectrum_size`."""
+        weight = tf.transpose(tf.cast(self.complex_weight, tf.float32), [1, 2, 0, 3])
+        return resize_2d_tf(weight, spectrum_size, axes=(0, 1), mode="bilinear")
+
+    def call(self, inputs):
+        x = self.pre_norm(inputs)
+        height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+        half = channels // 2
+        local = self.dw(x[..., :half])
+        real, imag = spectral.rfft2(x[..., half:], self.fft_impl)
+        weight = self._filter((height, width // 2 + 1))
+        w_real, w_imag = weight[..., 0], weight[..., 1]
+        real, imag = real * w_real - imag * w_imag, real * w_imag + imag * w_real
+        glob = tf.cast(spectral.irfft2(real, imag, width, self.fft_impl), self.compute_dtype)
+        x = tf.reshape(tf.stack([local, glob], axis=-1), [-1, height, width, channels])
+        return self.post_norm(x)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "height": self.height,
+            "width": self.width,
+            "fft_impl": self.fft_impl,
+        }
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class GnConv(keras.layers.Layer):
+    """HorNet's recursive gated convolution g^n Conv.
+
+    With C input channels and ``order`` n, the per-order widths are
+    ``dims = [C // 2**(n-1), ..., C // 2, C]`` (C_k = C / 2^(n-k-1)).
+    ``proj_in`` (1x1 conv, C -> 2C, bias) gives p_0 (dims[0] channels) and
+    q (sum(dims) channels); ``dwconv`` mixes q spatially, its output is
+    multiplied by ``scale`` and split into q_0 .. q_{n-1} of widths dims; then
+    ``p_1 = p_0 * q_0`` and ``p_{k+1} = pws_{k-1}(p_k) * q_k``, where
+    ``pws_i`` is a 1x1 conv dims[i] -> dims[i+1] with bias; ``proj_out``
+    (1x1 conv, C -> C, bias) maps p_n to the output. Multiplying the single
+    depthwise output by ``scale`` applies the paper's 1/alpha at every
+    recursion step, as the official code does.
+
+    ``dwconv`` is a ``kernel_size`` x ``kernel_size`` depthwise conv with
+    bias and zero "same" padding (``spatial_mixing="dwconv"``, HorNet_7x7),
+    or a :class:`GlobalLocalFilter` over the sum(dims) channels
+    (``spatial_mixing="global_local"``, HorNet_GF) whose filter takes the
+    input's spatial size at build time. Conv weights keep the Keras defaults
+    (Glorot-uniform, zero bias), which equal the official
+    ``uniform_init=True`` option; the official default draws them from
+    N(0, 0.02^2) at the model level.
+
+    Args:
+        order: interaction order n >= 1; C must be divisible by 2**(n-1).
+            Default 3.
+        spatial_mixing: "dwconv" (default) or "global_local".
+        kernel_size: odd size of the depthwise kernel. Default 7. Unused by
+            "global_local", whose local half is a fixed 3x3 conv.
+        scale: factor on the spatial mixing output, 1/alpha in the paper.
+            Default 1/3, the value of every official HorNet model.
+        fft_impl: "auto" (default), "fft" or "matmul"; used by
+            "global_local".
+        **kwargs: base `keras.layers.Layer` arguments (name, dtype, ...).
+
+    Call arguments:
+        inputs: (B, H, W, C) tensor; H and W must be static for
+            "global_local". With "global_local", C must be divisible by
+            2**n so that the filter's sum(dims) channels split in halves.
+
+    Returns:
+        Tensor of the same shape and the layer's compute dtype.
+
+    Example:
+        >>> layer = GnConv(order=3)
+        >>> layer(keras.ops.ones((2, 14, 14, 64))).shape
+        TensorShape([2, 14, 14, 64])
+
+    Reference:
+        Rao et al., "HorNet: Efficient High-Order Spatial Interactions with
+        Recursive Gated Convolutions", NeurIPS 2022, Eq. (3.2)-(3.5).
+    """
+
+    def __init__(
+        self,
+        order: int = 3,
+        spatial_mixing: str = "dwconv",
+        kernel_size: int = 7,
+        scale: float = 1 / 3,
+        fft_impl: str = "auto",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+            raise ValueError(f"`order` must be an int >= 1. Received: {order=}")
+        if spatial_mixing not in SPATIAL_MIXINGS:
+            raise ValueError(
+                f"`spatial_mixing` must be one of {SPATIAL_MIXINGS}. "
+                f"Received: spatial_mixing={spatial_mixing!r}"
+            )
+        if (
+            isinstance(kernel_size, bool)
+            or not isinstance(kernel_size, int)
+            or kernel_size < 1
+            or kernel_size % 2 == 0
+        ):
+            raise ValueError(f"`kernel_size` must be a positive odd int. Received: {kernel_size=}")
+        if (
+            isinstance(scale, bool)
+            or not isinstance(scale, (int, float))
+            or not math.isfinite(scale)
+        ):
+            raise ValueError(f"`scale` must be a finite number. Received: {scale=}")
+        self.order = order
+        self.spatial_mixing = spatial_mixing
+        self.kernel_size = kernel_size
+        self.scale = scale
+        self.fft_impl = spectral.validate_fft_impl(fft_impl)
+
+    def build(self, input_shape):
+        batch, height, width, channels = _channels_last_shape("GnConv", input_shape)
+        if channels % 2 ** (self.order - 1):
+            raise ValueError(
+                f"GnConv needs C divisible by 2**(order - 1) = {2 ** (self.order - 1)}; "
+                f"received C={channels} with order={self.order}."
+            )
+        if self.spatial_mixing == "global_local" and channels % 2**self.order:
+            raise ValueError(
+                "GnConv(spatial_mixing='global_local') needs C divisible by 2**order = "
+                f"{2**self.order} so that the global-local filter's channels split in halves; "
+                f"received C={channels} with order={self.order}."
+            )
+        self._dims = [channels // 2**i for i in range(self.order)][::-1]
+        mixed = sum(self._dims)
+
+        def conv1x1(filters: int, name: str) -> keras.layers.Conv2D:
+            return keras.layers.Conv2D(filters, 1, dtype=self.dtype_policy, name=name)
+
+        self.proj_in = conv1x1(2 * channels, "proj_in")
+        self.proj_in.build(input_shape)
+        if self.spatial_mixing == "dwconv":
+            self.dwconv = keras.layers.DepthwiseConv2D(
+                self.kernel_size, padding="same", dtype=self.dtype_policy, name="dwconv"
+            )
+        else:
+            self.dwconv = GlobalLocalFilter(
+                fft_impl=self.fft_impl, dtype=self.dtype_policy, name="dwconv"
+            )
+        self.dwconv.build((batch, height, width, mixed))
+        self.pws = []
+        for i in range(self.order - 1):
+            layer = conv1x1(self._dims[i + 1], f"pws_{i}")
+            layer.build((batch, height, width, self._dims[i]))
+            self.pws.append(layer)
+        self.proj_out = conv1x1(channels, "proj_out")
+        self.proj_out.build(input_shape)
+
+    def call(self, inputs):
+        fused = self.proj_in(inputs)
+        p = fused[..., : self._dims[0]]
+        mixed = self.dwconv(fused[..., self._dims[0] :]) * self.scale
+        q = tf.split(mixed, self._dims, axis=-1)
+        x = p * q[0]
+        for pw, q_k in zip(self.pws, q[1:], strict=True):
+            x = pw(x) * q_k
+        return self.proj_out(x)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "order": self.order,
+            "spatial_mixing": self.spatial_mixing,
+            "kernel_size": self.kernel_size,
+            "scale": self.scale,
+            "fft_impl": self.fft_impl,
+        }

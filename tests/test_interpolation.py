@@ -1,0 +1,189 @@
+"""Separable align_corners=True resizing against closed forms, hand values and TF1 kernels."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier.layers.interpolation import interpolation_matrix, resize_2d, resize_2d_tf
+from tests.harness import random_input
+
+MODES = ("bilinear", "bicubic")
+SIZE_PAIRS = [(1, 4), (4, 1), (2, 3), (3, 2), (5, 9), (9, 5), (7, 13), (14, 24), (8, 8)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [1, 2, 5, 14])
+def test_equal_sizes_give_identity(mode, size):
+    np.testing.assert_array_equal(interpolation_matrix(size, size, mode), np.eye(size))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("in_size", "out_size"), SIZE_PAIRS)
+def test_rows_sum_to_one_and_corners_are_kept(mode, in_size, out_size):
+    matrix = interpolation_matrix(in_size, out_size, mode)
+    assert matrix.shape == (out_size, in_size)
+    np.testing.assert_allclose(matrix.sum(axis=1), 1.0, atol=1e-12)
+    first_row = np.eye(in_size)[0]
+    np.testing.assert_array_equal(matrix[0], first_row)
+    if out_size > 1:
+        np.testing.assert_array_equal(matrix[-1], np.eye(in_size)[-1])
+
+
+@pytest.mark.parametrize(("in_size", "out_size"), SIZE_PAIRS)
+def test_bilinear_keeps_linear_ramps_exactly(in_size, out_size):
+    ramp = 3.0 * np.arange(in_size) - 2.0
+    step = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    expected = 3.0 * step * np.arange(out_size) - 2.0
+    np.testing.assert_allclose(interpolation_matrix(in_size, out_size) @ ramp, expected, atol=1e-12)
+
+
+def test_bilinear_keeps_a_2d_plane_exactly():
+    rows, cols = np.meshgrid(np.arange(5.0), np.arange(4.0), indexing="ij")
+    plane = 2.0 * rows - 0.5 * cols + 1.0
+    out_rows, out_cols = np.meshgrid(np.arange(9.0) / 2, np.arange(7.0) / 2, indexing="ij")
+    expected = 2.0 * out_rows - 0.5 * out_cols + 1.0
+    np.testing.assert_allclose(resize_2d(plane, (9, 7)), expected, atol=1e-12)
+
+
+# Hand values of the cubic convolution kernel with A = -0.75 at fraction t = 1/2:
+# W(1.5) = A/8 = -0.09375 and W(0.5) = 1/2 - A/8 = 0.59375 (neighbours at offsets -1, 0, 1, 2).
+def test_bicubic_2_to_3_by_hand():
+    # Output 1 reads position 0.5; offsets -1 and 2 clamp onto inputs 0 and 1.
+    expected = np.array([[1.0, 0.0], [-0.09375 + 0.59375, 0.59375 - 0.09375], [0.0, 1.0]])
+    np.testing.assert_allclose(interpolation_matrix(2, 3, "bicubic"), expected, atol=1e-12)
+
+
+def test_bicubic_3_to_5_by_hand_clamps_the_border():
+    # Positions 0, 0.5, 1, 1.5, 2; at 0.5 offset -1 clamps onto input 0, at 1.5 offset 2 onto 2.
+    expected = np.array(
+        [
+            [1.0, 0.0, 0.0],
+            [0.5, 0.59375, -0.09375],
+            [0.0, 1.0, 0.0],
+            [-0.09375, 0.59375, 0.5],
+            [0.0, 0.0, 1.0],
+        ]
+    )
+    np.testing.assert_allclose(interpolation_matrix(3, 5, "bicubic"), expected, atol=1e-12)
+
+
+def test_bicubic_4_to_3_on_squares_by_hand():
+    # Output 1 reads position 1.5 from inputs 0, 1, 4, 9 with all four neighbours inside:
+    # -0.09375 * 0 + 0.59375 * 1 + 0.59375 * 4 - 0.09375 * 9 = 2.125 (bilinear would give 2.5).
+    squares = np.array([0.0, 1.0, 4.0, 9.0])
+    np.testing.assert_allclose(
+        interpolation_matrix(4, 3, "bicubic") @ squares, [0.0, 2.125, 9.0], atol=1e-12
+    )
+    np.testing.assert_allclose(interpolation_matrix(4, 3) @ squares, [0.0, 2.5, 9.0], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("in_hw", "out_hw"),
+    [((6, 4), (8, 6)), ((14, 8), (24, 13)), ((14, 8), (12, 6)), ((5, 7), (3, 2)), ((1, 3), (4, 1))],
+)
+def test_bilinear_matches_tf1_resize_bilinear_align_corners(in_hw, out_hw):
+    x = random_input((2, *in_hw, 3))
+    expected = tf.compat.v1.image.resize_bilinear(x, out_hw, align_corners=True).numpy()
+    np.testing.assert_allclose(resize_2d(x, out_hw, axes=(1, 2)), expected, atol=3e-6)
+
+
+@pytest.mark.parametrize(
+    ("in_hw", "out_hw"), [((4, 5), (5, 9)), ((7, 3), (5, 5)), ((2, 9), (3, 17))]
+)
+def test_bicubic_matches_tf1_resize_bicubic_on_dyadic_grids(in_hw, out_hw):
+    # TF1's legacy bicubic kernel also uses A = -0.75 with clamped borders, but reads its
+    # weights from a table sampled every 1/1024; these sizes only hit fractions on that grid.
+    x = random_input((2, *in_hw, 3))
+    expected = tf.compat.v1.image.resize_bicubic(x, out_hw, align_corners=True).numpy()
+    np.testing.assert_allclose(
+        resize_2d(x, out_hw, axes=(1, 2), mode="bicubic"), expected, atol=1e-6
+    )
+
+
+def test_resize_2d_axes_and_dtypes():
+    x = random_input((3, 4, 5, 2))
+    by_positive = resize_2d(x, (6, 7), axes=(1, 2))
+    by_negative = resize_2d(x, (6, 7), axes=(-3, -2))
+    assert by_positive.shape == (3, 6, 7, 2)
+    assert by_positive.dtype == np.float32
+    np.testing.assert_array_equal(by_positive, by_negative)
+    swapped = resize_2d(x, (7, 6), axes=(2, 1))
+    np.testing.assert_array_equal(swapped, by_positive)
+    ints = resize_2d(np.arange(6).reshape(2, 3), (3, 5))
+    assert ints.dtype == np.float64
+    np.testing.assert_allclose(ints[1], [1.5, 2.0, 2.5, 3.0, 3.5])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_resize_2d_tf_matches_numpy_eager_and_under_xla(mode):
+    x = random_input((5, 7, 3, 2))
+    expected = resize_2d(x, (9, 4), axes=(0, 1), mode=mode)
+    eager = resize_2d_tf(tf.constant(x), (9, 4), mode=mode)
+    compiled = tf.function(lambda t: resize_2d_tf(t, (9, 4), mode=mode), jit_compile=True)
+    np.testing.assert_allclose(eager.numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(compiled(tf.constant(x)).numpy(), expected, atol=1e-6)
+
+
+def test_resize_2d_tf_gradient_is_the_transposed_resize():
+    x = tf.constant(random_input((4, 3, 2)))
+    upstream = random_input((6, 5, 2), seed=1)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(resize_2d_tf(x, (6, 5)) * upstream)
+    rows, cols = interpolation_matrix(4, 6), interpolation_matrix(3, 5)
+    expected = np.einsum("oh,pw,opc->hwc", rows, cols, upstream)
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), expected, atol=1e-5)
+
+
+def test_resize_2d_tf_skips_axes_already_at_size():
+    x = tf.constant(random_input((4, 3)))
+    assert resize_2d_tf(x, (4, 3)) is x
+
+
+def test_interpolation_matrix_returns_a_private_copy():
+    matrix = interpolation_matrix(3, 5)
+    matrix[:] = 0.0
+    assert interpolation_matrix(3, 5)[0, 0] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: interpolation_matrix(0, 3),
+            "`in_size` must be a positive int. Received: in_size=0",
+        ),
+        (lambda: interpolation_matrix(True, 3), "Received: in_size=True"),
+        (
+            lambda: interpolation_matrix(3, 2.0),
+            "`out_size` must be a positive int. Received: out_size=2.0",
+        ),
+        (lambda: interpolation_matrix(3, 4, "nearest"), "Received: mode='nearest'"),
+        (
+            lambda: resize_2d(np.zeros((2, 2)), (3,)),
+            "`size` must be (height, width). Received: size=(3,)",
+        ),
+        (lambda: resize_2d(np.zeros((2, 2)), (3, -1)), "Received: size[1]=-1"),
+        (lambda: resize_2d(np.zeros((2, 2)), (3, 3), mode="area"), "Received: mode='area'"),
+        (lambda: resize_2d(np.zeros((2, 2)), (3, 3), axes=(0, 2)), "Received: axes=(0, 2)"),
+        (
+            lambda: resize_2d(np.zeros((2, 2)), (3, 3), axes=(1, -1)),
+            "two different axes. Received: axes=(1, -1)",
+        ),
+        (lambda: resize_2d(np.zeros((2, 2)), (3, 3), axes=(0,)), "Received: axes=(0,)"),
+        (lambda: resize_2d_tf(tf.zeros((2, 2)), (3, 3), mode="linear"), "Received: mode='linear'"),
+        (lambda: resize_2d_tf(tf.zeros((2, 2, 2)), (3, 3), axes=(0, 3)), "Received: axes=(0, 3)"),
+    ],
+)
+def test_invalid_arguments_raise(call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert message in str(error.value)
+
+
+def test_resize_2d_tf_needs_static_axes():
+    traced = tf.function(
+        lambda t: resize_2d_tf(t, (3, 3)), input_signature=[tf.TensorSpec((None, 2), tf.float32)]
+    )
+    with pytest.raises(ValueError, match=r"static lengths on `axes`; received shape \(None, 2\)"):
+        traced.get_concrete_function()

@@ -1,0 +1,247 @@
+"""Vision model builders, driven by the variant table."""
+
+import dataclasses
+import itertools
+
+import keras
+import numpy as np
+import pytest
+
+import keras_fourier.models as models
+from keras_fourier.models.vision import FFNS, MIXERS, build_vision_model
+from tests.harness import random_input
+
+OFFICIAL_PARAMS = {
+    "GFNetTi": 7_511_784,
+    "GFNetXS": 15_985_768,
+    "GFNetS": 24_869_608,
+    "GFNetB": 43_120_616,
+    "GFNetHTi": 15_085_096,
+    "GFNetHS": 32_162_632,
+    "GFNetHB": 53_744_200,
+    "HorNetT7x7": 22_409_512,
+    "HorNetTGF": 22_991_848,
+    "HorNetS7x7": 49_528_264,
+    "HorNetSGF": 50_401_768,
+    "HorNetB7x7": 87_256_680,
+    "HorNetBGF": 88_421_352,
+    "HorNetL7x7": 194_542_504,
+    "HorNetLGF": 196_289_512,
+    "AFNONetS4": 16_266_856,
+}
+
+
+def test_every_builder_has_an_official_count():
+    assert set(OFFICIAL_PARAMS) == set(models.BUILDERS)
+
+
+@pytest.mark.parametrize("builder", sorted(OFFICIAL_PARAMS))
+def test_parameter_count_equals_official_code(builder):
+    model = getattr(models, builder)()
+    assert model.count_params() == OFFICIAL_PARAMS[builder]
+
+
+@pytest.mark.parametrize("builder", ["GFNetTi", "GFNetHTi", "HorNetT7x7", "HorNetTGF", "AFNONetS4"])
+def test_smallest_of_each_family_runs_at_a_small_non_square_input(builder):
+    # Every row's wiring runs in test_variant_wiring_round_trips_through_keras_file;
+    # this runs the full-depth smallest model of each family end to end.
+    model = getattr(models, builder)(input_shape=(64, 32, 3), classes=7)
+    out = keras.ops.convert_to_numpy(model(random_input((2, 64, 32, 3)) * 50 + 128))
+    assert out.shape == (2, 7)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, atol=1e-5)
+
+
+def _tiny(spec):
+    hierarchical = len(spec.dims) > 1
+    dims = (16, 32, 64, 128) if hierarchical else (32,)
+    return dataclasses.replace(spec, dims=dims, depths=(1,) * len(dims))
+
+
+@pytest.mark.parametrize("variant", sorted(models.VARIANTS))
+def test_variant_wiring_round_trips_through_keras_file(variant, tmp_path):
+    spec = _tiny(models.VARIANTS[variant])
+    size = spec.stride * 2
+    model = build_vision_model(
+        spec, input_shape=(size, size, 3), classes=5, drop_path_rate=0.1, name=variant
+    )
+    x = random_input((2, size, size, 3)) * 50 + 128
+    expected = keras.ops.convert_to_numpy(model(x))
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(loaded(x), expected)
+
+
+def _block_adds(model, prefix="stage0_block0"):
+    return sorted(la.name for la in model.layers if la.name.startswith(prefix) and "add" in la.name)
+
+
+def test_gfnet_blocks_have_one_residual_and_hornet_blocks_two():
+    gfnet = models.GFNetTi(input_shape=(32, 32, 3))
+    hornet = models.HorNetT7x7(input_shape=(32, 32, 3))
+    assert _block_adds(gfnet) == ["stage0_block0_add"]
+    assert _block_adds(hornet) == ["stage0_block0_add1", "stage0_block0_add2"]
+    assert gfnet.get_layer("stage0_block0_norm1").epsilon == 1e-6
+    assert isinstance(gfnet.get_layer("pos_embed"), keras.layers.Layer)
+    assert hornet.get_layer("stage0_block0_ls1").init_value == 1e-6
+    # HorNet pools before its final norm; GFNet normalises tokens then pools.
+    assert hornet.get_layer("norm").input.shape == (None, 512)
+    assert gfnet.get_layer("norm").input.shape == (None, 2, 2, 256)
+
+
+def test_drop_path_defaults_follow_official_configs():
+    rates = {
+        name: models.VARIANTS[key].drop_path_rate for name, (key, _) in models.BUILDERS.items()
+    }
+    assert rates["GFNetS"] == 0.15 and rates["GFNetB"] == 0.25
+    assert rates["GFNetHTi"] == 0.1 and rates["GFNetHS"] == 0.2 and rates["GFNetHB"] == 0.4
+    assert rates["HorNetT7x7"] == 0.2 and rates["HorNetS7x7"] == 0.4 and rates["HorNetB7x7"] == 0.5
+    model = models.GFNetHTi(input_shape=(32, 32, 3))
+    last = model.get_layer("stage3_block2_drop_path")
+    assert last.rate == pytest.approx(0.1)
+    layer_scale = {models.VARIANTS[k].layer_scale for k in ("gfnet_h_ti", "gfnet_h_s", "gfnet_h_b")}
+    assert layer_scale == {1e-3, 1e-5, 1e-6}
+
+
+def test_afnonet_double_skip_is_an_option():
+    default = models.AFNONetS4(input_shape=(16, 16, 3))
+    skipped = models.AFNONetS4(input_shape=(16, 16, 3), double_skip=True)
+    assert not any(la.name.endswith("_skip") for la in default.layers)
+    assert skipped.get_layer("stage0_block0_skip") is not None
+
+
+def test_preprocessing_normalises_imagenet_pixels():
+    model = models.GFNetTi(input_shape=(32, 32, 3))
+    layer = model.get_layer("preprocessing")
+    pixels = np.array([[[[0.485 * 255, 0.456 * 255, 0.406 * 255]]]], "float32")
+    np.testing.assert_allclose(layer(pixels), 0.0, atol=1e-5)
+    bare = models.GFNetTi(input_shape=(32, 32, 3), include_preprocessing=False)
+    assert "preprocessing" not in [la.name for la in bare.layers]
+
+
+@pytest.mark.parametrize(
+    ("pooling", "shape"), [(None, (None, 2, 2, 256)), ("avg", (None, 256)), ("max", (None, 256))]
+)
+def test_no_top_outputs_features_or_pooled_features(pooling, shape):
+    model = models.GFNetTi(input_shape=(32, 32, 3), include_top=False, pooling=pooling)
+    assert model.output_shape == shape
+
+
+def test_logits_and_input_tensor():
+    inputs = keras.Input((32, 32, 3))
+    model = build_vision_model(
+        _tiny(models.VARIANTS["hornet_t_gf"]),
+        input_tensor=inputs,
+        classifier_activation=None,
+        classes=3,
+    )
+    assert model.inputs[0] is inputs
+    out = keras.ops.convert_to_numpy(model(random_input((1, 32, 32, 3))))
+    assert out.shape == (1, 3) and not np.allclose(out.sum(), 1.0)
+
+
+def test_feature_extractor_returns_named_stage_maps():
+    features = models.feature_extractor(models.GFNetHTi(input_shape=(64, 96, 3)))
+    out = features(random_input((1, 64, 96, 3)))
+    assert {k: tuple(v.shape) for k, v in out.items()} == {
+        "stage0": (1, 16, 24, 64),
+        "stage1": (1, 8, 12, 128),
+        "stage2": (1, 4, 6, 256),
+        "stage3": (1, 2, 3, 512),
+    }
+    iso = models.feature_extractor(models.GFNetTi(input_shape=(32, 48, 3), include_top=False))
+    assert list(iso.output) == ["stage0"]
+    assert iso.output["stage0"].shape == (None, 2, 3, 256)
+
+
+PAIRS = list(itertools.product(MIXERS, FFNS))
+
+
+@pytest.mark.parametrize(("mixer", "ffn"), PAIRS, ids=[f"{m}-{f}" for m, f in PAIRS])
+def test_build_model_pair_trains_and_round_trips(mixer, ffn, tmp_path):
+    model = models.build_model(
+        mixer, ffn, depths=1, dims=32, patch_size=4, input_shape=(16, 16, 3), classes=4
+    )
+    x = random_input((4, 16, 16, 3)) * 50 + 128
+    y = np.arange(4) % 4
+    loss = keras.losses.SparseCategoricalCrossentropy()
+    model.compile(keras.optimizers.Adam(1e-3), loss, run_eagerly=True)
+    before = float(loss(y, model(x)))
+    model.train_on_batch(x, y)
+    after = model(x)
+    assert float(loss(y, after)) < before
+    path = tmp_path / "model.keras"
+    model.save(path)
+    np.testing.assert_array_equal(keras.saving.load_model(path)(x), after)
+
+
+def test_build_model_hierarchical_with_layer_scale():
+    model = models.build_model(
+        "gnconv_gf",
+        "glu",
+        depths=[1, 1, 1, 1],
+        dims=[16, 32, 64, 128],
+        layer_scale=1e-6,
+        input_shape=(64, 64, 3),
+        classes=3,
+    )
+    assert model.output_shape == (None, 3)
+    assert model.get_layer("stage3_block0_mixer").order == 5
+    assert model.get_layer("stage0_block0_mixer").order == 2
+    assert "pos_embed" not in [la.name for la in model.layers]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"weights": "nonexistent.weights.h5"},
+            r"weights='nonexistent.weights.h5' \(no such file\)",
+        ),
+        ({"weights": 3}, "weights=3"),
+        ({"weights": "imagenet", "classes": 10}, "classes=10"),
+        ({"input_shape": (100, 100, 3)}, r"multiples of the model's stride 16.*\(100, 100, 3\)"),
+        ({"input_shape": (None, 224, 3)}, r"input_shape=\(None, 224, 3\)"),
+        ({"include_top": False, "pooling": "mean"}, "pooling='mean'"),
+        ({"drop_path_rate": 1.5}, "drop_path_rate=1.5"),
+        ({"classes": 0}, "classes=0"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        models.GFNetTi(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"mixer": "conv"}, "mixer='conv'"),
+        ({"ffn": "moe"}, "ffn='moe'"),
+        ({"depths": [2, 2], "dims": [32]}, r"depths=\[2, 2\], dims=\[32\]"),
+        ({"depths": 0}, "depths=0"),
+    ],
+)
+def test_build_model_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        models.build_model(**kwargs)
+
+
+def test_builders_have_applications_signature_and_docs():
+    import inspect
+
+    signature = inspect.signature(models.GFNetS)
+    assert list(signature.parameters)[:8] == [
+        "include_top",
+        "include_preprocessing",
+        "weights",
+        "input_tensor",
+        "input_shape",
+        "pooling",
+        "classes",
+        "classifier_activation",
+    ]
+    assert signature.parameters["drop_path_rate"].default == 0.15
+    assert "GFNetS" in models.GFNetS.__doc__ and "multiples of 16" in models.GFNetS.__doc__
+    with pytest.raises(TypeError):
+        models.GFNetS(unknown_argument=1)
