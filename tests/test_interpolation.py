@@ -187,3 +187,12 @@ def test_resize_2d_tf_needs_static_axes():
     )
     with pytest.raises(ValueError, match=r"static lengths on `axes`; received shape \(None, 2\)"):
         traced.get_concrete_function()
+
+
+@pytest.mark.parametrize(("in_size", "out_size"), [(4, 7), (7, 11), (5, 5)])
+def test_half_pixel_bilinear_matches_tf2_resize(in_size, out_size):
+    # TF2's bilinear resize uses half-pixel centres like PyTorch's align_corners=False.
+    image = np.random.default_rng(0).standard_normal((1, in_size, 3, 1))
+    expected = tf.image.resize(image, (out_size, 3), method="bilinear").numpy()[0, :, :, 0]
+    matrix = interpolation_matrix(in_size, out_size, "bilinear", align_corners=False)
+    np.testing.assert_allclose(matrix @ image[0, :, :, 0], expected, atol=1e-5)

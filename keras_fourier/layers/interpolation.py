@@ -65,9 +65,15 @@ def _cubic_weights(t: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_matrix(in_size: int, out_size: int, mode: str) -> np.ndarray:
-    # j * (in - 1) / (out - 1), rounded once so that the last output lands on in - 1 exactly.
-    source = np.arange(out_size, dtype=np.float64) * (in_size - 1) / max(out_size - 1, 1)
+def _cached_matrix(in_size: int, out_size: int, mode: str, align_corners: bool) -> np.ndarray:
+    if align_corners:
+        # j * (in - 1) / (out - 1), rounded once so that the last output lands on in - 1 exactly.
+        source = np.arange(out_size, dtype=np.float64) * (in_size - 1) / max(out_size - 1, 1)
+    else:
+        # Half-pixel centres, PyTorch's align_corners=False.
+        source = (np.arange(out_size, dtype=np.float64) + 0.5) * in_size / out_size - 0.5
+        if mode == "bilinear":
+            source = np.maximum(source, 0.0)
     base = np.floor(source).astype(np.int64)
     frac = source - base
     if mode == "bilinear":
@@ -84,16 +90,21 @@ def _cached_matrix(in_size: int, out_size: int, mode: str) -> np.ndarray:
     return matrix
 
 
-def interpolation_matrix(in_size: int, out_size: int, mode: str = "bilinear") -> np.ndarray:
+def interpolation_matrix(
+    in_size: int, out_size: int, mode: str = "bilinear", align_corners: bool = True
+) -> np.ndarray:
     """(out_size, in_size) float64 matrix resizing one axis like PyTorch.
 
-    ``matrix @ v`` equals ``F.interpolate`` of the 1D signal ``v`` with
-    ``align_corners=True`` along one axis of a bilinear or bicubic resize.
+    ``matrix @ v`` equals ``F.interpolate`` of the 1D signal ``v`` along one
+    axis of a bilinear or bicubic resize with the given ``align_corners``.
 
     Args:
         in_size: length of the input axis, a positive int.
         out_size: length of the output axis, a positive int.
         mode: "bilinear" (default) or "bicubic".
+        align_corners: PyTorch's flag. Default True (the HorNet and GFNet
+            filter resizes); False gives half-pixel centres (the GFNet
+            position-embedding resize).
 
     Returns:
         A new float64 array of shape (out_size, in_size); its rows sum to 1.
@@ -106,7 +117,7 @@ def interpolation_matrix(in_size: int, out_size: int, mode: str = "bilinear") ->
     """
     in_size = _check_size("in_size", in_size)
     out_size = _check_size("out_size", out_size)
-    return _cached_matrix(in_size, out_size, _check_mode(mode)).copy()
+    return _cached_matrix(in_size, out_size, _check_mode(mode), bool(align_corners)).copy()
 
 
 def _check_resize_args(size, mode: str) -> tuple[int, int]:
@@ -140,7 +151,7 @@ def resize_2d(
     dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
     out = x.astype(np.float64)
     for axis, out_size in zip(_check_axes(axes, x.ndim), out_sizes, strict=True):
-        matrix = _cached_matrix(x.shape[axis], out_size, mode)
+        matrix = _cached_matrix(x.shape[axis], out_size, mode, True)
         out = np.moveaxis(np.tensordot(matrix, out, axes=([1], [axis])), 0, axis)
     return out.astype(dtype)
 
@@ -185,5 +196,5 @@ def resize_2d_tf(
                 f"with axes={tuple(axes)}."
             )
         if in_size != out_size:
-            x = _matmul_along(x, _cached_matrix(in_size, out_size, mode), axis)
+            x = _matmul_along(x, _cached_matrix(in_size, out_size, mode, True), axis)
     return x

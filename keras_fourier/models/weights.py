@@ -1,17 +1,73 @@
 """Loading weights into keras_fourier models, all-or-nothing.
 
-`weights` is a `.weights.h5` or `.keras` file saved by keras_fourier. A file
-that does not match the architecture raises ValueError and leaves the model's
-weights exactly as they were.
+`weights` is a `.weights.h5` or `.keras` file saved by keras_fourier, an
+official PyTorch checkpoint (`.pth`/`.pt`, converted by
+:mod:`keras_fourier.models.checkpoints`; needs torch), or "imagenet": the
+official ImageNet checkpoint of the variant, downloaded once into the Keras
+cache (``~/.keras/keras_fourier``) and converted once to a `.weights.h5` file
+next to it. A file that does not match the architecture raises ValueError and
+leaves the model's weights exactly as they were.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+import tempfile
 from collections.abc import Callable
 
 import keras
 import numpy as np
+
+from keras_fourier.models import checkpoints
+
+CACHE_SUBDIR = "keras_fourier"
+_TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
+
+
+@dataclasses.dataclass(frozen=True)
+class OfficialCheckpoint:
+    """One official checkpoint release.
+
+    Attributes:
+        file_name: name of the downloaded file in the Keras cache.
+        url: download link (Tsinghua Cloud, from the official README).
+        classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
+        resolution: image size it was trained at.
+    """
+
+    file_name: str
+    url: str
+    classes: int = 1000
+    resolution: int = 224
+
+
+def _release(file_name: str, code: str, classes: int = 1000, resolution: int = 224):
+    return OfficialCheckpoint(file_name, _TSINGHUA.format(code), classes, resolution)
+
+
+# The model zoos of the GFNet and HorNet READMEs. AFNONet has no released checkpoint.
+IMAGENET_CHECKPOINTS: dict[str, tuple[OfficialCheckpoint, ...]] = {
+    "gfnet_ti": (_release("gfnet-ti.pth", "3d0c1579aa524a0a99dd"),),
+    "gfnet_xs": (_release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2"),),
+    "gfnet_s": (_release("gfnet-s.pth", "e5561fa070c44d9399bf"),),
+    "gfnet_b": (_release("gfnet-b.pth", "2fbf264597af4d72afb3"),),
+    "gfnet_h_ti": (_release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb"),),
+    "gfnet_h_s": (_release("gfnet-h-s.pth", "5229cb4d1daf48e69675"),),
+    "gfnet_h_b": (_release("gfnet-h-b.pth", "954c5af21e824ba6b40c"),),
+    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1"),),
+    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3"),),
+    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857"),),
+    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49"),),
+    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704"),),
+    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1"),),
+    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", 21841),),
+    "hornet_l_gf": (
+        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", 21841),
+        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", 21841, 384),
+    ),
+}
 
 
 def assign_atomically(model: keras.Model, load: Callable[[], None], source: str) -> None:
@@ -44,25 +100,137 @@ def _copy_from_keras_file(model: keras.Model, path: str) -> None:
         variable.assign(theirs[key].numpy())
 
 
+def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
+    for variable in model.weights:
+        variable.assign(values[variable.path])
+
+
+def _load_official(variant: str, model: keras.Model, path: str) -> None:
+    state_dict = checkpoints.read_pth(path)
+    assign_atomically(
+        model,
+        lambda: _assign(model, checkpoints.convert_state_dict(variant, state_dict, model)),
+        path,
+    )
+
+
+def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
+    """The official checkpoint that weights="imagenet" loads into `model`.
+
+    The release trained at the model's input size if there is one (HorNet-L
+    GF at 384), else the 224-pixel release.
+
+    Args:
+        variant: the variant-table key the model was built from.
+        model: the freshly built model.
+
+    Returns:
+        The :class:`OfficialCheckpoint` to download.
+
+    Raises:
+        ValueError: the variant has no official checkpoint (AFNONet, models
+            of `build_model`), or only an ImageNet-22k one (HorNet-L) while
+            the model has a head.
+
+    Example:
+        >>> imagenet_checkpoint("gfnet_ti", keras_fourier.models.GFNetTi()).file_name
+        'gfnet-ti.pth'
+    """
+    releases = IMAGENET_CHECKPOINTS.get(variant)
+    if not releases:
+        raise ValueError(
+            f"There is no official ImageNet checkpoint for {variant!r}; weights='imagenet' "
+            f"is available for {sorted(IMAGENET_CHECKPOINTS)}. Use weights=None or a path."
+        )
+    size = tuple(model.inputs[0].shape[1:3])
+    release = next((r for r in releases if (r.resolution, r.resolution) == size), releases[0])
+    has_head = any(layer.name == "head" for layer in model.layers)
+    if has_head and release.classes != 1000:
+        raise ValueError(
+            f"The official checkpoint of {variant!r} is trained on ImageNet-22k "
+            f"({release.classes} classes) and has no ImageNet-1k head: weights='imagenet' "
+            "with include_top=True is only available for variants with an ImageNet-1k "
+            "checkpoint. Build it with include_top=False to load the backbone, or pass "
+            f"the downloaded '{release.file_name}' as `weights` with classes={release.classes}."
+        )
+    return release
+
+
+def _cache_path(checkpoint_path: str, variant: str, model: keras.Model) -> str:
+    """`.weights.h5` next to the checkpoint, keyed by variant, input size and variables."""
+    height, width = model.inputs[0].shape[1:3]
+    layout = "\n".join(f"{v.path} {tuple(v.shape)}" for v in model.weights)
+    digest = hashlib.sha256(layout.encode()).hexdigest()[:12]
+    name = f"{variant}_{height}x{width}_{digest}.weights.h5"
+    return os.path.join(os.path.dirname(checkpoint_path), name)
+
+
+def _save_atomically(model: keras.Model, path: str) -> None:
+    handle, partial = tempfile.mkstemp(suffix=".weights.h5", dir=os.path.dirname(path))
+    os.close(handle)
+    try:
+        model.save_weights(partial, overwrite=True)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def _load_imagenet(variant: str, model: keras.Model) -> None:
+    release = imagenet_checkpoint(variant, model)
+    try:
+        checkpoint_path = keras.utils.get_file(
+            release.file_name, release.url, cache_subdir=CACHE_SUBDIR
+        )
+    except Exception as error:
+        raise ValueError(
+            f"Could not download the official checkpoint of {variant!r} from {release.url} "
+            f"({error}). weights='imagenet' needs network access the first time; or download "
+            f"the file yourself and pass its path as `weights`."
+        ) from error
+    cache = _cache_path(checkpoint_path, variant, model)
+    if os.path.exists(cache):
+        assign_atomically(model, lambda: model.load_weights(cache), cache)
+        return
+    _load_official(variant, model, checkpoint_path)
+    _save_atomically(model, cache)
+
+
 def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None:
     """Loads `weights` into `model` (built from `variant`), all or nothing.
 
     Args:
         variant: the variant-table key the model was built from.
         model: the freshly built model.
-        weights: path to a `.weights.h5` or `.keras` file saved by keras_fourier.
+        weights: "imagenet", or the path to a `.weights.h5` or `.keras` file
+            saved by keras_fourier or to an official PyTorch checkpoint
+            (`.pth`/`.pt`, whose resolution-dependent tensors are resized to
+            the model's input size).
 
     Raises:
-        ValueError: unsupported file, or a file that does not match the model
-            (the model is then unchanged).
+        ValueError: unsupported file, a file that does not match the model
+            (the model is then unchanged), or "imagenet" for a variant
+            without a suitable checkpoint or when the download fails.
+        ImportError: a PyTorch checkpoint (or the first "imagenet" load)
+            without torch installed.
+
+    Example:
+        >>> model = keras_fourier.models.GFNetTi(include_top=False)
+        >>> load_variant_weights("gfnet_ti", model, "gfnet-ti.pth")
     """
+    if weights == "imagenet":
+        _load_imagenet(variant, model)
+        return
     path = os.fspath(weights)
     if path.endswith(".weights.h5"):
         assign_atomically(model, lambda: model.load_weights(path), path)
     elif path.endswith(".keras"):
         assign_atomically(model, lambda: _copy_from_keras_file(model, path), path)
+    elif path.endswith((".pth", ".pt")):
+        _load_official(variant, model, path)
     else:
         raise ValueError(
-            f"Cannot load weights for {variant!r}: expected a '.weights.h5' or '.keras' file. "
+            f"Cannot load weights for {variant!r}: expected 'imagenet', a '.weights.h5' or "
+            f"'.keras' file, or an official PyTorch '.pth'/'.pt' checkpoint. "
             f"Received: weights={weights!r}"
         )

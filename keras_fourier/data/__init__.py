@@ -1,0 +1,43 @@
+"""tf.data input pipelines: image classification with DeiT-style augmentation, and text.
+
+Images: `load_image_dataset` (sources "digits", "tfds:<name>", "dir:<path>"),
+`get_num_classes`, `load_digits`, and the transforms in
+:mod:`keras_fourier.data.augment`. Text: `text_dataset` and
+`tokenize_and_pack` with `ByteTokenizer`, `WordTokenizer` or any compatible
+tokenizer, and the locally generated Long-Range Arena ListOps task.
+"""
+
+from keras_fourier.data.augment import (
+    AugmentConfig,
+    ImageAugmenter,
+    RandomResizedCrop,
+    eval_transform,
+)
+from keras_fourier.data.images import get_num_classes, load_digits, load_image_dataset
+from keras_fourier.data.listops import (
+    LISTOPS_NUM_CLASSES,
+    LISTOPS_VOCABULARY,
+    evaluate_listops,
+    generate_listops,
+    listops_dataset,
+)
+from keras_fourier.data.text import ByteTokenizer, WordTokenizer, text_dataset, tokenize_and_pack
+
+__all__ = [
+    "LISTOPS_NUM_CLASSES",
+    "LISTOPS_VOCABULARY",
+    "AugmentConfig",
+    "ByteTokenizer",
+    "ImageAugmenter",
+    "RandomResizedCrop",
+    "WordTokenizer",
+    "eval_transform",
+    "evaluate_listops",
+    "generate_listops",
+    "get_num_classes",
+    "listops_dataset",
+    "load_digits",
+    "load_image_dataset",
+    "text_dataset",
+    "tokenize_and_pack",
+]

@@ -1,0 +1,322 @@
+"""Image classification input pipelines: TFDS, class-folder directories and embedded digits.
+
+`load_image_dataset` returns a batched `tf.data.Dataset` of (images, labels):
+images (B, image_size, image_size, 3) float32 with values in [0, 255] (models
+normalise inside), labels int32 (B,) or, with MixUp/CutMix, one-hot float32
+(B, num_classes). Train with `keras.losses.SparseCategoricalCrossentropy` on
+integer labels and `keras.losses.CategoricalCrossentropy` (with DeiT's
+`label_smoothing=0.1`) on one-hot labels; pass `one_hot=True` to the
+evaluation pipeline so both share that loss.
+
+Sources:
+
+* ``"digits"``: the UCI handwritten digits embedded in the package (1,797
+  8x8 grey images, 10 classes, no network). Split ``"train"`` holds 1,442
+  images and ``"test"`` (alias ``"validation"``) 355: within each class, every
+  fifth image in file order (positions 4, 9, 14, ...) is held out.
+* ``"tfds:<name>"``: a TensorFlow Datasets dataset with (image, label)
+  supervised keys, e.g. ``"tfds:cifar10"``, ``"tfds:imagenet2012"``,
+  ``"tfds:oxford_flowers102"``; `split` is a TFDS split string and
+  `data_dir` the TFDS data directory. Needs the `tensorflow-datasets` package.
+* ``"dir:<path>"``: class folders of images read with
+  `keras.utils.image_dataset_from_directory`. If ``<path>/<split>`` exists
+  its class folders are used; otherwise ``<path>`` holds the class folders
+  and split ``"train"`` takes 80% of the files, ``"validation"``/``"test"``
+  the other 20% (Keras's `validation_split`, fixed seed).
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.augment import (
+    AugmentConfig,
+    ImageAugmenter,
+    check_image_size,
+    clip_to_value_range,
+    eval_transform,
+)
+
+DIGITS_NUM_CLASSES = 10
+DIGITS_SPLITS = {"train": False, "test": True, "validation": True}
+DIRECTORY_SPLIT_SEED = 1337
+DIRECTORY_VALIDATION_FRACTION = 0.2
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def load_digits(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """Load a split of the embedded UCI handwritten digits as NumPy arrays.
+
+    The 1,797 8x8 images (pixel counts 0..16 in the original) are scaled to
+    [0, 255]. Split "train" has 1,442 images; "test" (alias "validation")
+    has 355: within each class every fifth image in file order is held out,
+    so both splits keep the class proportions and never change.
+
+    Args:
+        split: "train", "test" or "validation". Default "train".
+
+    Returns:
+        (images, labels): float32 (N, 8, 8, 1) with values in [0, 255] and
+        int32 (N,) labels in 0..9.
+
+    Example:
+        >>> images, labels = load_digits("test")
+        >>> images.shape, labels.shape
+        ((355, 8, 8, 1), (355,))
+    """
+    if split not in DIGITS_SPLITS:
+        raise ValueError(
+            f"Unknown split {split!r} for source 'digits'; expected one of {sorted(DIGITS_SPLITS)}."
+        )
+    with (
+        importlib.resources.files("keras_fourier.data").joinpath("digits.csv.gz").open("rb") as raw,
+        gzip.open(raw, "rt") as text,
+    ):
+        table = np.loadtxt(text, delimiter=",", dtype=np.float32)
+    images = table[:, :-1].reshape(-1, 8, 8, 1) * np.float32(255.0 / 16.0)
+    labels = table[:, -1].astype(np.int32)
+    rank_in_class = np.zeros(len(labels), dtype=np.int64)
+    for label in range(DIGITS_NUM_CLASSES):
+        members = labels == label
+        rank_in_class[members] = np.arange(members.sum())
+    keep = (rank_in_class % 5 == 4) == DIGITS_SPLITS[split]
+    return images[keep], labels[keep]
+
+
+def _parse_source(source: str) -> tuple[str, str]:
+    if isinstance(source, str):
+        if source == "digits":
+            return "digits", ""
+        for kind in ("tfds", "dir"):
+            prefix = kind + ":"
+            if source.startswith(prefix) and len(source) > len(prefix):
+                return kind, source[len(prefix) :]
+    raise ValueError(
+        f"Unknown image data source {source!r}; expected 'digits', 'tfds:<name>' or 'dir:<path>'."
+    )
+
+
+def _tfds_builder(name: str, data_dir: str | None):
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            f"Image source 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets"
+        ) from error
+    try:
+        return tfds, tfds.builder(name, data_dir=data_dir)
+    except tfds.core.registered.DatasetNotFoundError as error:
+        raise ValueError(f"TFDS dataset {name!r} (source 'tfds:{name}') does not exist.") from error
+
+
+def _class_root(path: str, split: str) -> tuple[str, bool]:
+    """Folder holding the class folders, and whether a validation split must be carved out."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"Image directory {path!r} (source 'dir:{path}') does not exist.")
+    split_dir = os.path.join(path, split)
+    if os.path.isdir(split_dir):
+        return split_dir, False
+    if split not in ("train", "validation", "test"):
+        raise ValueError(
+            f"Unknown split {split!r} for source 'dir:{path}': it has no {split!r} folder, and "
+            "a folder of class folders only has splits 'train', 'validation' and 'test'."
+        )
+    return path, True
+
+
+def get_num_classes(
+    source: str = "digits", split: str = "train", data_dir: str | None = None
+) -> int:
+    """Number of classes of an image source, without reading any images.
+
+    Args:
+        source: "digits", "tfds:<name>" or "dir:<path>" (see the module
+            docstring). Default "digits".
+        split: the split whose class folders count for a "dir:" source laid
+            out as ``<path>/<split>/<class>/``. Default "train".
+        data_dir: TFDS data directory. Default None (TFDS's default).
+
+    Returns:
+        The number of classes.
+
+    Example:
+        >>> get_num_classes("digits")
+        10
+    """
+    kind, value = _parse_source(source)
+    if kind == "digits":
+        return DIGITS_NUM_CLASSES
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        return builder.info.features[builder.info.supervised_keys[1]].num_classes
+    root, _ = _class_root(value, split)
+    return sum(entry.is_dir() for entry in os.scandir(root))
+
+
+def _load_source(
+    kind: str, value: str, split: str, image_size: int, crop_pct: float, data_dir, training, seed
+) -> tf.data.Dataset:
+    if kind == "digits":
+        return tf.data.Dataset.from_tensor_slices(load_digits(split))
+    if kind == "tfds":
+        tfds, builder = _tfds_builder(value, data_dir)
+        builder.download_and_prepare()
+        return builder.as_dataset(
+            split=split,
+            as_supervised=True,
+            shuffle_files=training,
+            read_config=tfds.ReadConfig(shuffle_seed=seed),
+        )
+    root, carve = _class_root(value, split)
+    load_size = max(image_size, int(image_size / crop_pct))
+    return keras.utils.image_dataset_from_directory(
+        root,
+        label_mode="int",
+        color_mode="rgb",
+        batch_size=None,
+        image_size=(load_size, load_size),
+        shuffle=carve,
+        seed=DIRECTORY_SPLIT_SEED,
+        validation_split=DIRECTORY_VALIDATION_FRACTION if carve else None,
+        subset=("training" if split == "train" else "validation") if carve else None,
+        crop_to_aspect_ratio=True,
+        verbose=False,
+    )
+
+
+def _standardize(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    image = tf.cast(image, "float32")
+    if image.shape[-1] == 1:
+        image = tf.image.grayscale_to_rgb(image)
+    return image, tf.cast(label, "int32")
+
+
+def load_image_dataset(
+    source: str = "digits",
+    split: str = "train",
+    *,
+    image_size: int = 32,
+    batch_size: int = 128,
+    training: bool | None = None,
+    augment: AugmentConfig | None = None,
+    crop_pct: float = 0.875,
+    one_hot: bool | None = None,
+    data_dir: str | None = None,
+    shuffle_buffer: int = 10_000,
+    cache: bool | str = False,
+    drop_remainder: bool | None = None,
+    deterministic: bool = False,
+    seed: int = 0,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """Build a batched image classification pipeline.
+
+    Evaluation (and training without `augment`) resizes the shorter side to
+    `image_size / crop_pct` and centre-crops `image_size`. Training shuffles
+    and, with `augment`, runs the per-image then per-batch stages of
+    `ImageAugmenter`. Maps run with AUTOTUNE parallelism and the result is
+    prefetched. The options set `AutoShardPolicy.DATA`, so
+    `strategy.experimental_distribute_dataset` shards it across workers; with
+    `strategy.distribute_datasets_from_function`, pass the `input_context`
+    instead to shard by input pipeline and batch per replica.
+
+    Args:
+        source: "digits", "tfds:<name>" or "dir:<path>" (see the module
+            docstring). Default "digits".
+        split: split name ("train", "test", ...; TFDS slicing such as
+            "train[:90%]" works for TFDS). Default "train".
+        image_size: output height and width, a positive int. Default 32.
+        batch_size: global batch size. Default 128.
+        training: shuffle and augment. Default None: `split == "train"`.
+        augment: training augmentation; None (default) means none. Ignored
+            when not training. `AugmentConfig()` is the DeiT recipe.
+        crop_pct: evaluation centre-crop fraction in (0, 1]. Default 0.875.
+        one_hot: one-hot float32 labels instead of int32. Default None:
+            one-hot exactly when MixUp or CutMix is on (which requires it).
+        data_dir: TFDS data directory. Default None.
+        shuffle_buffer: shuffle buffer size when training. Default 10_000.
+        cache: cache the decoded, not yet randomly augmented images in memory
+            (True) or in files with this path prefix (str). Default False.
+        drop_remainder: drop the last partial batch. Default None: `training`.
+        deterministic: reproducible training order and augmentation: sets
+            `options.deterministic = True` and runs the random maps one
+            element at a time (slower). Evaluation pipelines always keep the
+            source order. Default False.
+        seed: seed of file and element shuffling and of every augmentation.
+            Default 0.
+        input_context: a `tf.distribute.InputContext`; shards the data by input
+            pipeline, uses the per-replica batch size and offsets the seed by the
+            pipeline id. Default None.
+
+    Returns:
+        A `tf.data.Dataset` of (images, labels) batches.
+
+    Example:
+        >>> train = load_image_dataset("digits", "train", image_size=32, batch_size=64,
+        ...                            augment=AugmentConfig(horizontal_flip=False))
+        >>> images, labels = next(iter(train))
+        >>> images.shape, labels.shape
+        (TensorShape([64, 32, 32, 3]), TensorShape([64, 10]))
+    """
+    check_image_size(image_size)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive int; received batch_size={batch_size!r}.")
+    transform = eval_transform(image_size, crop_pct)
+    kind, value = _parse_source(source)
+    training = split == "train" if training is None else training
+    augment = augment if training else None
+    mixes = augment is not None and augment.mixes_labels
+    if one_hot is None:
+        one_hot = mixes
+    elif mixes and not one_hot:
+        raise ValueError("MixUp and CutMix mix one-hot labels; one_hot=False is not possible.")
+    num_classes = get_num_classes(source, split, data_dir) if one_hot else 0
+
+    ds = _load_source(kind, value, split, image_size, crop_pct, data_dir, training, seed)
+    if input_context is not None:
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        batch_size = input_context.get_per_replica_batch_size(batch_size)
+        seed += input_context.input_pipeline_id
+    ds = ds.map(_standardize, num_parallel_calls=AUTOTUNE)
+    if augment is None:
+        ds = ds.map(
+            lambda image, label: (clip_to_value_range(transform(image)), label),
+            num_parallel_calls=AUTOTUNE,
+        )
+    if cache is not False:
+        ds = ds.cache("" if cache is True else cache)
+    if training:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    random_calls = None if deterministic else AUTOTUNE
+    if augment is not None:
+        augmenter = ImageAugmenter(augment, image_size, seed=seed)
+        ds = ds.map(
+            lambda image, label: (augmenter.augment_image(image), label),
+            num_parallel_calls=random_calls,
+        )
+    ds = ds.batch(
+        batch_size,
+        drop_remainder=training if drop_remainder is None else drop_remainder,
+        num_parallel_calls=AUTOTUNE,
+    )
+    if one_hot:
+        ds = ds.map(
+            lambda images, labels: (images, tf.one_hot(labels, num_classes)),
+            num_parallel_calls=AUTOTUNE,
+        )
+    if augment is not None:
+        ds = ds.map(augmenter.augment_batch, num_parallel_calls=random_calls)
+    options = tf.data.Options()
+    options.deterministic = deterministic or not training
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+        if input_context is None
+        else tf.data.experimental.AutoShardPolicy.OFF
+    )
+    return ds.prefetch(AUTOTUNE).with_options(options)

@@ -1,0 +1,276 @@
+"""Text classification input pipelines for the FNet models.
+
+Batches are ({"token_ids", "segment_ids", "padding_mask"}, label) with a
+fixed sequence length: ``[CLS] tokens [SEP]`` (or ``[CLS] a [SEP] b [SEP]``
+for sentence pairs) right-padded with the pad id. token_ids and segment_ids
+are int32 (segment 0 for the first sentence with its [CLS] and [SEP], 1 for
+the second), padding_mask is int32 (1 on real tokens, 0 on padding), as
+the `keras_fourier.models` FNet inputs expect. Labels are int32:
+train with `keras.losses.SparseCategoricalCrossentropy`.
+
+Any tokenizer works that, called on a 1-D string tensor inside `tf.data`,
+returns int token ids as a `tf.RaggedTensor` (B, None) or a dense (B, T)
+tensor right-padded with the pad id: `ByteTokenizer`, `WordTokenizer`,
+keras-hub tokenizers, or `keras.layers.TextVectorization(ragged=True)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+class ByteTokenizer:
+    """UTF-8 byte tokenizer with BERT-style special tokens.
+
+    Ids: [PAD]=0, [CLS]=1, [SEP]=2, [MASK]=3, and byte b -> b + 4, so the
+    vocabulary size is 260. No text is ever out of vocabulary.
+
+    Example:
+        >>> tokenizer = ByteTokenizer()
+        >>> tokenizer(tf.constant(["hi", "é"])).to_list()
+        [[108, 109], [199, 173]]
+    """
+
+    pad_id = 0
+    cls_id = 1
+    sep_id = 2
+    mask_id = 3
+    num_special_tokens = 4
+    vocabulary_size = 256 + num_special_tokens
+
+    def __call__(self, texts: tf.Tensor | str | Sequence[str]) -> tf.Tensor | tf.RaggedTensor:
+        """Tokenize a string or a batch of strings.
+
+        Args:
+            texts: a scalar string or a 1-D batch of strings.
+
+        Returns:
+            int32 ids: (L,) for a scalar, a `tf.RaggedTensor` (B, None) for a batch.
+        """
+        byte_strings = tf.strings.bytes_split(tf.convert_to_tensor(texts, tf.string))
+
+        def to_ids(flat: tf.Tensor) -> tf.Tensor:
+            values = tf.reshape(tf.io.decode_raw(flat, tf.uint8), [-1])
+            return tf.cast(values, "int32") + self.num_special_tokens
+
+        if isinstance(byte_strings, tf.RaggedTensor):
+            return tf.ragged.map_flat_values(to_ids, byte_strings)
+        return to_ids(byte_strings)
+
+
+class WordTokenizer:
+    """Whitespace tokenizer over a fixed vocabulary, built on `keras.layers.StringLookup`.
+
+    Ids: [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4, then the vocabulary
+    in order from 5; `vocabulary_size` is `len(vocabulary) + 5`.
+
+    Args:
+        vocabulary: the tokens, without special tokens.
+
+    Example:
+        >>> tokenizer = WordTokenizer(["a", "b"])
+        >>> tokenizer(tf.constant(["a b c"])).to_list()
+        [[5, 6, 1]]
+    """
+
+    pad_id = 0
+    unk_id = 1
+    cls_id = 2
+    sep_id = 3
+    mask_id = 4
+
+    def __init__(self, vocabulary: Sequence[str]):
+        self._lookup = keras.layers.StringLookup(
+            vocabulary=["[CLS]", "[SEP]", "[MASK]", *vocabulary],
+            mask_token="[PAD]",
+            oov_token="[UNK]",
+        )
+        self.vocabulary_size = self._lookup.vocabulary_size()
+
+    def __call__(self, texts: tf.Tensor | str | Sequence[str]) -> tf.Tensor | tf.RaggedTensor:
+        """Tokenize a string or a batch of strings.
+
+        Args:
+            texts: a scalar string or a 1-D batch of strings.
+
+        Returns:
+            int ids: (L,) for a scalar, a `tf.RaggedTensor` (B, None) for a batch.
+        """
+        return self._lookup(tf.strings.split(tf.convert_to_tensor(texts, tf.string)))
+
+
+def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
+    positions = tf.ragged.range(ids.row_lengths())
+    return tf.ragged.boolean_mask(ids, positions < counts[:, None])
+
+
+def tokenize_and_pack(
+    texts: tf.Tensor | Sequence[str],
+    *,
+    tokenizer: Callable | None = None,
+    sequence_length: int = 512,
+    text_pairs: tf.Tensor | Sequence[str] | None = None,
+    cls_id: int | None = None,
+    sep_id: int | None = None,
+    pad_id: int | None = None,
+) -> dict[str, tf.Tensor]:
+    """Tokenize a batch of texts (or text pairs) into fixed-length FNet inputs.
+
+    Sequences too long for `sequence_length` lose tokens from the end; pairs
+    are truncated round-robin (the longer one first).
+
+    Args:
+        texts: 1-D batch of strings.
+        tokenizer: callable mapping a 1-D string tensor to ids (see the module
+            docstring). Default None: `ByteTokenizer()`.
+        sequence_length: output length, larger than the number of special
+            tokens added. Default 512.
+        text_pairs: second sentences, same batch size. Default None.
+        cls_id: id put first; None (default) takes `tokenizer.cls_id` if it
+            exists, else adds no [CLS].
+        sep_id: id closing each sentence; None (default) takes
+            `tokenizer.sep_id` if it exists, else adds no [SEP].
+        pad_id: padding id; None (default) takes `tokenizer.pad_id`, else 0.
+
+    Returns:
+        {"token_ids": int32 (B, L), "segment_ids": int32 (B, L),
+        "padding_mask": int32 (B, L), 1 on real tokens} with L = `sequence_length`.
+
+    Example:
+        >>> features = tokenize_and_pack(["hi"], sequence_length=6)
+        >>> features["token_ids"].numpy().tolist()
+        [[1, 108, 109, 2, 0, 0]]
+    """
+    tokenizer = ByteTokenizer() if tokenizer is None else tokenizer
+    cls_id = getattr(tokenizer, "cls_id", None) if cls_id is None else cls_id
+    sep_id = getattr(tokenizer, "sep_id", None) if sep_id is None else sep_id
+    pad_id = getattr(tokenizer, "pad_id", 0) if pad_id is None else pad_id
+    segments = [texts] if text_pairs is None else [texts, text_pairs]
+    num_special = (cls_id is not None) + (sep_id is not None) * len(segments)
+    if sequence_length <= num_special:
+        raise ValueError(
+            f"sequence_length must exceed the {num_special} special tokens added; "
+            f"received sequence_length={sequence_length!r}."
+        )
+    ids = []
+    for segment in segments:
+        tokens = tokenizer(tf.convert_to_tensor(segment, tf.string))
+        if not isinstance(tokens, tf.RaggedTensor):
+            tokens = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(tokens), padding=pad_id)
+        ids.append(tf.cast(tokens, "int32"))
+    budget = sequence_length - num_special
+    lengths = [segment_ids.row_lengths() for segment_ids in ids]
+    if len(ids) == 1:
+        keep = [tf.minimum(lengths[0], budget)]
+    else:
+        first = tf.minimum(lengths[0], tf.maximum(budget - lengths[1], (budget + 1) // 2))
+        keep = [first, tf.minimum(lengths[1], budget - first)]
+    batch = tf.shape(lengths[0])[:1]
+    pieces, segment_pieces = [], []
+    if cls_id is not None:
+        pieces.append(tf.RaggedTensor.from_tensor(tf.fill(tf.concat([batch, [1]], 0), cls_id)))
+        segment_pieces.append(tf.zeros_like(pieces[-1]))
+    for index, (segment_ids, count) in enumerate(zip(ids, keep, strict=True)):
+        pieces.append(_keep_first(segment_ids, count))
+        segment_pieces.append(tf.zeros_like(pieces[-1]) + index)
+        if sep_id is not None:
+            pieces.append(tf.RaggedTensor.from_tensor(tf.fill(tf.concat([batch, [1]], 0), sep_id)))
+            segment_pieces.append(tf.zeros_like(pieces[-1]) + index)
+    token_ids = tf.concat(pieces, axis=1)
+    shape = [None, sequence_length]
+    return {
+        "token_ids": token_ids.to_tensor(default_value=pad_id, shape=shape),
+        "segment_ids": tf.concat(segment_pieces, axis=1).to_tensor(shape=shape),
+        "padding_mask": tf.sequence_mask(token_ids.row_lengths(), sequence_length, "int32"),
+    }
+
+
+def text_dataset(
+    texts: Sequence[str],
+    labels: Sequence[int] | np.ndarray,
+    *,
+    text_pairs: Sequence[str] | None = None,
+    tokenizer: Callable | None = None,
+    sequence_length: int = 512,
+    batch_size: int = 32,
+    training: bool = False,
+    drop_remainder: bool | None = None,
+    cache: bool = True,
+    seed: int = 0,
+    cls_id: int | None = None,
+    sep_id: int | None = None,
+    pad_id: int | None = None,
+) -> tf.data.Dataset:
+    """Build a batched text classification pipeline from in-memory texts.
+
+    Texts are tokenized and packed once (in batches of 1,024), optionally
+    cached, then shuffled each epoch when training (seeded, so the order is
+    reproducible) and batched.
+
+    Args:
+        texts: the (first) sentences.
+        labels: integer class labels, one per text.
+        text_pairs: second sentences for sentence-pair tasks. Default None.
+        tokenizer: see `tokenize_and_pack`. Default None: `ByteTokenizer()`.
+        sequence_length: fixed output length. Default 512.
+        batch_size: batch size. Default 32.
+        training: shuffle every epoch. Default False.
+        drop_remainder: drop the last partial batch. Default None: `training`.
+        cache: cache the packed features in memory. Default True.
+        seed: shuffle seed. Default 0.
+        cls_id: see `tokenize_and_pack`. Default None.
+        sep_id: see `tokenize_and_pack`. Default None.
+        pad_id: see `tokenize_and_pack`. Default None.
+
+    Returns:
+        A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
+        int32 labels) batches.
+
+    Example:
+        >>> ds = text_dataset(["good", "bad"], [1, 0], sequence_length=8, batch_size=2)
+        >>> features, labels = next(iter(ds))
+        >>> features["token_ids"].shape, labels.numpy().tolist()
+        (TensorShape([2, 8]), [1, 0])
+    """
+    labels = np.asarray(labels, dtype=np.int32)
+    if len(texts) != len(labels) or (text_pairs is not None and len(text_pairs) != len(labels)):
+        raise ValueError(
+            f"texts, text_pairs and labels must have the same length; received {len(texts)} "
+            f"texts, {None if text_pairs is None else len(text_pairs)} pairs and "
+            f"{len(labels)} labels."
+        )
+
+    def pack(*segments):
+        return tokenize_and_pack(
+            segments[0],
+            text_pairs=segments[1] if len(segments) == 2 else None,
+            tokenizer=tokenizer,
+            sequence_length=sequence_length,
+            cls_id=cls_id,
+            sep_id=sep_id,
+            pad_id=pad_id,
+        )
+
+    columns = (list(texts),) if text_pairs is None else (list(texts), list(text_pairs))
+    features = (
+        tf.data.Dataset.from_tensor_slices(columns)
+        .batch(1024)
+        .map(pack, num_parallel_calls=AUTOTUNE)
+        .unbatch()
+        .apply(tf.data.experimental.assert_cardinality(len(labels)))
+    )
+    ds = tf.data.Dataset.zip(features, tf.data.Dataset.from_tensor_slices(labels))
+    if cache:
+        ds = ds.cache()
+    if training:
+        ds = ds.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=training if drop_remainder is None else drop_remainder)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.prefetch(AUTOTUNE).with_options(options)

@@ -1,0 +1,687 @@
+"""Official PyTorch checkpoints and weights="imagenet", without torch and without network.
+
+Checkpoints are built here in the official layout (keys, shapes and tensor
+layouts of the GFNet, HorNet and AFNO reference code), independently of the
+key map under test, and read through a stand-in `torch` module.
+"""
+
+import contextlib
+import os
+import sys
+import types
+
+import keras
+import numpy as np
+import pytest
+
+import keras_fourier.models as km
+from keras_fourier.layers.hornet import GlobalLocalFilter
+from keras_fourier.models import checkpoints
+from keras_fourier.models.weights import imagenet_checkpoint, load_variant_weights
+from tests.harness import random_input
+
+LEFT_UNCHANGED = "the model was left unchanged"
+GFNET_TI_URL = "https://cloud.tsinghua.edu.cn/f/3d0c1579aa524a0a99dd/?dl=1"
+
+
+# ----------------------------------------------------------------------------- official layouts
+
+
+class OfficialState:
+    """Builds an official state dict of random float32 arrays, key by key."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        self.state: dict[str, np.ndarray] = {}
+
+    def put(self, key: str, *shape: int, scale: float = 0.05, offset: float = 0.0) -> None:
+        value = offset + scale * self.rng.standard_normal(shape)
+        self.state[key] = value.astype("float32")
+
+    def linear(self, key: str, fan_in: int, fan_out: int) -> None:
+        self.put(f"{key}.weight", fan_out, fan_in)
+        self.put(f"{key}.bias", fan_out)
+
+    def conv(self, key: str, fan_in: int, fan_out: int, kernel: int) -> None:
+        self.put(f"{key}.weight", fan_out, fan_in, kernel, kernel)
+        self.put(f"{key}.bias", fan_out)
+
+    def norm(self, key: str, dim: int) -> None:
+        self.put(f"{key}.weight", dim, scale=0.1, offset=1.0)
+        self.put(f"{key}.bias", dim)
+
+
+def gfnet_state(dims, depths, patch: int, grid: int, classes: int = 1000) -> dict:
+    """GFNet (one stage) or GFNet-H (four stages) trained with `grid` x `grid` tokens."""
+    hierarchical = len(dims) > 1
+    out = OfficialState()
+    out.conv("patch_embed.0.proj" if hierarchical else "patch_embed.proj", 3, dims[0], patch)
+    out.put("pos_embed", 1, grid * grid, dims[0])
+    for stage, (dim, depth) in enumerate(zip(dims, depths, strict=True)):
+        size = grid // 2**stage
+        if stage:
+            out.conv(f"patch_embed.{stage}.proj", dims[stage - 1], dim, 2)
+        for index in range(depth):
+            block = f"blocks.{stage}.{index}" if hierarchical else f"blocks.{index}"
+            out.norm(f"{block}.norm1", dim)
+            out.put(f"{block}.filter.complex_weight", size, size // 2 + 1, dim, 2, scale=0.3)
+            out.norm(f"{block}.norm2", dim)
+            out.linear(f"{block}.mlp.fc1", dim, 4 * dim)
+            out.linear(f"{block}.mlp.fc2", 4 * dim, dim)
+            if hierarchical:
+                out.put(f"{block}.gamma", dim, scale=0.1, offset=0.5)
+    out.norm("norm", dims[-1])
+    out.linear("head", dims[-1], classes)
+    return out.state
+
+
+def hornet_state(base: int, gf: bool, filters=((14, 8), (7, 4)), classes: int = 1000) -> dict:
+    """HorNet with depths (2, 3, 18, 2), gnConv orders 2-5; GF filters of size `filters`."""
+    dims = [base * 2**stage for stage in range(4)]
+    out = OfficialState()
+    out.conv("downsample_layers.0.0", 3, dims[0], 4)
+    out.norm("downsample_layers.0.1", dims[0])
+    for stage in (1, 2, 3):
+        out.norm(f"downsample_layers.{stage}.0", dims[stage - 1])
+        out.conv(f"downsample_layers.{stage}.1", dims[stage - 1], dims[stage], 2)
+    for stage, depth in enumerate((2, 3, 18, 2)):
+        dim, order = dims[stage], stage + 2
+        widths = [dim // 2**i for i in range(order)][::-1]
+        mixed = sum(widths)
+        for index in range(depth):
+            block = f"stages.{stage}.{index}"
+            out.norm(f"{block}.norm1", dim)
+            out.conv(f"{block}.gnconv.proj_in", dim, 2 * dim, 1)
+            if gf and stage >= 2:
+                height, width = filters[stage - 2]
+                out.norm(f"{block}.gnconv.dwconv.pre_norm", mixed)
+                out.put(f"{block}.gnconv.dwconv.dw.weight", mixed // 2, 1, 3, 3)
+                out.put(f"{block}.gnconv.dwconv.complex_weight", mixed // 2, height, width, 2)
+                out.norm(f"{block}.gnconv.dwconv.post_norm", mixed)
+            else:
+                out.put(f"{block}.gnconv.dwconv.weight", mixed, 1, 7, 7)
+                out.put(f"{block}.gnconv.dwconv.bias", mixed)
+            for i in range(order - 1):
+                out.conv(f"{block}.gnconv.pws.{i}", widths[i], widths[i + 1], 1)
+            out.conv(f"{block}.gnconv.proj_out", dim, dim, 1)
+            out.put(f"{block}.gamma1", dim, scale=0.1, offset=0.5)
+            out.norm(f"{block}.norm2", dim)
+            out.linear(f"{block}.pwconv1", dim, 4 * dim)
+            out.linear(f"{block}.pwconv2", 4 * dim, dim)
+            out.put(f"{block}.gamma2", dim, scale=0.1, offset=0.5)
+    out.norm("norm", dims[-1])
+    out.linear("head", dims[-1], classes)
+    return out.state
+
+
+def afnonet_state(grid: int, classes: int = 1000) -> dict:
+    """AFNONet: patch 4, dim 384, 12 blocks, AFNO2D with 16 blocks of 24 channels."""
+    out = OfficialState()
+    out.conv("patch_embed.proj", 3, 384, 4)
+    out.put("pos_embed", 1, grid * grid, 384)
+    for index in range(12):
+        block = f"blocks.{index}"
+        out.norm(f"{block}.norm1", 384)
+        for name, shape in (("w1", (24, 24)), ("b1", (24,)), ("w2", (24, 24)), ("b2", (24,))):
+            out.put(f"{block}.filter.{name}", 2, 16, *shape)
+        out.norm(f"{block}.norm2", 384)
+        out.linear(f"{block}.mlp.fc1", 384, 1536)
+        out.linear(f"{block}.mlp.fc2", 1536, 384)
+    out.norm("norm", 384)
+    out.linear("head", 384, classes)
+    return out.state
+
+
+# ---------------------------------------------------------------- direct assignment, layer by layer
+
+
+def _dense(layer, state, key):
+    layer.kernel.assign(state[f"{key}.weight"].T)
+    layer.bias.assign(state[f"{key}.bias"])
+
+
+def _conv(layer, state, key, depthwise=False):
+    weight = state[f"{key}.weight"]  # (out, in, kh, kw), depthwise (C, 1, kh, kw)
+    layer.kernel.assign(np.transpose(weight, (2, 3, 0, 1) if depthwise else (2, 3, 1, 0)))
+    if layer.use_bias:
+        layer.bias.assign(state[f"{key}.bias"])
+
+
+def _norm(layer, state, key):
+    layer.gamma.assign(state[f"{key}.weight"])
+    layer.beta.assign(state[f"{key}.bias"])
+
+
+def _head(model, state):
+    layers = {layer.name for layer in model.layers}
+    if "norm" in layers:
+        _norm(model.get_layer("norm"), state, "norm")
+    if "head" in layers:
+        _dense(model.get_layer("head"), state, "head")
+
+
+def assign_gfnet(model, state, depths, hierarchical):
+    _conv(
+        model.get_layer("stem_conv"),
+        state,
+        "patch_embed.0.proj" if hierarchical else "patch_embed.proj",
+    )
+    pos = model.get_layer("pos_embed").pos_embed
+    pos.assign(state["pos_embed"].reshape(pos.shape))
+    for stage, depth in enumerate(depths):
+        if stage:
+            _conv(model.get_layer(f"downsample{stage}_conv"), state, f"patch_embed.{stage}.proj")
+        for index in range(depth):
+            block = f"blocks.{stage}.{index}" if hierarchical else f"blocks.{index}"
+            name = f"stage{stage}_block{index}"
+            _norm(model.get_layer(f"{name}_norm1"), state, f"{block}.norm1")
+            mixer = model.get_layer(f"{name}_mixer")
+            if hasattr(mixer, "complex_weight"):
+                mixer.complex_weight.assign(state[f"{block}.filter.complex_weight"])
+            else:
+                for weight in ("w1", "b1", "w2", "b2"):
+                    getattr(mixer, weight).assign(state[f"{block}.filter.{weight}"])
+            _norm(model.get_layer(f"{name}_norm2"), state, f"{block}.norm2")
+            ffn = model.get_layer(f"{name}_ffn")
+            _dense(ffn.fc1, state, f"{block}.mlp.fc1")
+            _dense(ffn.fc2, state, f"{block}.mlp.fc2")
+            if hierarchical:
+                model.get_layer(f"{name}_ls").gamma.assign(state[f"{block}.gamma"])
+    _head(model, state)
+
+
+def assign_hornet(model, state):
+    _conv(model.get_layer("stem_conv"), state, "downsample_layers.0.0")
+    _norm(model.get_layer("stem_norm"), state, "downsample_layers.0.1")
+    for stage, depth in enumerate((2, 3, 18, 2)):
+        if stage:
+            _norm(model.get_layer(f"downsample{stage}_norm"), state, f"downsample_layers.{stage}.0")
+            _conv(model.get_layer(f"downsample{stage}_conv"), state, f"downsample_layers.{stage}.1")
+        for index in range(depth):
+            block, name = f"stages.{stage}.{index}", f"stage{stage}_block{index}"
+            _norm(model.get_layer(f"{name}_norm1"), state, f"{block}.norm1")
+            gnconv = model.get_layer(f"{name}_mixer")
+            _conv(gnconv.proj_in, state, f"{block}.gnconv.proj_in")
+            if hasattr(gnconv.dwconv, "complex_weight"):
+                local = gnconv.dwconv
+                _norm(local.pre_norm, state, f"{block}.gnconv.dwconv.pre_norm")
+                _conv(local.dw, state, f"{block}.gnconv.dwconv.dw", depthwise=True)
+                local.complex_weight.assign(state[f"{block}.gnconv.dwconv.complex_weight"])
+                _norm(local.post_norm, state, f"{block}.gnconv.dwconv.post_norm")
+            else:
+                _conv(gnconv.dwconv, state, f"{block}.gnconv.dwconv", depthwise=True)
+            for i, pw in enumerate(gnconv.pws):
+                _conv(pw, state, f"{block}.gnconv.pws.{i}")
+            _conv(gnconv.proj_out, state, f"{block}.gnconv.proj_out")
+            model.get_layer(f"{name}_ls1").gamma.assign(state[f"{block}.gamma1"])
+            _norm(model.get_layer(f"{name}_norm2"), state, f"{block}.norm2")
+            ffn = model.get_layer(f"{name}_ffn")
+            _dense(ffn.fc1, state, f"{block}.pwconv1")
+            _dense(ffn.fc2, state, f"{block}.pwconv2")
+            model.get_layer(f"{name}_ls2").gamma.assign(state[f"{block}.gamma2"])
+    _head(model, state)
+
+
+# ------------------------------------------------------------------------- stand-in for torch
+
+
+class FakeTensor:
+    """The few torch.Tensor methods `read_pth` uses."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def float(self):
+        return FakeTensor(self.array.astype("float32"))
+
+    def numpy(self):
+        return self.array
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """Installs a stand-in `torch`; returns save(path, checkpoint) writing a '.pth' for it."""
+    saved = {}
+    calls = []
+
+    def load(path, map_location=None, weights_only=False):
+        calls.append({"map_location": map_location, "weights_only": weights_only})
+        checkpoint = saved[os.fspath(path)]
+        if isinstance(checkpoint, Exception):
+            raise checkpoint
+        return checkpoint
+
+    module = types.ModuleType("torch")
+    module.load = load
+    module.is_tensor = lambda value: isinstance(value, FakeTensor)
+    module.serialization = types.SimpleNamespace(safe_globals=lambda _: contextlib.nullcontext())
+    module.calls = calls
+    monkeypatch.setitem(sys.modules, "torch", module)
+
+    def save(path, checkpoint):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"stand-in checkpoint")
+        saved[os.fspath(path)] = checkpoint
+        return os.fspath(path)
+
+    return save
+
+
+def tensors(state):
+    return {key: FakeTensor(value) for key, value in state.items()}
+
+
+def snapshot(model):
+    return {v.path: np.array(v.numpy()) for v in model.weights}
+
+
+def assert_same_weights(model, expected):
+    actual = snapshot(model)
+    assert actual.keys() == expected.keys()
+    for path, value in expected.items():
+        np.testing.assert_array_equal(actual[path], value, err_msg=path)
+
+
+# ------------------------------------------------------------------ reference resizing (loops)
+
+
+def _cubic(x, a=-0.75):
+    x = abs(x)
+    if x <= 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return 0.0
+
+
+def reference_resize(x, size, axes, mode, align_corners):
+    """PyTorch F.interpolate, one output sample at a time along each axis."""
+    x = np.asarray(x, dtype=np.float64)
+    for axis, out_size in zip(axes, size, strict=True):
+        moved = np.moveaxis(x, axis, 0)
+        n = moved.shape[0]
+        rows = []
+        for j in range(out_size):
+            if align_corners:
+                source = j * (n - 1) / (out_size - 1) if out_size > 1 else 0.0
+            else:
+                source = (j + 0.5) * n / out_size - 0.5
+            base = int(np.floor(source))
+            t = source - base
+            if mode == "bilinear":
+                taps = [(base, 1 - t), (base + 1, t)]
+            else:
+                taps = [(base - 1, _cubic(t + 1)), (base, _cubic(t))]
+                taps += [(base + 1, _cubic(1 - t)), (base + 2, _cubic(2 - t))]
+            rows.append(sum(w * moved[min(max(i, 0), n - 1)] for i, w in taps))
+        x = np.moveaxis(np.stack(rows), 0, axis)
+    return x
+
+
+# ------------------------------------------------------------------------------------- tests
+
+DIRECT_CASES = {
+    "gfnet_ti": (km.GFNetTi, (32, 32, 3), lambda: gfnet_state((256,), (12,), 16, 2)),
+    "gfnet_h_ti": (
+        km.GFNetHTi,
+        (32, 32, 3),
+        lambda: gfnet_state((64, 128, 256, 512), (3, 3, 10, 3), 4, 8),
+    ),
+    "hornet_t_7x7": (km.HorNetT7x7, (32, 32, 3), lambda: hornet_state(64, gf=False)),
+    "hornet_t_gf": (
+        km.HorNetTGF,
+        (64, 64, 3),
+        lambda: hornet_state(64, gf=True, filters=((4, 3), (2, 2))),
+    ),
+    "afnonet_s4": (km.AFNONetS4, (16, 16, 3), lambda: afnonet_state(4)),
+}
+
+
+def _assign_direct(variant, model, state):
+    if variant.startswith("hornet"):
+        assign_hornet(model, state)
+    else:
+        hierarchical = variant == "gfnet_h_ti"
+        depths = (3, 3, 10, 3) if hierarchical else (12,)
+        assign_gfnet(model, state, depths, hierarchical)
+
+
+@pytest.mark.parametrize("variant", sorted(DIRECT_CASES))
+def test_official_checkpoint_loads_like_direct_assignment(variant, tmp_path, fake_torch):
+    builder, shape, make_state = DIRECT_CASES[variant]
+    state = make_state()
+    nested = {"model": tensors(state), "epoch": 299, "args": {"lr": 1e-3}}
+    path = fake_torch(tmp_path / f"{variant}.pth", nested)
+    model = builder(weights=path, input_shape=shape, classifier_activation=None)
+    x = 255.0 * np.abs(random_input((2, *shape), seed=3))
+    loaded_out = np.asarray(model(x, training=False))
+    loaded = snapshot(model)
+
+    _assign_direct(variant, model, state)
+    assert_same_weights(model, loaded)
+    np.testing.assert_array_equal(np.asarray(model(x, training=False)), loaded_out)
+    assert np.std(loaded_out) > 1e-3
+    assert sys.modules["torch"].calls == [{"map_location": "cpu", "weights_only": True}]
+
+
+def test_headless_models_ignore_head_and_unused_final_norm(tmp_path, fake_torch):
+    state = hornet_state(64, gf=False)
+    path = fake_torch(tmp_path / "hornet.pt", {"module": tensors(state)})
+    features = km.HorNetT7x7(weights=path, input_shape=(32, 32, 3), include_top=False)
+    assert "norm" not in {layer.name for layer in features.layers}
+    loaded = snapshot(features)
+    assign_hornet(features, state)
+    assert_same_weights(features, loaded)
+
+    gfnet = gfnet_state((256,), (12,), 16, 2)
+    path = fake_torch(tmp_path / "gfnet.pth", tensors(gfnet))
+    pooled = km.GFNetTi(weights=path, input_shape=(32, 32, 3), include_top=False, pooling="avg")
+    np.testing.assert_array_equal(pooled.get_layer("norm").gamma.numpy(), gfnet["norm.weight"])
+
+
+def test_key_map_covers_every_variable_with_the_official_names():
+    model = km.GFNetHTi(input_shape=(32, 32, 3))
+    keys = checkpoints.official_key_map("gfnet_h_ti", model)
+    official = gfnet_state((64, 128, 256, 512), (3, 3, 10, 3), 4, 8)
+    assert keys.keys() == official.keys()
+    assert sorted(keys.values()) == sorted(v.path for v in model.weights)
+    assert keys["patch_embed.2.proj.weight"] == "downsample2_conv/kernel"
+    assert keys["blocks.3.2.gamma"] == "stage3_block2_ls/gamma"
+
+
+def test_gfnet_filter_resize_matches_direct_bicubic():
+    weight = np.random.default_rng(1).standard_normal((14, 8, 3, 2)).astype("float32")
+    resized = checkpoints.resize_global_filter(weight, (24, 13))
+    expected = reference_resize(weight, (24, 13), (0, 1), "bicubic", align_corners=True)
+    assert resized.shape == (24, 13, 3, 2)
+    assert resized.dtype == np.float32
+    np.testing.assert_allclose(resized, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(resized[0, 0], weight[0, 0])  # corners kept
+    np.testing.assert_array_equal(resized[-1, -1], weight[-1, -1])
+    np.testing.assert_array_equal(checkpoints.resize_global_filter(weight, (14, 8)), weight)
+
+
+def test_pos_embed_resize_is_bicubic_without_align_corners():
+    # F.interpolate([[0, 1]], size=4, mode="bicubic", align_corners=False), by hand with
+    # A = -0.75: the ends overshoot by W(1.25) = -0.10546875.
+    ramp = np.array([0.0, 1.0, 0.0, 1.0], dtype="float32").reshape(1, 4, 1)
+    row = checkpoints.resize_pos_embed(ramp, (4, 4))[0, :, :, 0]
+    np.testing.assert_allclose(row, [[-0.10546875, 0.2265625, 0.7734375, 1.10546875]] * 4)
+
+    tokens = np.random.default_rng(2).standard_normal((1, 49, 5)).astype("float32")
+    resized = checkpoints.resize_pos_embed(tokens, (12, 5))
+    grid = tokens.reshape(1, 7, 7, 5)
+    expected = reference_resize(grid, (12, 5), (1, 2), "bicubic", align_corners=False)
+    assert resized.shape == (1, 12, 5, 5)
+    np.testing.assert_allclose(resized, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(checkpoints.resize_pos_embed(tokens, (7, 7)), grid)
+    with pytest.raises(ValueError, match=r"\(1, N, C\) with N a square number.*\(1, 48, 5\)"):
+        checkpoints.resize_pos_embed(tokens[:, :48], (7, 7))
+
+
+def test_gfnet_checkpoint_at_224_loads_at_384(tmp_path, fake_torch):
+    state = gfnet_state((256,), (12,), 16, 14)
+    path = fake_torch(tmp_path / "gfnet-ti.pth", {"model": tensors(state)})
+    model = km.GFNetTi(weights=path, input_shape=(384, 384, 3))
+    for index in (0, 11):
+        source = state[f"blocks.{index}.filter.complex_weight"]
+        expected = reference_resize(source, (24, 13), (0, 1), "bicubic", align_corners=True)
+        actual = model.get_layer(f"stage0_block{index}_mixer").complex_weight.numpy()
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+    grid = state["pos_embed"].reshape(1, 14, 14, 256)
+    expected = reference_resize(grid, (24, 24), (1, 2), "bicubic", align_corners=False)
+    pos = model.get_layer("pos_embed").pos_embed.numpy()
+    np.testing.assert_allclose(pos, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gfnet_h_checkpoint_loads_at_a_non_square_size(tmp_path, fake_torch):
+    state = gfnet_state((64, 128, 256, 512), (3, 3, 10, 3), 4, 16)
+    path = fake_torch(tmp_path / "gfnet-h-ti.pth", {"model": tensors(state)})
+    model = km.GFNetHTi(weights=path, input_shape=(96, 64, 3))
+    for stage, size in enumerate([(24, 9), (12, 5), (6, 3), (3, 2)]):
+        source = state[f"blocks.{stage}.0.filter.complex_weight"]
+        expected = reference_resize(source, size, (0, 1), "bicubic", align_corners=True)
+        actual = model.get_layer(f"stage{stage}_block0_mixer").complex_weight.numpy()
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+    grid = state["pos_embed"].reshape(1, 16, 16, 64)
+    expected = reference_resize(grid, (24, 16), (1, 2), "bicubic", align_corners=False)
+    np.testing.assert_allclose(
+        model.get_layer("pos_embed").pos_embed.numpy(), expected, rtol=1e-5, atol=1e-6
+    )
+
+
+def test_hornet_gf_filters_resize_like_the_official_run_time_resize(tmp_path, fake_torch):
+    state = hornet_state(64, gf=True)  # the 224-pixel filters, (14, 8) and (7, 4)
+    path = fake_torch(tmp_path / "hornet_tiny_gf.pth", {"model": tensors(state)})
+    model = km.HorNetTGF(weights=path, input_shape=(64, 64, 3))
+    for stage, size in ((2, (4, 3)), (3, (2, 2))):
+        source = state[f"stages.{stage}.0.gnconv.dwconv.complex_weight"]
+        expected = reference_resize(source, size, (1, 2), "bilinear", align_corners=True)
+        converted = model.get_layer(f"stage{stage}_block0_mixer").dwconv
+        np.testing.assert_allclose(converted.complex_weight.numpy(), expected, atol=1e-6)
+
+    # The official layer keeps the 14x8 filter and resizes it on every call.
+    converted = model.get_layer("stage2_block0_mixer").dwconv
+    source = state["stages.2.0.gnconv.dwconv.complex_weight"]
+    run_time = GlobalLocalFilter(height=14, width=8)
+    x = random_input((2, 4, 4, 480), seed=4)
+    run_time.build(x.shape)
+    for ours, theirs in zip(run_time.weights, converted.weights, strict=True):
+        ours.assign(source if ours.name == "complex_weight" else theirs.numpy())
+    np.testing.assert_allclose(np.asarray(run_time(x)), np.asarray(converted(x)), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def small_gfnet():
+    return km.GFNetTi(input_shape=(32, 32, 3))
+
+
+def _mismatch(state):
+    state["blocks.0.mlp.fc1.weight"] = np.zeros((1024, 255), "float32")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            _mismatch,
+            r"wrong shapes \(1\): blocks\.0\.mlp\.fc1\.weight -> stage0_block0_ffn/fc1/kernel: "
+            r"checkpoint shape \(1024, 255\) gives \(255, 1024\), expected \(256, 1024\)",
+        ),
+        (
+            lambda state: state.pop("blocks.3.norm2.bias"),
+            r"missing keys \(1\): blocks\.3\.norm2\.bias",
+        ),
+        (
+            lambda state: state.update({"blocks.12.norm1.weight": np.ones(256, "float32")}),
+            r"unexpected keys \(1\): blocks\.12\.norm1\.weight",
+        ),
+    ],
+    ids=["wrong_shape", "missing_key", "extra_key"],
+)
+def test_mismatching_checkpoint_raises_and_leaves_the_model_unchanged(
+    edit, message, small_gfnet, tmp_path, fake_torch
+):
+    state = gfnet_state((256,), (12,), 16, 2)
+    edit(state)
+    path = fake_torch(tmp_path / "bad.pth", {"model": tensors(state)})
+    before = snapshot(small_gfnet)
+    with pytest.raises(ValueError, match=message) as info:
+        load_variant_weights("gfnet_ti", small_gfnet, path)
+    assert f"do not match the architecture of model 'gfnet_ti'; {LEFT_UNCHANGED}" in str(info.value)
+    assert "The checkpoint does not match 'gfnet_ti' as built" in str(info.value)
+    assert_same_weights(small_gfnet, before)
+
+
+def test_checkpoint_of_another_variant_lists_every_problem(small_gfnet):
+    xs = gfnet_state((384,), (12,), 16, 2)
+    with pytest.raises(ValueError, match=r"wrong shapes \(114\): .*, \.\.\. and 104 more"):
+        checkpoints.convert_state_dict("gfnet_ti", xs, small_gfnet)
+    with pytest.raises(ValueError, match=r"variables without a counterpart in the official "):
+        checkpoints.convert_state_dict("hornet_t_7x7", xs, small_gfnet)
+    with pytest.raises(ValueError, match=r"Unknown variant 'gfnet_q'; expected one of \["):
+        checkpoints.official_key_map("gfnet_q", small_gfnet)
+
+
+def test_convert_tensor_layouts_and_errors():
+    linear = np.arange(6, dtype="float32").reshape(3, 2)
+    np.testing.assert_array_equal(checkpoints.convert_tensor("linear", linear, (2, 3)), linear.T)
+    conv = np.arange(2 * 3 * 4 * 5, dtype="float32").reshape(2, 3, 4, 5)
+    out = checkpoints.convert_tensor("conv", conv, (4, 5, 3, 2))
+    assert out[1, 2, 0, 1] == conv[1, 0, 1, 2]
+    depthwise = np.arange(6 * 9, dtype="float32").reshape(6, 1, 3, 3)
+    out = checkpoints.convert_tensor("depthwise", depthwise, (3, 3, 6, 1))
+    assert out[0, 2, 4, 0] == depthwise[4, 0, 0, 2]
+    with pytest.raises(
+        ValueError, match=r"a conv tensor must have rank 4; checkpoint shape \(3, 2\)"
+    ):
+        checkpoints.convert_tensor("conv", linear, (1, 1, 2, 3))
+    with pytest.raises(ValueError, match=r"`transform` must be one of .*Received: 'transpose'"):
+        checkpoints.convert_tensor("transpose", linear, (2, 3))
+
+
+def test_read_pth_without_torch_names_the_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    path = tmp_path / "gfnet-ti.pth"
+    path.write_bytes(b"not read")
+    extra = r'needs torch, an optional dependency .*: pip install "keras-fourier\[torch\]"'
+    with pytest.raises(ImportError, match=extra):
+        checkpoints.read_pth(os.fspath(path))
+    with pytest.raises(ImportError, match=extra):
+        km.GFNetTi(weights=os.fspath(path), input_shape=(32, 32, 3))
+
+
+def test_read_pth_unwraps_and_checks_the_state_dict(tmp_path, fake_torch):
+    state = {"head.bias": FakeTensor(np.ones(2, dtype="float64"))}
+    for name, checkpoint in (
+        ("flat", state),
+        ("model", {"model": state}),
+        ("module", {"module": state}),
+    ):
+        read = checkpoints.read_pth(fake_torch(tmp_path / f"{name}.pth", checkpoint))
+        assert list(read) == ["head.bias"]
+        assert read["head.bias"].dtype == np.float32
+    with pytest.raises(ValueError, match=r"not a state dict of tensors; .* not tensors: epoch"):
+        checkpoints.read_pth(fake_torch(tmp_path / "mixed.pth", {**state, "epoch": 3}))
+    with pytest.raises(ValueError, match=r"must be a state dict \(a mapping\); received list"):
+        checkpoints.read_pth(fake_torch(tmp_path / "list.pth", [state]))
+    broken = fake_torch(tmp_path / "broken.pth", RuntimeError("PytorchStreamReader failed"))
+    with pytest.raises(ValueError, match=r"Could not read .*broken\.pth.* PytorchStreamReader"):
+        checkpoints.read_pth(broken)
+
+
+def test_unsupported_weights_file_is_refused(small_gfnet, tmp_path):
+    path = tmp_path / "weights.npz"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"or an official PyTorch '\.pth'/'\.pt' checkpoint"):
+        load_variant_weights("gfnet_ti", small_gfnet, os.fspath(path))
+
+
+def test_imagenet_without_an_official_checkpoint():
+    with pytest.raises(ValueError, match=r"no official ImageNet checkpoint for 'afnonet_s4'"):
+        km.AFNONetS4(weights="imagenet", input_shape=(16, 16, 3))
+
+
+def _stub(shape, head):
+    inputs = keras.Input(shape)
+    x = keras.layers.GlobalAveragePooling2D()(inputs)
+    return keras.Model(inputs, keras.layers.Dense(2, name="head" if head else "x")(x))
+
+
+def test_imagenet_22k_checkpoints_need_include_top_false():
+    message = (
+        r"'hornet_l_7x7' is trained on ImageNet-22k \(21841 classes\).*only available for "
+        r"variants with an ImageNet-1k checkpoint. Build it with include_top=False"
+    )
+    with pytest.raises(ValueError, match=message):
+        imagenet_checkpoint("hornet_l_7x7", _stub((224, 224, 3), head=True))
+    backbone = imagenet_checkpoint("hornet_l_gf", _stub((224, 224, 3), head=False))
+    assert (backbone.file_name, backbone.classes) == ("hornet_large_gf.pth", 21841)
+    at_384 = imagenet_checkpoint("hornet_l_gf", _stub((384, 384, 3), head=False))
+    assert (at_384.file_name, at_384.resolution) == ("hornet_large_gf_img384.pth", 384)
+    assert imagenet_checkpoint("hornet_t_gf", _stub((256, 256, 3), head=True)).resolution == 224
+
+
+def test_imagenet_failed_download_raises_and_writes_nothing(small_gfnet, tmp_path, monkeypatch):
+    def offline(fname, origin, cache_subdir):
+        (tmp_path / cache_subdir).mkdir()
+        raise Exception(f"URL fetch failure on {origin}: None -- [Errno -3] name resolution")
+
+    monkeypatch.setattr(keras.utils, "get_file", offline)
+    before = snapshot(small_gfnet)
+    message = (
+        r"Could not download the official checkpoint of 'gfnet_ti' from "
+        r"https://cloud\.tsinghua\.edu\.cn/f/3d0c1579aa524a0a99dd/\?dl=1 \(URL fetch failure.*"
+        r"needs network access the first time"
+    )
+    with pytest.raises(ValueError, match=message):
+        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+    assert_same_weights(small_gfnet, before)
+
+
+def _serve(tmp_path, fake_torch, checkpoint, calls):
+    def get_file(fname, origin, cache_subdir):
+        calls.append((fname, origin, cache_subdir))
+        path = tmp_path / cache_subdir / fname
+        if not path.exists():
+            fake_torch(path, checkpoint)
+        return os.fspath(path)
+
+    return get_file
+
+
+def test_imagenet_downloads_and_converts_once(tmp_path, fake_torch, monkeypatch):
+    state = gfnet_state((256,), (12,), 16, 2)
+    calls = []
+    monkeypatch.setattr(
+        keras.utils, "get_file", _serve(tmp_path, fake_torch, {"model": tensors(state)}, calls)
+    )
+    model = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+    assert calls == [("gfnet-ti.pth", GFNET_TI_URL, "keras_fourier")]
+    cache = tmp_path / "keras_fourier"
+    converted = sorted(p.name for p in cache.glob("*.weights.h5"))
+    assert len(converted) == 1 and converted[0].startswith("gfnet_ti_32x32_")
+    assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
+    expected = snapshot(model)
+    assign_gfnet(model, state, (12,), hierarchical=False)
+    assert_same_weights(model, expected)
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # the cached conversion needs no torch
+    again = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+    assert_same_weights(again, expected)
+    assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
+
+
+def test_imagenet_mismatching_download_writes_no_conversion(
+    small_gfnet, tmp_path, fake_torch, monkeypatch
+):
+    state = gfnet_state((256,), (12,), 16, 2)
+    del state["pos_embed"]
+    monkeypatch.setattr(
+        keras.utils, "get_file", _serve(tmp_path, fake_torch, {"model": tensors(state)}, [])
+    )
+    before = snapshot(small_gfnet)
+    with pytest.raises(ValueError, match=rf"{LEFT_UNCHANGED}.*missing keys \(1\): pos_embed"):
+        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+    assert [p.name for p in (tmp_path / "keras_fourier").iterdir()] == ["gfnet-ti.pth"]
+    assert_same_weights(small_gfnet, before)
+
+
+def test_imagenet_first_load_without_torch_names_the_extra(
+    small_gfnet, tmp_path, fake_torch, monkeypatch
+):
+    state = gfnet_state((256,), (12,), 16, 2)
+    monkeypatch.setattr(
+        keras.utils, "get_file", _serve(tmp_path, fake_torch, {"model": tensors(state)}, [])
+    )
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError, match=r'gfnet-ti\.pth.*pip install "keras-fourier\[torch\]"'):
+        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+    assert [p.name for p in (tmp_path / "keras_fourier").iterdir()] == ["gfnet-ti.pth"]

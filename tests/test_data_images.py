@@ -1,0 +1,225 @@
+"""Image pipelines of keras_fourier.data: digits, TFDS (mocked), class-folder directories."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_fourier.data import AugmentConfig, get_num_classes, load_digits, load_image_dataset
+
+DEIT_AUGMENT = AugmentConfig()
+LIGHT_AUGMENT = AugmentConfig(rand_augment=False, horizontal_flip=False)
+
+
+def _collect(ds: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    batches = list(ds.as_numpy_iterator())
+    return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
+
+
+def test_digits_arrays_sizes_classes_and_range():
+    train_images, train_labels = load_digits("train")
+    test_images, test_labels = load_digits("test")
+    assert train_images.shape == (1442, 8, 8, 1) and test_images.shape == (355, 8, 8, 1)
+    assert len(train_labels) + len(test_labels) == 1797
+    assert set(train_labels) == set(test_labels) == set(range(10))
+    # Stratified: every class keeps 4/5 of its images in train (within one image).
+    counts = np.bincount(train_labels, minlength=10) + np.bincount(test_labels, minlength=10)
+    assert np.abs(np.bincount(test_labels) - counts / 5).max() < 1
+    for images in (train_images, test_images):
+        assert images.dtype == np.float32 and images.min() == 0.0 and images.max() == 255.0
+    validation_images, _ = load_digits("validation")
+    np.testing.assert_array_equal(validation_images, test_images)
+
+
+def test_digits_eval_pipeline_shapes_labels_range_and_determinism():
+    def load():
+        ds = load_image_dataset("digits", "test", image_size=32, batch_size=128)
+        assert int(ds.cardinality()) == 3
+        return _collect(ds)
+
+    images, labels = load()
+    assert images.shape == (355, 32, 32, 3) and images.dtype == np.float32
+    assert labels.dtype == np.int32 and set(labels) == set(range(10))
+    assert images.min() >= 0.0 and images.max() <= 255.0 and images.max() > 250.0
+    np.testing.assert_array_equal(labels, load_digits("test")[1])
+    np.testing.assert_array_equal(images[..., 0], images[..., 2])
+    again_images, again_labels = load()
+    np.testing.assert_array_equal(images, again_images)
+    np.testing.assert_array_equal(labels, again_labels)
+
+
+def test_digits_training_pipeline_covers_the_train_split_in_shuffled_order():
+    images, labels = _collect(
+        load_image_dataset("digits", "train", image_size=16, batch_size=256, drop_remainder=False)
+    )
+    expected = load_digits("train")[1]
+    assert images.shape == (1442, 16, 16, 3)
+    np.testing.assert_array_equal(np.sort(labels), np.sort(expected))
+    assert not np.array_equal(labels, expected)
+
+
+def test_deterministic_augmented_training_is_identical_across_loads():
+    def first_batches(seed, augment=DEIT_AUGMENT):
+        ds = load_image_dataset(
+            "digits",
+            "train",
+            image_size=16,
+            batch_size=16,
+            augment=augment,
+            deterministic=True,
+            seed=seed,
+        )
+        assert ds.options().deterministic
+        return list(ds.take(2).as_numpy_iterator())
+
+    first, second = first_batches(0), first_batches(0)
+    for (images_a, labels_a), (images_b, labels_b) in zip(first, second, strict=True):
+        np.testing.assert_array_equal(images_a, images_b)
+        np.testing.assert_array_equal(labels_a, labels_b)
+    light_seed_0, light_seed_1 = first_batches(0, LIGHT_AUGMENT), first_batches(1, LIGHT_AUGMENT)
+    assert not np.array_equal(light_seed_0[0][0], light_seed_1[0][0])
+
+
+def test_augmented_batches_have_one_hot_labels_and_valid_range():
+    ds = load_image_dataset("digits", image_size=16, batch_size=32, augment=LIGHT_AUGMENT)
+    images, labels = next(iter(ds))
+    assert images.shape == (32, 16, 16, 3) and labels.shape == (32, 10)
+    assert labels.dtype == tf.float32
+    np.testing.assert_allclose(tf.reduce_sum(labels, axis=1), 1.0, rtol=1e-5)
+    assert float(tf.reduce_min(images)) >= 0.0 and float(tf.reduce_max(images)) <= 255.0
+    assert ds.element_spec[0].shape.as_list() == [32, 16, 16, 3]
+
+
+def test_one_hot_labels_follow_mixing_and_the_flag():
+    ints = load_image_dataset("digits", "test", image_size=8, batch_size=400)
+    hot = load_image_dataset("digits", "test", image_size=8, batch_size=400, one_hot=True)
+    (_, int_labels), (_, hot_labels) = next(iter(ints)), next(iter(hot))
+    assert hot_labels.shape == (355, 10) and hot_labels.dtype == tf.float32
+    np.testing.assert_array_equal(np.argmax(hot_labels, axis=1), int_labels)
+    no_mix = AugmentConfig(rand_augment=False, mixup_alpha=0.0, cutmix_alpha=0.0)
+    _, labels = next(iter(load_image_dataset("digits", image_size=8, augment=no_mix)))
+    assert labels.dtype == tf.int32 and labels.shape == (128,)
+    evaluation = load_image_dataset("digits", "test", image_size=8, augment=AugmentConfig())
+    assert next(iter(evaluation))[1].dtype == tf.int32, "augment is ignored when not training"
+    with pytest.raises(ValueError, match="one_hot=False"):
+        load_image_dataset("digits", augment=AugmentConfig(), one_hot=False)
+
+
+def test_input_context_shards_and_batches_per_replica_and_auto_shard_option():
+    context = tf.distribute.InputContext(
+        num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2
+    )
+    ds = load_image_dataset("digits", "test", image_size=8, batch_size=64, input_context=context)
+    images, labels = _collect(ds)
+    assert images.shape[0] == 177 and next(iter(ds))[0].shape[0] == 32
+    np.testing.assert_array_equal(labels, load_digits("test")[1][1::2])
+    policy = tf.data.experimental.AutoShardPolicy
+    assert ds.options().experimental_distribute.auto_shard_policy == policy.OFF
+    plain = load_image_dataset("digits", "test", image_size=8)
+    assert plain.options().experimental_distribute.auto_shard_policy == policy.DATA
+
+
+def test_cache_in_memory_and_on_disk(tmp_path):
+    reference = _collect(load_image_dataset("digits", "test", image_size=8, batch_size=400))
+    for cache in (True, str(tmp_path / "cache")):
+        ds = load_image_dataset("digits", "test", image_size=8, batch_size=400, cache=cache)
+        for _ in range(2):
+            images, labels = _collect(ds)
+            np.testing.assert_array_equal(images, reference[0])
+            np.testing.assert_array_equal(labels, reference[1])
+
+
+def test_tfds_source_on_mock_data(tmp_path):
+    with tfds.testing.mock_data(num_examples=6):
+        assert get_num_classes("tfds:cifar10", data_dir=str(tmp_path)) == 10
+        train = load_image_dataset(
+            "tfds:cifar10",
+            "train",
+            image_size=16,
+            batch_size=3,
+            augment=LIGHT_AUGMENT,
+            data_dir=str(tmp_path),
+        )
+        images, labels = _collect(train)
+        test_images, test_labels = _collect(
+            load_image_dataset("tfds:cifar10", "test", image_size=24, data_dir=str(tmp_path))
+        )
+    assert images.shape == (6, 16, 16, 3) and labels.shape == (6, 10)
+    assert test_images.shape == (6, 24, 24, 3) and test_labels.dtype == np.int32
+    assert images.min() >= 0.0 and images.max() <= 255.0 and test_images.max() <= 255.0
+
+
+def _write_pngs(folder, count, shape, value):
+    os.makedirs(folder, exist_ok=True)
+    for index in range(count):
+        image = tf.fill(shape, tf.constant(value + index, tf.uint8))
+        tf.io.write_file(os.path.join(folder, f"{index}.png"), tf.io.encode_png(image))
+
+
+def test_directory_with_split_folders(tmp_path):
+    for split, count in (("train", 3), ("val", 2)):
+        for label, name in enumerate(("cat", "dog")):
+            _write_pngs(tmp_path / split / name, count, (20, 30, 3), 100 * label)
+    source = f"dir:{tmp_path}"
+    assert get_num_classes(source, "val") == 2
+    images, labels = _collect(load_image_dataset(source, "val", image_size=12, batch_size=8))
+    assert images.shape == (4, 12, 12, 3) and sorted(labels.tolist()) == [0, 0, 1, 1]
+    np.testing.assert_allclose(images[labels == 1].min(), 100.0)
+    train = load_image_dataset(source, "train", image_size=12, batch_size=2, augment=LIGHT_AUGMENT)
+    assert next(iter(train))[1].shape == (2, 2)
+
+
+def test_directory_of_class_folders_is_split_80_20(tmp_path):
+    for label, name in enumerate(("a", "b", "c")):
+        _write_pngs(tmp_path / name, 5, (16, 16, 1), 50 * label)
+    source = f"dir:{tmp_path}"
+    assert get_num_classes(source) == 3
+    train = _collect(load_image_dataset(source, "train", image_size=8, drop_remainder=False))
+    test = _collect(load_image_dataset(source, "test", image_size=8))
+    assert len(train[1]) == 12 and len(test[1]) == 3
+    assert train[0].shape[1:] == (8, 8, 3)
+    pixel_sets = [set(np.round(images[:, 0, 0, 0]).tolist()) for images in (train[0], test[0])]
+    assert not pixel_sets[0] & pixel_sets[1], "train and test share no image"
+    with pytest.raises(ValueError, match="'holdout'"):
+        load_image_dataset(source, "holdout")
+
+
+@pytest.mark.parametrize("source", ["mnist", "tfds:", "dir:", "imagenet", "", 42])
+def test_unknown_source_names_it(source):
+    with pytest.raises(ValueError, match=re.escape(repr(source))):
+        load_image_dataset(source)
+    with pytest.raises(ValueError, match=re.escape(repr(source))):
+        get_num_classes(source)
+
+
+def test_missing_directory_names_it(tmp_path):
+    missing = str(tmp_path / "no_such_folder")
+    with pytest.raises(FileNotFoundError, match=re.escape(repr(missing))):
+        load_image_dataset(f"dir:{missing}")
+    with pytest.raises(FileNotFoundError, match=re.escape(repr(missing))):
+        get_num_classes(f"dir:{missing}")
+
+
+def test_unknown_tfds_name_names_it(tmp_path):
+    with pytest.raises(ValueError, match="'no_such_dataset_xyz'"):
+        load_image_dataset("tfds:no_such_dataset_xyz", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="'no_such_dataset_xyz'"):
+        get_num_classes("tfds:no_such_dataset_xyz", data_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 32.0, "32", True, None])
+def test_bad_image_size_names_it(bad):
+    with pytest.raises(ValueError, match=re.escape(f"image_size={bad!r}")):
+        load_image_dataset("digits", image_size=bad)
+
+
+def test_bad_split_batch_size_and_crop_pct_name_them():
+    with pytest.raises(ValueError, match="'holdout'"):
+        load_image_dataset("digits", "holdout")
+    with pytest.raises(ValueError, match=re.escape("batch_size=0")):
+        load_image_dataset("digits", batch_size=0)
+    with pytest.raises(ValueError, match=re.escape("crop_pct=1.2")):
+        load_image_dataset("digits", crop_pct=1.2)
