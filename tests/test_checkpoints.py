@@ -16,7 +16,7 @@ import pytest
 
 import keras_fourier.models as km
 from keras_fourier.layers.hornet import GlobalLocalFilter
-from keras_fourier.models import checkpoints
+from keras_fourier.models import build_model, checkpoints
 from keras_fourier.models.weights import imagenet_checkpoint, load_variant_weights
 from tests.harness import random_input
 
@@ -685,3 +685,23 @@ def test_imagenet_first_load_without_torch_names_the_extra(
     with pytest.raises(ImportError, match=r'gfnet-ti\.pth.*pip install "keras-fourier\[torch\]"'):
         load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
     assert [p.name for p in (tmp_path / "keras_fourier").iterdir()] == ["gfnet-ti.pth"]
+
+
+def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
+    deeper = build_model(depths=3, dims=16, patch_size=4, input_shape=(16, 16, 3), classes=3)
+    path = str(tmp_path / "deeper.weights.h5")
+    deeper.save_weights(path)
+    shallow = build_model(
+        depths=2, dims=16, patch_size=4, input_shape=(16, 16, 3), classes=3, name="shallow"
+    )
+    before = [w.numpy() for w in shallow.weights]
+    with pytest.raises(ValueError, match=r"the file holds \d+ tensors, the model has \d+"):
+        load_variant_weights("shallow", shallow, path)
+    for weight, value in zip(shallow.weights, before, strict=True):
+        np.testing.assert_array_equal(weight.numpy(), value)
+    same = build_model(
+        depths=3, dims=16, patch_size=4, input_shape=(16, 16, 3), classes=3, name="same"
+    )
+    load_variant_weights("same", same, path)
+    for ours, theirs in zip(same.weights, deeper.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -100,6 +100,31 @@ def _copy_from_keras_file(model: keras.Model, path: str) -> None:
         variable.assign(theirs[key].numpy())
 
 
+def _load_weights_file(model: keras.Model, path: str) -> None:
+    """`model.load_weights`, after checking the file holds exactly the model's tensors.
+
+    Keras skips entries of a `.weights.h5` that the model has no place for,
+    so a file from a deeper model would load silently; comparing the
+    multisets of tensor shapes first rules that out.
+    """
+    import h5py
+
+    stored: list[tuple[int, ...]] = []
+    with h5py.File(path, "r") as handle:
+        handle.visititems(
+            lambda _, item: (
+                stored.append(tuple(item.shape)) if isinstance(item, h5py.Dataset) else None
+            )
+        )
+    expected = sorted(tuple(variable.shape) for variable in model.weights)
+    if sorted(stored) != expected:
+        raise ValueError(
+            f"the file holds {len(stored)} tensors, the model has {len(expected)} "
+            "(or their shapes differ)"
+        )
+    model.load_weights(path)
+
+
 def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
     for variable in model.weights:
         variable.assign(values[variable.path])
@@ -223,7 +248,7 @@ def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None
         return
     path = os.fspath(weights)
     if path.endswith(".weights.h5"):
-        assign_atomically(model, lambda: model.load_weights(path), path)
+        assign_atomically(model, lambda: _load_weights_file(model, path), path)
     elif path.endswith(".keras"):
         assign_atomically(model, lambda: _copy_from_keras_file(model, path), path)
     elif path.endswith((".pth", ".pt")):
