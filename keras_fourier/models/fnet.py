@@ -67,7 +67,7 @@ import keras
 
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fourier import FourierMixing
-from keras_fourier.models.weights import assign_atomically
+from keras_fourier.models.weights import load_weights_file
 
 LAYER_NORM_EPSILON = 1e-12
 INITIALIZER_STDDEV = 0.02
@@ -482,7 +482,7 @@ def FNet(
     model = keras.Model(inputs, outputs, name=name)
     if weights is not None:
         path = os.fspath(weights)
-        assign_atomically(model, lambda: model.load_weights(path), path)
+        load_weights_file(model, path)
     return model
 
 

@@ -100,7 +100,7 @@ def _copy_from_keras_file(model: keras.Model, path: str) -> None:
         variable.assign(theirs[key].numpy())
 
 
-def _load_weights_file(model: keras.Model, path: str) -> None:
+def _check_and_load_weights_file(model: keras.Model, path: str) -> None:
     """`model.load_weights`, after checking the file holds exactly the model's tensors.
 
     Keras skips entries of a `.weights.h5` that the model has no place for,
@@ -123,6 +123,20 @@ def _load_weights_file(model: keras.Model, path: str) -> None:
             "(or their shapes differ)"
         )
     model.load_weights(path)
+
+
+def load_weights_file(model: keras.Model, path: str) -> None:
+    """Loads a `.weights.h5` saved by keras_fourier into `model`, all or nothing.
+
+    Args:
+        model: the model to load into.
+        path: the `.weights.h5` file.
+
+    Raises:
+        ValueError: the file does not hold exactly the model's tensors; the
+            model is then unchanged.
+    """
+    assign_atomically(model, lambda: _check_and_load_weights_file(model, path), path)
 
 
 def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
@@ -248,7 +262,7 @@ def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None
         return
     path = os.fspath(weights)
     if path.endswith(".weights.h5"):
-        assign_atomically(model, lambda: _load_weights_file(model, path), path)
+        load_weights_file(model, path)
     elif path.endswith(".keras"):
         assign_atomically(model, lambda: _copy_from_keras_file(model, path), path)
     elif path.endswith((".pth", ".pt")):
