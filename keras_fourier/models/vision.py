@@ -347,4 +347,4 @@ def feature_extractor(model: keras.Model) -> keras.Model:
             f"`model` has no stage outputs; is it a keras_fourier vision model? "
             f"Received: model={model.name!r}"
         )
-    return keras.Model(model.inputs, outputs, name=f"{model.name}_features")
+    return keras.Model(model.input, outputs, name=f"{model.name}_features")
