@@ -85,3 +85,32 @@ def test_dynamic_spatial_size_is_rejected():
     )
     with pytest.raises(ValueError, match="static spatial dimensions"):
         fn.get_concrete_function()
+
+
+@pytest.mark.parametrize("size", [(6, 8), (5, 7)])
+def test_fft_path_hands_the_backend_a_hermitian_spectrum(size):
+    # So cuFFT and pocketfft, which may treat invalid edge columns differently,
+    # both reproduce numpy's irfft2.
+    height, width = size
+    rng = np.random.default_rng(2)
+    shape = (1, height, width // 2 + 1, 2)
+    spectrum = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    real, imag = spectral._hermitian_edge_columns(
+        tf.constant(spectrum.real, tf.float32), tf.constant(spectrum.imag, tf.float32), width
+    )
+    projected = real.numpy() + 1j * imag.numpy()
+    edges = [0, width // 2] if width % 2 == 0 else [0]
+    mirror = [0, *range(height - 1, 0, -1)]
+    for column in edges:
+        np.testing.assert_allclose(
+            projected[:, :, column], np.conj(projected[:, mirror, column]), atol=1e-6
+        )
+    interior = [k for k in range(width // 2 + 1) if k not in edges]
+    np.testing.assert_array_equal(
+        projected[:, :, interior], spectrum[:, :, interior].astype("complex64")
+    )
+    np.testing.assert_allclose(
+        np.fft.irfft2(projected, s=size, axes=(1, 2)),
+        np.fft.irfft2(spectrum, s=size, axes=(1, 2)),
+        atol=1e-6,
+    )

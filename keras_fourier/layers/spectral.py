@@ -156,6 +156,30 @@ def rfft2(x: tf.Tensor, fft_impl: str = "auto") -> tuple[tf.Tensor, tf.Tensor]:
     return _complex_dft_axis(real, imag, axis=1)
 
 
+def _hermitian_edge_columns(
+    real: tf.Tensor, imag: tf.Tensor, width: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Makes the DC (and even-W Nyquist) column Hermitian along H.
+
+    Those columns of a real signal's half spectrum satisfy Z[k] = conj(Z[-k]).
+    A learned filter breaks that; numpy and PyTorch then drop the imaginary
+    part after the inverse DFT along H, which equals replacing each such
+    column by its Hermitian part (Z[k] + conj(Z[-k])) / 2. Doing that
+    explicitly gives every FFT backend (pocketfft on CPU, cuFFT on GPU) a
+    valid input, so all of them agree with numpy and with the matmul path.
+    """
+    height = real.shape[1]
+    edges = np.zeros((1, 1, width // 2 + 1, 1), dtype=np.float32)
+    edges[..., 0, :] = 1.0
+    if width % 2 == 0:
+        edges[..., -1, :] = 1.0
+    mirror = [0, *range(height - 1, 0, -1)]
+    real_part = (real + tf.gather(real, mirror, axis=1)) / 2
+    imag_part = (imag - tf.gather(imag, mirror, axis=1)) / 2
+    edges = tf.constant(edges)
+    return real + edges * (real_part - real), imag + edges * (imag_part - imag)
+
+
 def irfft2(real: tf.Tensor, imag: tf.Tensor, width: int, fft_impl: str = "auto") -> tf.Tensor:
     """Inverse of :func:`rfft2`: (B, H, W // 2 + 1, C) spectrum to (B, H, W, C).
 
@@ -175,6 +199,7 @@ def irfft2(real: tf.Tensor, imag: tf.Tensor, width: int, fft_impl: str = "auto")
     imag = tf.cast(imag, tf.float32)
     scale = 1.0 / np.sqrt(height * width)
     if resolve_fft_impl(fft_impl) == "fft":
+        real, imag = _hermitian_edge_columns(real, imag, width)
         spectrum = tf.complex(tf.transpose(real, [0, 3, 1, 2]), tf.transpose(imag, [0, 3, 1, 2]))
         out = tf.signal.irfft2d(spectrum, fft_length=[height, width])
         return tf.transpose(out, [0, 2, 3, 1]) * (height * width * scale)
