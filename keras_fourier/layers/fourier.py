@@ -40,10 +40,6 @@ def _check_spatial_match(layer: str, built: tuple[int, int], inputs) -> None:
         )
 
 
-def _complex_multiply(a_real, a_imag, b_real, b_imag):
-    return a_real * b_real - a_imag * b_imag, a_real * b_imag + a_imag * b_real
-
-
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class GlobalFilter(keras.layers.Layer):
     """GFNet's global filter: rfft2, element-wise learnable complex filter, irfft2.
@@ -93,10 +89,7 @@ class GlobalFilter(keras.layers.Layer):
 
     def call(self, inputs):
         _check_spatial_match("GlobalFilter", self._spatial, inputs)
-        real, imag = spectral.rfft2(inputs, self.fft_impl)
-        weight = tf.cast(self.complex_weight, tf.float32)
-        real, imag = _complex_multiply(real, imag, weight[..., 0], weight[..., 1])
-        out = spectral.irfft2(real, imag, self._spatial[1], self.fft_impl)
+        out = spectral.global_filter(inputs, self.complex_weight, self.fft_impl)
         return tf.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):

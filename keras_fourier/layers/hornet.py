@@ -150,11 +150,9 @@ class GlobalLocalFilter(keras.layers.Layer):
         height, width, channels = x.shape[1], x.shape[2], x.shape[3]
         half = channels // 2
         local = self.dw(x[..., :half])
-        real, imag = spectral.rfft2(x[..., half:], self.fft_impl)
         weight = self._filter((height, width // 2 + 1))
-        w_real, w_imag = weight[..., 0], weight[..., 1]
-        real, imag = real * w_real - imag * w_imag, real * w_imag + imag * w_real
-        glob = tf.cast(spectral.irfft2(real, imag, width, self.fft_impl), self.compute_dtype)
+        glob = spectral.global_filter(x[..., half:], weight, self.fft_impl)
+        glob = tf.cast(glob, self.compute_dtype)
         x = tf.reshape(tf.stack([local, glob], axis=-1), [-1, height, width, channels])
         return self.post_norm(x)
 

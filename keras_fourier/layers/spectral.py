@@ -208,6 +208,26 @@ def irfft2(real: tf.Tensor, imag: tf.Tensor, width: int, fft_impl: str = "auto")
     return _matmul_axis(real, cos * scale, axis=2) - _matmul_axis(imag, sin * scale, axis=2)
 
 
+def global_filter(x: tf.Tensor, weight: tf.Tensor, fft_impl: str = "auto") -> tf.Tensor:
+    """GFNet's spectral filtering: ``irfft2(rfft2(x) * K)``, orthonormal.
+
+    Args:
+        x: real tensor (B, H, W, C) with static H and W; cast to float32.
+        weight: the complex filter K as (H, W // 2 + 1, C, 2), real and
+            imaginary parts last (or broadcastable to it).
+        fft_impl: "auto", "fft" or "matmul".
+
+    Returns:
+        float32 tensor (B, H, W, C).
+    """
+    real, imag = rfft2(x, fft_impl)
+    weight = tf.cast(weight, tf.float32)
+    w_real, w_imag = weight[..., 0], weight[..., 1]
+    out_real = real * w_real - imag * w_imag
+    out_imag = real * w_imag + imag * w_real
+    return irfft2(out_real, out_imag, x.shape[2], fft_impl)
+
+
 def fourier_mix_real(x: tf.Tensor, fft_impl: str = "auto") -> tf.Tensor:
     """Real part of the unnormalised DFT over every axis but the batch axis.
 
