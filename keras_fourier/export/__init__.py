@@ -1,0 +1,36 @@
+"""Deployment exports: TF Serving SavedModels and builtin-only TFLite files.
+
+* :func:`saved_model` writes ``<export_dir>/<version>/`` with a
+  ``serving_default`` signature (images in 0-255, or FNet's token ids,
+  segment ids and mask) and, for vision models, ``serving_bytes`` (encoded
+  JPEG/PNG decoded, resized and centre-cropped in the graph), then reloads it
+  and checks both against Keras.
+* :func:`tflite` converts with the matmul DFT and TFLite builtin ops only
+  (float32, float16, dynamic-range or full-integer int8), runs the file in
+  LiteRT and reports its error against Keras.
+
+The top-level ``export/`` folder of the repository holds the TF Serving
+config, REST and gRPC clients, and the commands to serve the SavedModels.
+"""
+
+from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
+from keras_fourier.export.savedmodel import SavedModelReport, describe_saved_model, saved_model
+from keras_fourier.export.signatures import (
+    BYTES_INPUT,
+    BYTES_SIGNATURE,
+    DEFAULT_SIGNATURE,
+    image_transform,
+)
+
+__all__ = [
+    "BYTES_INPUT",
+    "BYTES_SIGNATURE",
+    "DEFAULT_SIGNATURE",
+    "QUANTIZATIONS",
+    "SavedModelReport",
+    "TFLiteReport",
+    "describe_saved_model",
+    "image_transform",
+    "saved_model",
+    "tflite",
+]

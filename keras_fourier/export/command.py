@@ -1,0 +1,204 @@
+"""The `keras-fourier export` subcommand: SavedModel and TFLite files of a model.
+
+``keras-fourier export MODEL --format saved_model,tflite --out DIR`` writes,
+for a model named NAME (its Keras name; the variant key for builders):
+
+* ``DIR/NAME/<version>/``: the TF Serving SavedModel (``DIR`` is the folder
+  mounted as ``/models`` in export/README.md, ``DIR/NAME`` the base path in
+  models.config);
+* ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``.
+
+MODEL is a ``.keras`` file or a builder name (``gfnet_ti`` or ``GFNetTi``)
+built with ``--weights`` (None, "imagenet" or a weights file),
+``--image-size`` and ``--classes``. TensorFlow is imported only when the
+command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import keras
+
+FORMATS = ("saved_model", "tflite")
+QUANTIZE_CHOICES = ("none", "float16", "dynamic", "int8")
+
+
+def _comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(value.strip() for value in text.split(",") if value.strip())
+        unknown = [value for value in values if value not in choices]
+        if not values or unknown:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list of {', '.join(choices)}; received {text!r}"
+            )
+        return values
+
+    return parse
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 2) or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(f"expected SIZE or HEIGHTxWIDTH; received {text!r}")
+    height, width = (int(parts[0]),) * 2 if len(parts) == 1 else map(int, parts)
+    return height, width
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of `keras-fourier export` to `parser`.
+
+    Args:
+        parser: the subcommand's parser.
+
+    Example:
+        >>> add_arguments(subcommands.add_parser("export"))
+    """
+    parser.add_argument("model", help="a .keras file, or a builder name (gfnet_ti, GFNetTi, ...)")
+    parser.add_argument(
+        "--format",
+        type=_comma_list(FORMATS),
+        default=FORMATS,
+        help="comma-separated: saved_model, tflite (default: both)",
+    )
+    parser.add_argument(
+        "--quantize",
+        type=_comma_list(QUANTIZE_CHOICES),
+        default=("none",),
+        help="TFLite quantizations, comma-separated: none (float32), float16, dynamic, int8",
+    )
+    parser.add_argument("--version", type=int, default=1, help="SavedModel version (default 1)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--weights", default=None, help="builders: 'imagenet' or a weights file")
+    parser.add_argument(
+        "--image-size", type=_image_size, default=None, help="builders: SIZE or HxW (default 224)"
+    )
+    parser.add_argument("--classes", type=int, default=1000, help="builders: head size")
+    parser.add_argument("--output", choices=("probabilities", "logits"), default="probabilities")
+    parser.add_argument("--crop-pct", type=float, default=0.875, help="serving_bytes centre crop")
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
+        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split",
+    )
+    parser.add_argument("--data-split", default="validation")
+    parser.add_argument("--num-batches", type=int, default=10, help="batches of 32 per split")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+
+
+def load_model(args: argparse.Namespace) -> keras.Model:
+    """Loads the model named on the command line.
+
+    Args:
+        args: parsed arguments; `args.model` is a `.keras` file or a builder
+            name (variant key such as "gfnet_ti", or public name such as
+            "GFNetTi") built with `args.weights`, `args.image_size` (default
+            224x224) and `args.classes`.
+
+    Returns:
+        The Keras model.
+
+    Raises:
+        ValueError: for an unknown builder name, or builder options given
+            with a `.keras` file.
+
+    Example:
+        >>> args = build_parser().parse_args(["export", "gfnet_ti", "--out", "models"])
+        >>> load_model(args).name
+        'gfnet_ti'
+    """
+    import keras
+
+    from keras_fourier import models
+
+    builder_options = {"weights": args.weights, "image_size": args.image_size}
+    if args.model.endswith(".keras"):
+        given = [f"--{name.replace('_', '-')}" for name, value in builder_options.items() if value]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply to builder names, not .keras files.")
+        return keras.saving.load_model(args.model)
+    public = {variant: name for name, (variant, _) in models.BUILDERS.items()}
+    name = public.get(args.model, args.model)
+    if name not in models.BUILDERS:
+        raise ValueError(
+            f"MODEL must be a .keras file or a builder name, one of {sorted(public)} or "
+            f"{sorted(models.BUILDERS)}. Received: {args.model!r}"
+        )
+    height, width = args.image_size or (224, 224)
+    return getattr(models, name)(
+        weights=args.weights, input_shape=(height, width, 3), classes=args.classes
+    )
+
+
+def _image_batches(args: argparse.Namespace, model, split: str):
+    """`--num-batches` image batches of `--data`, or None without `--data`."""
+    if args.data is None:
+        return None
+    import keras
+
+    from keras_fourier.data import load_image_dataset
+
+    shape = model.input_shape
+    if not isinstance(shape, tuple) or len(shape) != 4 or shape[-1] != 3:
+        raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
+    _, height, width, _ = shape
+    crop = keras.layers.CenterCrop(height, width)
+    dataset = load_image_dataset(
+        args.data, split, image_size=max(height, width), batch_size=32, training=False
+    )
+    return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `keras-fourier export`: the SavedModel and TFLite files of one model.
+
+    Args:
+        args: arguments parsed by a parser set up with :func:`add_arguments`.
+
+    Returns:
+        0 on success, 2 (after printing the message) on a bad argument, such
+        as an existing version without ``--overwrite``.
+
+    Example:
+        >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
+        0
+    """
+    from keras_fourier import export
+
+    try:
+        model = load_model(args)
+        if "saved_model" in args.format:
+            export.saved_model(
+                model,
+                os.path.join(args.out, model.name),
+                args.version,
+                output=args.output,
+                crop_pct=args.crop_pct,
+                overwrite=args.overwrite,
+            )
+        if "tflite" in args.format:
+            validation_data = _image_batches(args, model, args.data_split)
+            for quantize in args.quantize:
+                quantization = None if quantize == "none" else quantize
+                suffix = "" if quantization is None else f"_{quantization}"
+                export.tflite(
+                    model,
+                    os.path.join(args.out, f"{model.name}{suffix}.tflite"),
+                    quantization,
+                    representative_dataset=(
+                        _image_batches(args, model, "train") if quantization == "int8" else None
+                    ),
+                    validation_data=validation_data,
+                    output=args.output,
+                    overwrite=args.overwrite,
+                )
+    except ValueError as error:
+        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        return 2
+    return 0

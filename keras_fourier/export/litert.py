@@ -1,0 +1,221 @@
+"""Builtin-only TFLite export, run in LiteRT against Keras after converting."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.export.signatures import (
+    DEFAULT_SIGNATURE,
+    OUTPUTS,
+    ServingModel,
+    as_input_dict,
+    check_output,
+    sample_inputs,
+    serving_model,
+)
+
+QUANTIZATIONS = (None, "float16", "dynamic", "int8")
+FLOAT32_TOLERANCE = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class TFLiteReport:
+    """What :func:`tflite` wrote and how closely LiteRT matches Keras.
+
+    Attributes:
+        path: the `.tflite` file.
+        quantization: None (float32), "float16", "dynamic" or "int8".
+        size_bytes: file size.
+        max_abs_diff: max |LiteRT - Keras| over every output and example.
+        top1_agreement: fraction of examples whose arg-max class is the same
+            in LiteRT and Keras; None without `validation_data` or a
+            classification output.
+        num_examples: examples compared (the sample batch without
+            `validation_data`).
+    """
+
+    path: str
+    quantization: str | None
+    size_bytes: int
+    max_abs_diff: float
+    top1_agreement: float | None
+    num_examples: int
+
+
+def _check_arguments(path: str, quantization, representative_dataset, overwrite: bool) -> None:
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"`quantization` must be one of {QUANTIZATIONS}. "
+            f"Received: quantization={quantization!r}"
+        )
+    if quantization == "int8" and representative_dataset is None:
+        raise ValueError(
+            "quantization='int8' needs a `representative_dataset` (an iterable of input batches "
+            "or a tf.data.Dataset) to calibrate activation ranges. Received: "
+            "representative_dataset=None"
+        )
+    if quantization != "int8" and representative_dataset is not None:
+        raise ValueError(
+            "`representative_dataset` is only used with quantization='int8'. "
+            f"Received: quantization={quantization!r}"
+        )
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"{path!r} already exists; pass overwrite=True to replace it.")
+
+
+def _convert(serving: ServingModel, quantization: str | None, representative_dataset) -> bytes:
+    """Converts through a temporary SavedModel with TFLite builtin ops only."""
+    archive = keras.export.ExportArchive()
+    archive.track(serving.model)
+    archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
+    with tempfile.TemporaryDirectory(prefix="keras_fourier_tflite_") as directory:
+        archive.write_out(directory, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(
+            directory, signature_keys=[DEFAULT_SIGNATURE]
+        )
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantization is not None:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantization == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        if quantization == "int8":
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            converter.representative_dataset = lambda: (
+                as_input_dict(serving, batch) for batch in representative_dataset
+            )
+        with warnings.catch_warnings():
+            # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
+            warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
+            return converter.convert()
+
+
+def _compare(
+    content: bytes, reference: ServingModel, batches: Iterable[dict], classify: bool
+) -> tuple[float, float | None, int]:
+    """(max abs diff, top-1 agreement or None, examples) of LiteRT against Keras."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_content=content).get_signature_runner(DEFAULT_SIGNATURE)
+    max_diff, agree, count = 0.0, 0, 0
+    for inputs in batches:
+        actual = runner(**inputs)
+        expected = reference.run(inputs)
+        for name, value in expected.items():
+            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
+        if classify:
+            (name,) = expected
+            agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
+        count += len(next(iter(inputs.values())))
+    return max_diff, (agree / count if classify and count else None), count
+
+
+def tflite(
+    model: keras.Model,
+    path: str | os.PathLike,
+    quantization: str | None = None,
+    representative_dataset: Iterable | tf.data.Dataset | None = None,
+    *,
+    validation_data: Iterable | tf.data.Dataset | None = None,
+    output: str = "probabilities",
+    overwrite: bool = False,
+    verbose: bool = True,
+) -> TFLiteReport:
+    """Converts `model` to a TFLite file with builtin ops only and checks it in LiteRT.
+
+    Every Fourier layer is switched to the matmul DFT (a clone of the model
+    with ``fft_impl="matmul"`` and the same weights), so the graph holds only
+    matmuls and element-wise ops: the converter runs with
+    ``supported_ops=[TFLITE_BUILTINS]`` (``TFLITE_BUILTINS_INT8`` for int8),
+    never Flex, and any input size works (TFLite's RFFT2D needs powers of
+    two). The file has one signature, ``serving_default``, with the inputs and
+    outputs of :func:`~keras_fourier.export.saved_model`'s and a free batch
+    dimension; inputs and outputs stay float32 (int32 ids) at every
+    quantization.
+
+    After converting, the file runs in `ai_edge_litert` on `validation_data`
+    (or deterministic sample inputs) and is compared with the Keras model;
+    it is written (atomically) only if a float32 file is within 1e-4.
+
+    Args:
+        model: a functional or Sequential Keras model.
+        path: the `.tflite` file to write; parent directories are created.
+        quantization: None (default, float32), "float16" (float16 weights),
+            "dynamic" (int8 weights, float activations) or "int8" (full
+            integer, activations calibrated on `representative_dataset`).
+        representative_dataset: for "int8" only: an iterable of input batches
+            or a `tf.data.Dataset`; a batch is an array, a dict by input
+            name, a list in input order, or a ``(x, y)`` tuple. Default None.
+        validation_data: batches as `representative_dataset` to compare on;
+            with it, classifiers also report top-1 agreement. Default None:
+            one sample batch.
+        output: "probabilities" (default) or "logits" for a classifier.
+        overwrite: whether an existing `path` may be replaced. Default False.
+        verbose: print the report. Default True.
+
+    Returns:
+        A :class:`TFLiteReport`.
+
+    Raises:
+        ValueError: for an unknown `quantization` or `output`, "int8" without
+            a `representative_dataset` (or one given to another
+            quantization), or an existing `path` without `overwrite`; nothing
+            is written.
+        RuntimeError: if a float32 file differs from Keras by more than 1e-4;
+            nothing is written.
+
+    Example:
+        >>> report = tflite(keras_fourier.GFNetTi(input_shape=(96, 160, 3)), "gfnet.tflite")
+        >>> report.max_abs_diff < 1e-4
+        True
+    """
+    path = os.fspath(path)
+    check_output(output)
+    _check_arguments(path, quantization, representative_dataset, overwrite)
+    content = _convert(
+        serving_model(model, output, fft_impl="matmul"), quantization, representative_dataset
+    )
+
+    reference = serving_model(model, output)
+    if validation_data is None:
+        batches = [sample_inputs(reference)]
+    else:
+        batches = (as_input_dict(reference, batch) for batch in validation_data)
+    classify = validation_data is not None and reference.output_name in OUTPUTS
+    max_diff, agreement, count = _compare(content, reference, batches, classify)
+    if quantization is None and not max_diff <= FLOAT32_TOLERANCE:
+        raise RuntimeError(
+            f"The float32 TFLite model differs from Keras by {max_diff:.3g} > "
+            f"{FLOAT32_TOLERANCE}; nothing was written."
+        )
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    staging = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(staging, "wb") as file:
+        file.write(content)
+    os.replace(staging, path)
+    report = TFLiteReport(
+        path=path,
+        quantization=quantization,
+        size_bytes=len(content),
+        max_abs_diff=max_diff,
+        top1_agreement=agreement,
+        num_examples=count,
+    )
+    if verbose:
+        line = (
+            f"Wrote TFLite {path} ({quantization or 'float32'}, {len(content):,} bytes): "
+            f"max |LiteRT - Keras| = {max_diff:.3g} on {count} examples"
+        )
+        if agreement is not None:
+            line += f", top-1 agreement {agreement:.2%}"
+        print(line)
+    return report

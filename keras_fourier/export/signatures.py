@@ -1,0 +1,375 @@
+"""What the exported signatures take and return, shared by the SavedModel and TFLite exports.
+
+Every export is built from a :class:`ServingModel`: the Keras model to trace
+(the original, or a clone with the head switched to logits or the Fourier
+layers switched to the matmul DFT, same weights), the names and specs of its
+inputs, and how its outputs are named. The input names are those of the
+model's `keras.Input`\\ s (``images`` for vision models, ``token_ids``,
+``segment_ids``, ``padding_mask`` for FNet); the outputs are named:
+
+* ``probabilities`` (default) or ``logits`` for a model whose single output
+  is a Dense classification head (``head`` of the vision models,
+  ``classifier`` of FNet with ``num_classes``). A softmax or sigmoid head gives
+  probabilities as is and logits by a clone with a linear head; a linear head
+  gives logits as is and probabilities through a softmax;
+* by the model's own output keys for dict outputs (FNet without a head:
+  ``sequence_output``, ``pooled_output``);
+* ``features`` for a single output that is not a Dense head (vision models
+  with ``include_top=False``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.layers import spectral
+
+OUTPUTS = ("probabilities", "logits")
+PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+FEATURES = "features"
+BYTES_INPUT = "image_bytes"
+DEFAULT_SIGNATURE = "serving_default"
+BYTES_SIGNATURE = "serving_bytes"
+
+
+def check_output(output: str) -> str:
+    """Validates the `output` argument of the exports.
+
+    Args:
+        output: "probabilities" or "logits".
+
+    Returns:
+        `output` unchanged.
+
+    Raises:
+        ValueError: naming the value if it is neither.
+
+    Example:
+        >>> check_output("logits")
+        'logits'
+    """
+    if output not in OUTPUTS:
+        raise ValueError(f"`output` must be one of {OUTPUTS}. Received: output={output!r}")
+    return output
+
+
+def check_crop_pct(crop_pct: float) -> float:
+    """Validates a centre-crop fraction.
+
+    Args:
+        crop_pct: fraction of the resized image kept, in (0, 1].
+
+    Returns:
+        `crop_pct` as a float.
+
+    Raises:
+        ValueError: naming the value if it is not a number in (0, 1].
+
+    Example:
+        >>> check_crop_pct(0.875)
+        0.875
+    """
+    if (
+        isinstance(crop_pct, bool)
+        or not isinstance(crop_pct, (int, float))
+        or not 0 < crop_pct <= 1
+    ):
+        raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
+    return float(crop_pct)
+
+
+def _classifier_head(model: keras.Model) -> keras.layers.Dense | None:
+    """The Dense layer producing the model's single output, if there is one."""
+    if isinstance(model.output, dict) or len(model.outputs) != 1:
+        return None
+    last = model.layers[-1]
+    if isinstance(last, keras.layers.Dense) and last.output is model.outputs[0]:
+        return last
+    return None
+
+
+def _clone(model: keras.Model, fft_impl: str | None, linear_head: str | None) -> keras.Model:
+    """Clones `model` through its layer configs with the same weights.
+
+    Every layer config with an ``fft_impl`` gets `fft_impl` (when not None);
+    the layer named `linear_head` gets a linear activation.
+    """
+
+    def clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
+        config = layer.get_config()
+        if fft_impl is not None and "fft_impl" in config:
+            config["fft_impl"] = fft_impl
+        if layer.name == linear_head:
+            config["activation"] = "linear"
+        return layer.__class__.from_config(config)
+
+    try:
+        clone = keras.models.clone_model(model, clone_function=clone_layer)
+    except ValueError as error:
+        raise ValueError(
+            "Exporting needs a functional or Sequential model whose layers can be rebuilt "
+            f"from their configs. Received: model={model.name!r} ({type(model).__name__})"
+        ) from error
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingModel:
+    """A model ready to trace into signatures.
+
+    Attributes:
+        model: the Keras model the signatures call (maybe a clone of the
+            exported model with the same weights).
+        input_specs: one `tf.TensorSpec` per model input, named as the input,
+            with a free batch dimension, in the order of `model.inputs`.
+        output_name: the name of a single output; None for dict outputs.
+        add_softmax: whether a softmax follows the model's output.
+    """
+
+    model: keras.Model
+    input_specs: tuple[tf.TensorSpec, ...]
+    output_name: str | None
+    add_softmax: bool
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The signature input names, in the order of `input_specs`."""
+        return tuple(spec.name for spec in self.input_specs)
+
+    @property
+    def is_image_model(self) -> bool:
+        """One float (B, H, W, 3) input: the signatures take 0-255 RGB images."""
+        if len(self.input_specs) != 1:
+            return False
+        spec = self.input_specs[0]
+        return spec.shape.rank == 4 and spec.shape[-1] == 3 and spec.dtype.is_floating
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """(H, W) of the images of an image model."""
+        _, height, width, _ = self.input_specs[0].shape
+        return int(height), int(width)
+
+    def __call__(self, *tensors: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Runs the model (traceable) on inputs in `input_specs` order; returns named outputs."""
+        inputs = keras.tree.pack_sequence_as(self.model.input, list(tensors))
+        outputs = self.model(inputs, training=False)
+        if self.add_softmax:
+            outputs = keras.ops.softmax(outputs)
+        if self.output_name is None:
+            return dict(outputs)
+        return {self.output_name: outputs}
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Eager outputs for a dict {input name: batch}, as NumPy arrays."""
+        outputs = self(*(tf.constant(inputs[name]) for name in self.input_names))
+        return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
+
+
+def serving_model(
+    model: keras.Model, output: str = "probabilities", fft_impl: str | None = None
+) -> ServingModel:
+    """Prepares `model` for export: output naming, logits head and Fourier implementation.
+
+    Args:
+        model: a functional or Sequential Keras model.
+        output: "probabilities" (default) or "logits"; used when the model's
+            single output is a Dense head (see the module docstring).
+        fft_impl: None (default) keeps every Fourier layer as it is; "fft"
+            or "matmul" clones the model with that implementation.
+
+    Returns:
+        A :class:`ServingModel`.
+
+    Raises:
+        ValueError: for an unknown `output` or `fft_impl`, "logits" asked of a
+            model without a Dense head, or a model that cannot be cloned.
+
+    Example:
+        >>> serving = serving_model(model, output="logits", fft_impl="matmul")
+        >>> serving.input_names
+        ('images',)
+    """
+    check_output(output)
+    if fft_impl is not None:
+        spectral.validate_fft_impl(fft_impl)
+    head = _classifier_head(model)
+    if head is None:
+        if output == "logits":
+            raise ValueError(
+                "output='logits' needs a model whose single output is a Dense classification "
+                f"head. Received: model={model.name!r}"
+            )
+        output_name = None if isinstance(model.output, dict) else FEATURES
+        activation = None
+    else:
+        output_name = output
+        activation = head.get_config()["activation"]
+    linear_head = (
+        head.name if output == "logits" and activation in PROBABILITY_ACTIVATIONS else None
+    )
+    if fft_impl is not None or linear_head is not None:
+        model = _clone(model, fft_impl, linear_head)
+    specs = tuple(
+        tf.TensorSpec((None, *tensor.shape[1:]), tensor.dtype, name=tensor.name)
+        for tensor in keras.tree.flatten(model.input)
+    )
+    return ServingModel(
+        model=model,
+        input_specs=specs,
+        output_name=output_name,
+        add_softmax=output == "probabilities" and activation == "linear",
+    )
+
+
+def image_transform(height: int, width: int, crop_pct: float = 0.875) -> keras.layers.Pipeline:
+    """Evaluation resize and centre crop to (height, width), as in timm and DeiT.
+
+    Resizes (bilinear, keeping the aspect ratio by cropping) to
+    ``(int(height / crop_pct), int(width / crop_pct))`` and crops the centre
+    (height, width); for a square size this is
+    :func:`keras_fourier.data.eval_transform`.
+
+    Args:
+        height: output height.
+        width: output width.
+        crop_pct: fraction of the resized image kept, in (0, 1]. Default 0.875.
+
+    Returns:
+        A `keras.layers.Pipeline` mapping (h, w, C) or (B, h, w, C) float
+        images of any size to (..., height, width, C).
+
+    Example:
+        >>> image_transform(96, 160)(tf.zeros((120, 90, 3))).shape
+        TensorShape([96, 160, 3])
+    """
+    check_crop_pct(crop_pct)
+    return keras.layers.Pipeline(
+        [
+            keras.layers.Resizing(
+                max(height, int(height / crop_pct)),
+                max(width, int(width / crop_pct)),
+                crop_to_aspect_ratio=True,
+            ),
+            keras.layers.CenterCrop(height, width),
+        ]
+    )
+
+
+def decode_images(
+    image_bytes: tf.Tensor, transform: keras.layers.Pipeline, height: int, width: int
+) -> tf.Tensor:
+    """Decodes a batch of encoded images (JPEG, PNG, GIF, BMP) to float32 RGB 0-255.
+
+    Args:
+        image_bytes: string tensor (B,) of encoded images of any sizes.
+        transform: per-image resize and crop to (height, width), e.g.
+            :func:`image_transform`.
+        height: output height.
+        width: output width.
+
+    Returns:
+        float32 tensor (B, height, width, 3).
+
+    Example:
+        >>> png = tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))
+        >>> decode_images(tf.stack([png]), image_transform(32, 48), 32, 48).shape
+        TensorShape([1, 32, 48, 3])
+    """
+
+    def decode(data: tf.Tensor) -> tf.Tensor:
+        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        return transform(tf.cast(image, tf.float32))
+
+    return tf.map_fn(
+        decode, image_bytes, fn_output_signature=tf.TensorSpec((height, width, 3), tf.float32)
+    )
+
+
+def sample_inputs(
+    serving: ServingModel, batch_size: int = 2, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Deterministic sample inputs for the parity checks.
+
+    Float inputs get uniform 0-255 values; integer inputs whose name contains
+    "mask" get ones with the last quarter of positions zero; other integer
+    inputs get ids below the smallest embedding table of the model (so they
+    are valid token and segment ids).
+
+    Args:
+        serving: the model to feed.
+        batch_size: examples per input. Default 2.
+        seed: NumPy seed. Default 0.
+
+    Returns:
+        {input name: array (batch_size, ...)} of the inputs' dtypes.
+
+    Example:
+        >>> sample_inputs(serving_model(model))["images"].shape
+        (2, 224, 224, 3)
+    """
+    rng = np.random.default_rng(seed)
+    tables = [int(v.shape[0]) for v in serving.model.weights if v.name == "embeddings"]
+    id_bound = min(tables, default=2)
+    samples = {}
+    for spec in serving.input_specs:
+        shape = (batch_size, *spec.shape[1:])
+        if spec.dtype.is_floating:
+            samples[spec.name] = rng.uniform(0, 255, shape).astype(spec.dtype.as_numpy_dtype)
+        elif "mask" in spec.name:
+            mask = np.ones(shape, dtype=spec.dtype.as_numpy_dtype)
+            mask[:, shape[1] - shape[1] // 4 :] = 0
+            samples[spec.name] = mask
+        else:
+            samples[spec.name] = rng.integers(0, id_bound, shape).astype(spec.dtype.as_numpy_dtype)
+    return samples
+
+
+def as_input_dict(serving: ServingModel, batch: Any) -> dict[str, np.ndarray]:
+    """One batch of user data (calibration or validation) as {input name: array}.
+
+    Args:
+        serving: the model the batch is for.
+        batch: x, or a tuple unpacked as Keras does, ``(x, y)`` or
+            ``(x, y, sample_weight)``; x is an array or tensor (single-input
+            models), a dict keyed by input name, or a list in input order.
+
+    Returns:
+        {input name: NumPy array of the input's dtype}.
+
+    Raises:
+        ValueError: if the batch does not have one array per model input.
+
+    Example:
+        >>> as_input_dict(serving_model(model), (images, labels))["images"].shape
+        (32, 224, 224, 3)
+    """
+    if isinstance(batch, tuple):
+        batch, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+    if isinstance(batch, dict):
+        missing = set(serving.input_names) - set(batch)
+        if missing:
+            raise ValueError(
+                f"Data batches must have the model's inputs {serving.input_names}; "
+                f"missing {sorted(missing)}."
+            )
+        values = [batch[name] for name in serving.input_names]
+    elif isinstance(batch, list):
+        values = batch
+    else:
+        values = [batch]
+    if len(values) != len(serving.input_specs):
+        raise ValueError(
+            f"Data batches must have one array per model input {serving.input_names}; "
+            f"received {len(values)}."
+        )
+    return {
+        spec.name: np.asarray(value, dtype=spec.dtype.as_numpy_dtype)
+        for spec, value in zip(serving.input_specs, values, strict=True)
+    }

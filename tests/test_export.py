@@ -1,0 +1,377 @@
+"""SavedModel and TFLite exports: parity with Keras per family, quantization, clients, errors."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier import GFNetTi, cli, export
+from keras_fourier.data import eval_transform, load_digits
+from keras_fourier.export import command, litert, savedmodel
+from keras_fourier.models import VARIANTS, FNet, build_model
+from keras_fourier.models.vision import build_vision_model
+from tests.harness import random_input
+
+KIT = pathlib.Path(__file__).resolve().parents[1] / "export"
+SIZES = [(224, 224), (96, 160)]
+TINY_FNET = {"hidden_size": 16, "num_layers": 2, "intermediate_size": 32}
+FNET_LENGTH = 12
+
+
+def _load_kit_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"export_kit_{name}", KIT / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny_variant(variant: str):
+    def build(size: tuple[int, int]) -> keras.Model:
+        spec = VARIANTS[variant]
+        dims = (8, 16, 16, 32) if len(spec.dims) > 1 else (16,)
+        spec = dataclasses.replace(spec, dims=dims, depths=(1,) * len(dims))
+        return build_vision_model(spec, input_shape=(*size, 3), classes=5, name=variant)
+
+    return build
+
+
+def _tiny_afbo(size: tuple[int, int]) -> keras.Model:
+    return build_model(
+        "global_filter", "afbo", depths=1, dims=16, input_shape=(*size, 3), classes=5, name="afbo"
+    )
+
+
+FAMILIES = {
+    "gfnet": _tiny_variant("gfnet_ti"),
+    "gfnet_h": _tiny_variant("gfnet_h_ti"),
+    "hornet_7x7": _tiny_variant("hornet_t_7x7"),
+    "hornet_gf": _tiny_variant("hornet_t_gf"),
+    "afnonet": _tiny_variant("afnonet_s4"),
+    "build_model_afbo": _tiny_afbo,
+}
+
+
+def _small_gfnet() -> keras.Model:
+    return _tiny_variant("gfnet_ti")((32, 48))
+
+
+def _tiny_fnet(num_classes: int | None) -> keras.Model:
+    return FNet(
+        TINY_FNET,
+        vocabulary_size=50,
+        max_sequence_length=16,
+        sequence_length=FNET_LENGTH,
+        num_segments=2,
+        num_classes=num_classes,
+    )
+
+
+def _fnet_inputs(batch: int = 3) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    mask = np.ones((batch, FNET_LENGTH), "int32")
+    mask[:, 9:] = 0
+    return {
+        "token_ids": rng.integers(0, 50, (batch, FNET_LENGTH)).astype("int32"),
+        "segment_ids": rng.integers(0, 2, (batch, FNET_LENGTH)).astype("int32"),
+        "padding_mask": mask,
+    }
+
+
+def _images(size: tuple[int, int], batch: int = 2) -> np.ndarray:
+    return np.round(np.clip(random_input((batch, *size, 3)) * 60 + 128, 0, 255))
+
+
+def _serve_json(loaded, body: dict) -> dict[str, np.ndarray]:
+    """Runs a `:predict` JSON body (row format) as TF Serving does, through `loaded`."""
+    signature = loaded.signatures[body.get("signature_name", "serving_default")]
+    _, specs = signature.structured_input_signature
+    rows = body["instances"]
+    if len(specs) == 1 and not (isinstance(rows[0], dict) and set(rows[0]) == set(specs)):
+        (name,) = specs
+        rows = [{name: row} for row in rows]
+
+    def decode(value):
+        if isinstance(value, dict) and set(value) == {"b64"}:
+            return base64.b64decode(value["b64"])
+        return value
+
+    columns = {
+        name: tf.constant([decode(row[name]) for row in rows], dtype=spec.dtype)
+        for name, spec in specs.items()
+    }
+    return {name: value.numpy() for name, value in signature(**columns).items()}
+
+
+def _predict(model: keras.Model, inputs) -> np.ndarray:
+    return keras.ops.convert_to_numpy(model(inputs, training=False))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_vision_family_exports_to_saved_model_and_builtin_tflite(family, size, tmp_path):
+    model = FAMILIES[family](size)
+    report = export.saved_model(model, tmp_path / "serving", output="logits", verbose=False)
+    assert report.path == str(tmp_path / "serving" / "1")
+    assert os.path.isfile(os.path.join(report.path, "saved_model.pb"))
+    assert os.path.isdir(os.path.join(report.path, "variables"))
+    assert os.listdir(tmp_path / "serving") == ["1"]
+    assert set(report.max_abs_diff) == {"serving_default", "serving_bytes"}
+    assert max(report.max_abs_diff.values()) <= 1e-5
+    height, width = size
+    for line in (
+        "inputs['images'] tensor_info:",
+        f"shape: (-1, {height}, {width}, 3)",
+        "inputs['image_bytes'] tensor_info:",
+        "dtype: DT_STRING",
+        "outputs['logits'] tensor_info:",
+        "shape: (-1, 5)",
+    ):
+        assert line in report.signatures
+
+    lite = export.tflite(model, tmp_path / "model.tflite", output="logits", verbose=False)
+    assert lite.max_abs_diff <= 1e-4
+    assert lite.size_bytes == os.path.getsize(tmp_path / "model.tflite")
+    assert lite.top1_agreement is None
+    assert b"Flex" not in (tmp_path / "model.tflite").read_bytes()
+
+
+@pytest.mark.parametrize("num_classes", [3, None], ids=["classifier", "encoder"])
+def test_fnet_exports_take_token_ids_segment_ids_and_mask(num_classes, tmp_path):
+    model = _tiny_fnet(num_classes)
+    report = export.saved_model(model, tmp_path / "fnet", version=3, verbose=False)
+    assert set(report.max_abs_diff) == {"serving_default"}
+    for name in ("token_ids", "segment_ids", "padding_mask"):
+        assert f"inputs['{name}'] tensor_info:" in report.signatures
+    assert "dtype: DT_INT32" in report.signatures
+    assert f"shape: (-1, {FNET_LENGTH})" in report.signatures
+    outputs = ["probabilities"] if num_classes else ["pooled_output", "sequence_output"]
+    for name in outputs:
+        assert f"outputs['{name}'] tensor_info:" in report.signatures
+
+    # A REST body of dict rows, decoded as TF Serving does, gives Keras's answer.
+    rest_client = _load_kit_module("rest_client")
+    inputs = _fnet_inputs()
+    rows = [{name: value[i] for name, value in inputs.items()} for i in range(3)]
+    body = json.loads(json.dumps(rest_client.build_predict_request(rows)))
+    served = _serve_json(tf.saved_model.load(report.path), body)
+    expected = model(inputs, training=False)
+    if num_classes:
+        expected = {"probabilities": keras.ops.softmax(expected)}
+    assert sorted(served) == outputs
+    for name in outputs:
+        np.testing.assert_allclose(served[name], expected[name], atol=1e-5)
+
+    lite = export.tflite(model, tmp_path / "fnet.tflite", verbose=False)
+    assert lite.max_abs_diff <= 1e-4
+
+
+def test_rest_client_requests_are_accepted_by_both_signatures(tmp_path):
+    model = _small_gfnet()
+    report = export.saved_model(model, tmp_path / "gfnet", verbose=False)
+    loaded = tf.saved_model.load(report.path)
+    rest_client = _load_kit_module("rest_client")
+
+    images = _images((32, 48))
+    body = json.loads(json.dumps(rest_client.build_predict_request(list(images))))
+    assert body["signature_name"] == "serving_default"
+    served = _serve_json(loaded, body)
+    np.testing.assert_allclose(served["probabilities"], _predict(model, images), atol=1e-5)
+
+    paths = []
+    for index, (encode, suffix) in enumerate(
+        [(tf.io.encode_png, "png"), (tf.io.encode_jpeg, "jpg")]
+    ):
+        path = tmp_path / f"image{index}.{suffix}"
+        path.write_bytes(encode(tf.cast(_images((40 + 9 * index, 30), 1)[0], tf.uint8)).numpy())
+        paths.append(str(path))
+    body = json.loads(json.dumps(rest_client.image_files_request(paths)))
+    assert body["signature_name"] == "serving_bytes"
+    assert set(body["instances"][0]) == {"b64"}
+    served = _serve_json(loaded, body)
+    transform = export.image_transform(32, 48)
+    decoded = np.stack(
+        [
+            transform(
+                tf.cast(tf.io.decode_image(pathlib.Path(p).read_bytes(), channels=3), "float32")
+            )
+            for p in paths
+        ]
+    )
+    np.testing.assert_allclose(served["probabilities"], _predict(model, decoded), atol=1e-5)
+    assert rest_client.predict_url("http://host:8501/", "gfnet", 2) == (
+        "http://host:8501/v1/models/gfnet/versions/2:predict"
+    )
+
+
+def test_tflite_file_runs_in_litert_like_keras(tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    model = _small_gfnet()
+    export.tflite(model, tmp_path / "model.tflite", verbose=False)
+    runner = Interpreter(str(tmp_path / "model.tflite")).get_signature_runner("serving_default")
+    images = _images((32, 48), batch=3).astype("float32")
+    actual = runner(images=images)["probabilities"]
+    np.testing.assert_allclose(actual, _predict(model, images), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def digits_model():
+    """A tiny GFNet trained on the embedded digits, and the (x, y) splits."""
+    keras.utils.set_random_seed(0)
+    x_train, y_train = load_digits("train")
+    x_test, y_test = load_digits("test")
+    x_train, x_test = np.repeat(x_train, 3, axis=-1), np.repeat(x_test, 3, axis=-1)
+    model = build_model(
+        "global_filter", "mlp", depths=1, dims=32, patch_size=2, input_shape=(8, 8, 3), classes=10
+    )
+    model.compile(
+        keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
+    model.fit(x_train, y_train, batch_size=32, epochs=10, verbose=0)
+    return model, (x_train, y_train), (x_test, y_test)
+
+
+def test_quantized_tflite_agrees_with_keras_on_digits(digits_model, tmp_path):
+    model, (x_train, y_train), (x_test, y_test) = digits_model
+    _, accuracy = model.evaluate(x_test, y_test, verbose=0)
+    assert accuracy > 0.85
+    calibration = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(64).take(10)
+    reports = {}
+    for quantization in (None, "float16", "dynamic", "int8"):
+        reports[quantization] = export.tflite(
+            model,
+            tmp_path / f"digits_{quantization}.tflite",
+            quantization,
+            representative_dataset=calibration if quantization == "int8" else None,
+            validation_data=[(x_test[:200], y_test[:200]), (x_test[200:], y_test[200:])],
+            verbose=False,
+        )
+    for quantization, report in reports.items():
+        assert report.num_examples == len(x_test)
+        assert report.top1_agreement >= (1.0 if quantization is None else 0.98), quantization
+    assert reports[None].max_abs_diff <= 1e-4
+    assert reports["int8"].size_bytes < reports[None].size_bytes
+    assert reports["dynamic"].size_bytes < reports[None].size_bytes
+
+
+def test_bad_arguments_raise_and_leave_files_untouched(tmp_path):
+    model = _small_gfnet()
+    existing = tmp_path / "serving" / "1"
+    existing.mkdir(parents=True)
+    (existing / "saved_model.pb").write_bytes(b"old")
+    with pytest.raises(ValueError, match=r"Version 1 already exists.*overwrite=True"):
+        export.saved_model(model, tmp_path / "serving", version=1)
+    for version in (-1, "2", True):
+        with pytest.raises(ValueError, match="`version`"):
+            export.saved_model(model, tmp_path / "serving", version=version)
+    with pytest.raises(ValueError, match="'scores'"):
+        export.saved_model(model, tmp_path / "serving", version=2, output="scores")
+    with pytest.raises(ValueError, match=r"crop_pct=1\.5"):
+        export.saved_model(model, tmp_path / "serving", version=2, crop_pct=1.5)
+    headless = build_model(
+        "fourier", depths=1, dims=16, input_shape=(32, 32, 3), include_top=False, pooling="avg"
+    )
+    with pytest.raises(ValueError, match="output='logits' needs a model"):
+        export.saved_model(headless, tmp_path / "serving", version=2, output="logits")
+    assert os.listdir(tmp_path / "serving") == ["1"]
+    assert (existing / "saved_model.pb").read_bytes() == b"old"
+
+    lite = tmp_path / "model.tflite"
+    lite.write_bytes(b"old")
+    with pytest.raises(ValueError, match="'int4'"):
+        export.tflite(model, tmp_path / "new.tflite", quantization="int4")
+    with pytest.raises(ValueError, match="quantization='int8' needs a `representative_dataset`"):
+        export.tflite(model, tmp_path / "new.tflite", quantization="int8")
+    with pytest.raises(ValueError, match="only used with quantization='int8'"):
+        export.tflite(model, tmp_path / "new.tflite", "float16", [_images((32, 48))])
+    with pytest.raises(ValueError, match=r"model\.tflite' already exists"):
+        export.tflite(model, lite)
+    assert sorted(os.listdir(tmp_path)) == ["model.tflite", "serving"]
+    assert lite.read_bytes() == b"old"
+
+
+def test_failed_checks_write_nothing_and_overwrite_replaces(tmp_path, monkeypatch, capsys):
+    model = _small_gfnet()
+    report = export.saved_model(model, tmp_path / "serving", version=1)
+    printed = capsys.readouterr().out
+    assert "MetaGraphDef with tag-set: 'serve' contains the following SignatureDefs:" in printed
+    assert "signature_def['serving_bytes']:" in printed
+    assert "Parity serving_default" in printed
+    marker = pathlib.Path(report.path) / "marker"
+    marker.write_text("old")
+    export.saved_model(model, tmp_path / "serving", version=1, overwrite=True, verbose=False)
+    assert not marker.exists()
+
+    monkeypatch.setattr(savedmodel, "PARITY_TOLERANCE", -1.0)
+    with pytest.raises(RuntimeError, match="differs from the Keras model"):
+        export.saved_model(model, tmp_path / "serving", version=2, verbose=False)
+    assert os.listdir(tmp_path / "serving") == ["1"]
+    monkeypatch.setattr(litert, "FLOAT32_TOLERANCE", -1.0)
+    with pytest.raises(RuntimeError, match="differs from Keras"):
+        export.tflite(model, tmp_path / "model.tflite", verbose=False)
+    assert os.listdir(tmp_path) == ["serving"]
+
+
+def test_bytes_transform_is_the_evaluation_transform():
+    image = tf.constant(_images((50, 70), 1)[0].astype("float32"))
+    np.testing.assert_array_equal(
+        export.image_transform(32, 32, crop_pct=0.875)(image), eval_transform(32, 0.875)(image)
+    )
+    assert tuple(export.image_transform(96, 160)(image).shape) == (96, 160, 3)
+
+
+def test_grpc_client_explains_its_optional_dependency(monkeypatch):
+    grpc_client = _load_kit_module("grpc_client")
+    monkeypatch.setitem(sys.modules, "tensorflow_serving", None)
+    with pytest.raises(ImportError, match="pip install tensorflow-serving-api"):
+        grpc_client.build_request("gfnet_ti", [b"image"])
+
+
+def test_cli_exports_a_keras_file_with_int8_calibrated_on_digits(digits_model, tmp_path, capsys):
+    model, _, _ = digits_model
+    model.save(tmp_path / "digits.keras")
+    out = tmp_path / "models"
+    argv = ["export", str(tmp_path / "digits.keras"), "--quantize", "none,int8", "--out", str(out)]
+    argv += ["--data", "digits", "--num-batches", "3", "--version", "4"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "inputs['image_bytes'] tensor_info:" in printed
+    assert "int8" in printed
+    assert "top-1 agreement" in printed
+    name = model.name
+    assert os.path.isfile(out / name / "4" / "saved_model.pb")
+    assert sorted(os.listdir(out)) == sorted([name, f"{name}.tflite", f"{name}_int8.tflite"])
+
+    assert cli.main([*argv, "--format", "saved_model"]) == 2
+    assert "Version 4 already exists" in capsys.readouterr().err
+    assert cli.main(["export", str(tmp_path / "digits.keras"), "--weights", "x", "--out", "o"]) == 2
+    assert "--weights only apply to builder names" in capsys.readouterr().err
+
+
+def test_cli_builds_named_models_with_weights(tmp_path, capsys):
+    reference = GFNetTi(input_shape=(32, 48, 3), classes=5)
+    reference.save_weights(tmp_path / "gfnet.weights.h5")
+    for name in ("gfnet_ti", "GFNetTi"):
+        argv = ["export", name, "--weights", str(tmp_path / "gfnet.weights.h5"), "--out", "o"]
+        args = cli.build_parser().parse_args([*argv, "--image-size", "32x48", "--classes", "5"])
+        model = command.load_model(args)
+        assert model.name == "gfnet_ti"
+        assert model.input_shape == (None, 32, 48, 3)
+        for actual, expected in zip(model.get_weights(), reference.get_weights(), strict=True):
+            np.testing.assert_array_equal(actual, expected)
+    assert cli.main(["export", "gfnet_tiny", "--out", str(tmp_path)]) == 2
+    assert "'gfnet_tiny'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["export", "gfnet_ti", "--quantize", "int4", "--out", str(tmp_path)])
+    assert "int4" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["gfnet.weights.h5"]
