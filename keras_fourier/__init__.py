@@ -1,5 +1,7 @@
 """keras_fourier: Fourier-domain and gated token mixers for Keras 3 on TensorFlow."""
 
+import importlib
+
 from keras_fourier import layers, models
 from keras_fourier.models import (
     AFNONetS4,
@@ -27,6 +29,16 @@ from keras_fourier.models import (
 
 __version__ = "0.1.0"
 
+_SUBMODULES = ("data", "export", "training")
+
+
+def __getattr__(name: str):
+    """Imports `data`, `export` and `training` on first use (they pull in more of TF)."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"keras_fourier.{name}")
+    raise AttributeError(f"module 'keras_fourier' has no attribute {name!r}")
+
+
 __all__ = [
     "AFNONetS4",
     "FNet",
@@ -49,7 +61,10 @@ __all__ = [
     "HorNetTGF",
     "__version__",
     "build_model",
+    "data",
+    "export",
     "feature_extractor",
     "layers",
     "models",
+    "training",
 ]

@@ -1,0 +1,110 @@
+"""Multi-worker data-parallel training: one process per worker, each with its own TF_CONFIG.
+
+`keras-fourier train --strategy multi_worker` (or the default "auto", when
+TF_CONFIG names several workers) trains with
+`tf.distribute.MultiWorkerMirroredStrategy`: every worker runs the same
+command, TF_CONFIG tells each one the whole cluster and its own index, and
+gradients are all-reduced after every step. ``--batch-size`` is the global
+batch, split evenly over the workers. Worker 0 is the chief: it writes the
+run's files to ``--out``; the others write theirs under
+``<out>/workers/worker_<index>/``. On a cluster, run on machine ``i`` of
+``N`` (same command everywhere, only the index changes)::
+
+    export TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]},
+                       "task": {"type": "worker", "index": 0}}'
+    keras-fourier train --strategy multi_worker --out /shared/runs/digits
+
+This script does exactly that for N local workers on 127.0.0.1 (free ports),
+so you can try it on one machine; arguments after ``--`` go to
+``keras-fourier train``::
+
+    python examples/multi_worker.py --num-workers 2 -- --epochs 5 --out runs/multi_worker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports that are free on 127.0.0.1 right now.
+
+    Args:
+        count: how many ports.
+
+    Returns:
+        `count` distinct port numbers.
+
+    Example:
+        >>> len(free_ports(2))
+        2
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def tf_config(workers: Sequence[str], index: int) -> str:
+    """The TF_CONFIG of worker `index` of a cluster of `workers`.
+
+    Args:
+        workers: "host:port" of every worker, the chief (worker 0) first.
+        index: this worker's index.
+
+    Returns:
+        The TF_CONFIG JSON string.
+
+    Example:
+        >>> json.loads(tf_config(["a:1", "b:2"], 1))["task"]
+        {'type': 'worker', 'index': 1}
+    """
+    return json.dumps(
+        {"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": index}}
+    )
+
+
+def launch(num_workers: int, train_args: Sequence[str]) -> int:
+    """Runs `keras-fourier train --strategy multi_worker` in `num_workers` local processes.
+
+    Args:
+        num_workers: number of worker processes.
+        train_args: further arguments of `keras-fourier train`.
+
+    Returns:
+        0 when every worker succeeded, else the first non-zero exit status.
+    """
+    workers = [f"127.0.0.1:{port}" for port in free_ports(num_workers)]
+    command = [sys.executable, "-m", "keras_fourier.cli", "train", "--strategy", "multi_worker"]
+    processes = [
+        subprocess.Popen(
+            [*command, *train_args], env={**os.environ, "TF_CONFIG": tf_config(workers, index)}
+        )
+        for index in range(num_workers)
+    ]
+    statuses = [process.wait() for process in processes]
+    return next((status for status in statuses if status), 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parses ``--num-workers`` and launches the workers; the rest goes to `keras-fourier train`."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-workers", type=int, default=2)
+    args, train_args = parser.parse_known_args(argv)
+    return launch(args.num_workers, [arg for arg in train_args if arg != "--"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

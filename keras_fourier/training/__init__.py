@@ -1,0 +1,56 @@
+"""Training keras_fourier classifiers: strategies, the papers' recipe, resumable runs.
+
+`train(TrainConfig(...))` builds a model by name (`model_names()`) inside a
+`tf.distribute` strategy (`get_strategy`), optimises it with AdamW, warmup
+and cosine decay and selective weight decay (`create_optimizer`), resumes
+killed runs (`keras.callbacks.BackupAndRestore` and `ResumableCSVLogger`)
+and evaluates the final model (`evaluate`). The `keras-fourier train` and
+`keras-fourier evaluate` commands are thin wrappers around them.
+"""
+
+from keras_fourier.training.callbacks import ResumableCSVLogger, read_history
+from keras_fourier.training.catalog import (
+    TEXT_PRESETS,
+    VISION_PRESETS,
+    create_model,
+    is_text_model,
+    model_names,
+    vision_stride,
+)
+from keras_fourier.training.recipe import (
+    PRECISIONS,
+    create_optimizer,
+    no_weight_decay_variables,
+    warmup_cosine_schedule,
+)
+from keras_fourier.training.strategy import STRATEGIES, get_strategy, worker_id
+from keras_fourier.training.trainer import (
+    TrainConfig,
+    TrainResult,
+    evaluate,
+    listops_eval_dataset,
+    train,
+)
+
+__all__ = [
+    "PRECISIONS",
+    "STRATEGIES",
+    "TEXT_PRESETS",
+    "VISION_PRESETS",
+    "ResumableCSVLogger",
+    "TrainConfig",
+    "TrainResult",
+    "create_model",
+    "create_optimizer",
+    "evaluate",
+    "get_strategy",
+    "is_text_model",
+    "listops_eval_dataset",
+    "model_names",
+    "no_weight_decay_variables",
+    "read_history",
+    "train",
+    "vision_stride",
+    "warmup_cosine_schedule",
+    "worker_id",
+]

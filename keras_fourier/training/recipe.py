@@ -1,0 +1,151 @@
+"""The papers' optimisation recipe: AdamW, linear warmup then cosine decay, selective weight decay.
+
+GFNet, HorNet and AFNO train as DeiT does: AdamW with weight decay 0.05,
+a linear warmup to the peak learning rate then a cosine decay, gradient
+clipping, label smoothing 0.1 and stochastic depth. Weight decay is not
+applied to norms, biases, LayerScale, position embeddings and Fourier
+filters (:func:`no_weight_decay_variables`).
+"""
+
+from __future__ import annotations
+
+import keras
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# Variables never decayed whatever their rank: learned position embeddings and the
+# Fourier-domain weights (GFNet/HorNet filters, AFNO's complex block MLP).
+NO_WEIGHT_DECAY_NAMES = ("pos_embed", "complex_weight", "w1", "b1", "w2", "b2")
+
+
+def check_precision(policy: str) -> str:
+    """Validates a mixed-precision policy name.
+
+    Args:
+        policy: one of `PRECISIONS`.
+
+    Returns:
+        `policy` unchanged.
+
+    Raises:
+        ValueError: naming the value when it is not a known policy.
+
+    Example:
+        >>> check_precision("mixed_bfloat16")
+        'mixed_bfloat16'
+    """
+    if policy not in PRECISIONS:
+        raise ValueError(f"Unknown mixed precision {policy!r}; expected one of {PRECISIONS}.")
+    return policy
+
+
+def no_weight_decay_variables(model: keras.Model) -> list[keras.Variable]:
+    """The trainable variables exempt from weight decay.
+
+    Every variable of rank <= 1 (biases, LayerNorm gamma/beta, LayerScale
+    gamma), position embeddings (``pos_embed``, and FNet's position table),
+    and the Fourier-domain weights (``complex_weight``; AFNO's ``w1``,
+    ``b1``, ``w2``, ``b2``).
+
+    Args:
+        model: a built model.
+
+    Returns:
+        The variables, in `model.trainable_variables` order.
+
+    Example:
+        >>> model = keras_fourier.build_model(depths=1, dims=16, patch_size=4,
+        ...                                   input_shape=(16, 16, 3), classes=2)
+        >>> sorted({v.name for v in no_weight_decay_variables(model)})
+        ['beta', 'bias', 'complex_weight', 'gamma', 'pos_embed']
+    """
+    return [
+        variable
+        for variable in model.trainable_variables
+        if len(variable.shape) <= 1
+        or variable.name in NO_WEIGHT_DECAY_NAMES
+        or variable.path.endswith("position/embeddings")
+    ]
+
+
+def warmup_cosine_schedule(
+    learning_rate: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    min_learning_rate: float = 1e-5,
+) -> keras.optimizers.schedules.CosineDecay:
+    """Linear warmup from 0 to `learning_rate`, then cosine decay to `min_learning_rate`.
+
+    Args:
+        learning_rate: peak learning rate, reached after `warmup_steps`.
+        total_steps: length of the whole schedule in optimizer steps.
+        warmup_steps: steps of the linear warmup, < `total_steps`. Default 0.
+        min_learning_rate: learning rate at `total_steps`. Default 1e-5.
+
+    Returns:
+        A `keras.optimizers.schedules.CosineDecay` with warmup.
+
+    Example:
+        >>> schedule = warmup_cosine_schedule(1e-3, total_steps=100, warmup_steps=10)
+        >>> [round(float(schedule(step)), 6) for step in (0, 5, 10, 100)]
+        [0.0, 0.0005, 0.001, 1e-05]
+    """
+    if not 0 <= warmup_steps < total_steps:
+        raise ValueError(
+            "Need 0 <= warmup_steps < total_steps; received "
+            f"warmup_steps={warmup_steps!r}, total_steps={total_steps!r}."
+        )
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0,
+        decay_steps=total_steps - warmup_steps,
+        alpha=min_learning_rate / learning_rate,
+        warmup_target=learning_rate,
+        warmup_steps=warmup_steps,
+    )
+
+
+def create_optimizer(
+    model: keras.Model,
+    *,
+    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 1e-3,
+    weight_decay: float = 0.05,
+    clipnorm: float | None = 1.0,
+    use_ema: bool = False,
+    ema_momentum: float = 0.99,
+) -> keras.optimizers.AdamW:
+    """AdamW with the papers' weight-decay exemptions and global gradient clipping.
+
+    Call it inside the strategy's scope, after building `model`. Under the
+    `mixed_float16` policy `model.compile` wraps it in a
+    `keras.optimizers.LossScaleOptimizer` (dynamic loss scaling).
+
+    Args:
+        model: the built model; `no_weight_decay_variables(model)` are
+            excluded from weight decay.
+        learning_rate: a float or a schedule (see `warmup_cosine_schedule`).
+            Default 1e-3.
+        weight_decay: decoupled weight decay. Default 0.05.
+        clipnorm: clip the global norm of all gradients to this value; None
+            for no clipping. Default 1.0.
+        use_ema: keep an exponential moving average of the weights, swapped
+            in for validation and assigned to the model at the end of
+            `fit`. Default False.
+        ema_momentum: EMA momentum. Default 0.99.
+
+    Returns:
+        A `keras.optimizers.AdamW`.
+
+    Example:
+        >>> model = keras_fourier.build_model(depths=1, dims=16, patch_size=4,
+        ...                                   input_shape=(16, 16, 3), classes=2)
+        >>> create_optimizer(model, learning_rate=1e-3).global_clipnorm
+        1.0
+    """
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=learning_rate,
+        weight_decay=weight_decay,
+        global_clipnorm=clipnorm,
+        use_ema=use_ema,
+        ema_momentum=ema_momentum,
+    )
+    optimizer.exclude_from_weight_decay(var_list=no_weight_decay_variables(model))
+    return optimizer

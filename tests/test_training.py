@@ -1,0 +1,205 @@
+"""Training in one process: model names, the recipe, the CSV history, mixed precision."""
+
+import csv
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier.data import (
+    LISTOPS_VOCABULARY,
+    WordTokenizer,
+    generate_listops,
+    load_image_dataset,
+    text_dataset,
+)
+from keras_fourier.models import BUILDERS
+from keras_fourier.models.fnet import FNET_VARIANTS
+from keras_fourier.training import (
+    ResumableCSVLogger,
+    TrainConfig,
+    create_model,
+    create_optimizer,
+    get_strategy,
+    model_names,
+    no_weight_decay_variables,
+    read_history,
+    train,
+    warmup_cosine_schedule,
+    worker_id,
+)
+
+# Quick settings shared by the tests that call `train`.
+QUICK = {"batch_size": 8, "tensorboard": False, "verbose": 0}
+
+
+def test_model_names_come_from_the_tables_plus_presets():
+    names = model_names()
+    assert {variant for variant, _ in BUILDERS.values()} <= set(names)
+    assert {f"fnet_{variant}" for variant in FNET_VARIANTS} <= set(names)
+    assert {"gfnet_xs", "gfnet_h_ti", "hornet_t_gf", "afnonet_s4", "fnet_base"} <= set(names)
+    assert {"gfnet_tiny", "hornet_tiny", "afno_tiny", "fnet_tiny"} <= set(names)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("model", "gfnet_huge"), ("strategy", "parameter_server"), ("mixed_precision", "float16")],
+)
+def test_unknown_values_raise_naming_them(field, value):
+    with pytest.raises(ValueError, match=repr(value)):
+        TrainConfig(**{field: value}).validate()
+
+
+def test_get_strategy_by_name_and_auto_on_one_cpu():
+    assert get_strategy("auto").num_replicas_in_sync == 1
+    assert get_strategy("one_device").num_replicas_in_sync == 1
+    assert worker_id(get_strategy("default")) is None
+    with pytest.raises(ValueError, match="'gpu'"):
+        get_strategy("gpu")
+
+
+def test_architecture_options_only_for_presets_and_data_must_match_model():
+    with pytest.raises(ValueError, match="presets"):
+        TrainConfig(model="gfnet_xs", dims=64).validate()
+    with pytest.raises(ValueError, match="'listops'"):
+        TrainConfig(model="gfnet_tiny", data="listops").validate()
+    with pytest.raises(ValueError, match="'digits'"):
+        TrainConfig(model="fnet_tiny", data="digits").validate()
+
+
+def test_default_image_size_follows_data_and_model_stride():
+    assert TrainConfig().resolved_image_size() == 16
+    assert TrainConfig(model="gfnet_h_ti").resolved_image_size() == 32
+    assert TrainConfig(model="gfnet_xs", data="tfds:cifar10").resolved_image_size() == 224
+    assert TrainConfig(model="afno_tiny", data="dir:x", patch_size=4).resolved_image_size() == 32
+
+
+def test_weight_decay_skips_norms_biases_positions_and_fourier_weights():
+    afno = create_model("afno_tiny", num_classes=3, image_size=16)
+    hornet = create_model("hornet_gf_tiny", num_classes=3, image_size=16)
+    fnet = create_model("fnet_tiny", num_classes=3, sequence_length=8, vocabulary_size=20)
+    for model in (afno, hornet, fnet):
+        optimizer = create_optimizer(model)
+        optimizer.build(model.trainable_variables)
+        excluded = {id(v) for v in no_weight_decay_variables(model)}
+        for variable in model.trainable_variables:
+            decayed = optimizer._use_weight_decay(variable)
+            assert decayed == (id(variable) not in excluded), variable.path
+            if variable.name in ("kernel", "embeddings") and "position" not in variable.path:
+                assert decayed, variable.path
+    names = {v.name for m in (afno, hornet) for v in no_weight_decay_variables(m)}
+    assert {"pos_embed", "complex_weight", "w1", "b1", "w2", "b2", "gamma", "beta", "bias"} <= names
+    assert any(v.path.endswith("position/embeddings") for v in no_weight_decay_variables(fnet))
+
+
+def test_recipe_optimizer_and_warmup_cosine_schedule():
+    model = create_model("gfnet_tiny", num_classes=3, image_size=16, dims=16, depths=1)
+    optimizer = create_optimizer(model, use_ema=True)
+    assert isinstance(optimizer, keras.optimizers.AdamW)
+    assert optimizer.weight_decay == 0.05
+    assert optimizer.global_clipnorm == 1.0
+    assert optimizer.use_ema
+    schedule = warmup_cosine_schedule(
+        1e-3, total_steps=100, warmup_steps=10, min_learning_rate=1e-5
+    )
+    values = [float(schedule(step)) for step in (0, 5, 10, 55, 100)]
+    np.testing.assert_allclose(values, [0.0, 5e-4, 1e-3, 0.5 * (1e-3 + 1e-5), 1e-5], rtol=1e-5)
+    with pytest.raises(ValueError, match="warmup_steps=100"):
+        warmup_cosine_schedule(1e-3, total_steps=100, warmup_steps=100)
+
+
+def test_csv_logger_drops_rows_of_redone_epochs(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,loss\n0,3.0\n1,2.0\n2,1.0\n")
+    logger = ResumableCSVLogger(path)
+    logger.on_train_begin()
+    logger.on_epoch_begin(2)
+    assert [row["epoch"] for row in read_history(path)] == [0, 1]
+    logger.on_epoch_end(2, {"loss": 0.5})
+    logger.on_epoch_begin(3)
+    assert read_history(path) == [
+        {"epoch": 0, "loss": 3.0},
+        {"epoch": 1, "loss": 2.0},
+        {"epoch": 2, "loss": 0.5},
+    ]
+    with open(path, newline="") as file:
+        assert next(csv.reader(file)) == ["epoch", "loss"]
+
+
+def test_ema_weights_become_the_final_weights(tmp_path):
+    result = train(
+        dims=16,
+        depths=1,
+        epochs=1,
+        steps_per_epoch=4,
+        use_ema=True,
+        out=str(tmp_path),
+        **QUICK,
+    )
+    optimizer = result.model.optimizer
+    for variable, average in zip(
+        optimizer._trainable_variables, optimizer._model_variables_moving_average, strict=True
+    ):
+        np.testing.assert_array_equal(variable.numpy(), average.numpy())
+    assert [row["epoch"] for row in result.history] == [0]
+
+
+# Each family's small variant, shrunk further: 200 steps of each must stay cheap.
+FAMILIES = {
+    "gfnet": ("gfnet_tiny", {"dims": 16, "depths": 1}),
+    "gfnet_h": ("gfnet_h_tiny", {"dims": (16, 32), "depths": (1, 1)}),
+    "hornet_7x7": ("hornet_tiny", {"dims": (16, 32), "depths": (1, 1)}),
+    "hornet_gf": ("hornet_gf_tiny", {"dims": (16, 32), "depths": (1, 1)}),
+    "afnonet": ("afno_tiny", {"dims": 16, "depths": 1}),
+    "afbo": ("afbo_tiny", {"dims": 16, "depths": 1}),
+    "fnet": ("fnet_tiny", {}),
+}
+
+
+def _family_data(model_name: str):
+    if model_name == "fnet_tiny":
+        texts, labels = generate_listops(64, min_length=4, max_length=14, seed=0)
+        dataset = text_dataset(
+            texts,
+            labels,
+            tokenizer=WordTokenizer(LISTOPS_VOCABULARY),
+            sequence_length=16,
+            batch_size=8,
+            training=True,
+        )
+        return dataset.map(lambda x, y: (x, tf.one_hot(y, 10))).repeat()
+    return load_image_dataset("digits", image_size=16, batch_size=8, one_hot=True).repeat()
+
+
+@pytest.mark.parametrize(
+    ("family", "policy"),
+    [(family, "mixed_float16") for family in sorted(FAMILIES)] + [("gfnet", "mixed_bfloat16")],
+)
+def test_200_mixed_precision_steps_of_each_family_stay_finite(family, policy):
+    model_name, architecture = FAMILIES[family]
+    keras.config.set_dtype_policy(policy)
+    model = create_model(
+        model_name,
+        num_classes=10,
+        image_size=16,
+        sequence_length=16,
+        vocabulary_size=20,
+        **architecture,
+    )
+    keras.config.set_dtype_policy("float32")
+    model.compile(
+        optimizer=create_optimizer(model, learning_rate=warmup_cosine_schedule(2e-3, 200, 20)),
+        loss=keras.losses.CategoricalCrossentropy(label_smoothing=0.1),
+    )
+    wrapped = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert wrapped == (policy == "mixed_float16")
+    history = model.fit(
+        _family_data(model_name), steps_per_epoch=200, epochs=1, shuffle=False, verbose=0
+    )
+    # Dynamic loss scaling skips the few first steps whose float16 gradients overflow.
+    assert model.optimizer.iterations.numpy() >= 190
+    assert math.isfinite(history.history["loss"][0])
+    for weight in model.get_weights():
+        assert np.all(np.isfinite(weight))
