@@ -5,10 +5,6 @@ from __future__ import annotations
 import keras
 
 
-def _hidden_units(hidden_ratio: float, channels: int) -> int:
-    return int(channels * hidden_ratio)
-
-
 def _check_ratio(hidden_ratio: float) -> None:
     if not hidden_ratio > 0:
         raise ValueError(f"`hidden_ratio` must be > 0. Received: hidden_ratio={hidden_ratio!r}")
@@ -29,8 +25,47 @@ def _check_dropout(dropout: float) -> None:
         raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
 
 
+class _FeedForward(keras.layers.Layer):
+    """Shared arguments, sublayers and config of `Mlp` and `GLU`.
+
+    ``fc1`` maps C to ``fc1_factor * int(C * hidden_ratio)`` units and
+    ``fc2`` maps the hidden units back to C; subclasses define `call`.
+    """
+
+    fc1_factor = 1
+
+    def __init__(self, hidden_ratio: float, activation: str, dropout: float, **kwargs):
+        super().__init__(**kwargs)
+        _check_ratio(hidden_ratio)
+        _check_dropout(dropout)
+        self.hidden_ratio = hidden_ratio
+        self.activation = activation
+        self.dropout = dropout
+        self._activation = get_activation(activation)
+        self.drop = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="drop")
+
+    def build(self, input_shape):
+        channels = input_shape[-1]
+        hidden = int(channels * self.hidden_ratio)
+        self.fc1 = keras.layers.Dense(self.fc1_factor * hidden, dtype=self.dtype_policy, name="fc1")
+        self.fc2 = keras.layers.Dense(channels, dtype=self.dtype_policy, name="fc2")
+        self.fc1.build(input_shape)
+        self.fc2.build((*input_shape[:-1], hidden))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "hidden_ratio": self.hidden_ratio,
+            "activation": self.activation,
+            "dropout": self.dropout,
+        }
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
-class Mlp(keras.layers.Layer):
+class Mlp(_FeedForward):
     """Transformer MLP: Dense(C * hidden_ratio) -> activation -> Dense(C).
 
     The feed-forward sublayer of ViT/DeiT/GFNet: ``fc2(drop(act(fc1(x))))``
@@ -67,41 +102,15 @@ class Mlp(keras.layers.Layer):
         dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        _check_ratio(hidden_ratio)
-        _check_dropout(dropout)
-        self.hidden_ratio = hidden_ratio
-        self.activation = activation
-        self.dropout = dropout
-        self._activation = get_activation(activation)
-        self.drop = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="drop")
-
-    def build(self, input_shape):
-        channels = input_shape[-1]
-        hidden = _hidden_units(self.hidden_ratio, channels)
-        self.fc1 = keras.layers.Dense(hidden, dtype=self.dtype_policy, name="fc1")
-        self.fc2 = keras.layers.Dense(channels, dtype=self.dtype_policy, name="fc2")
-        self.fc1.build(input_shape)
-        self.fc2.build((*input_shape[:-1], hidden))
+        super().__init__(hidden_ratio, activation, dropout, **kwargs)
 
     def call(self, inputs, training=None):
         x = self.drop(self._activation(self.fc1(inputs)), training=training)
         return self.drop(self.fc2(x), training=training)
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "hidden_ratio": self.hidden_ratio,
-            "activation": self.activation,
-            "dropout": self.dropout,
-        }
-
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
-class GLU(keras.layers.Layer):
+class GLU(_FeedForward):
     """Gated linear unit FFN: ``fc2(act(gate(x)) * value(x))``.
 
     SwiGLU with the default SiLU activation, GEGLU with "gelu", ReGLU with
@@ -130,6 +139,8 @@ class GLU(keras.layers.Layer):
         Shazeer, "GLU Variants Improve Transformer", arXiv:2002.05202, 2020.
     """
 
+    fc1_factor = 2
+
     def __init__(
         self,
         hidden_ratio: float = 8 / 3,
@@ -137,35 +148,9 @@ class GLU(keras.layers.Layer):
         dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        _check_ratio(hidden_ratio)
-        _check_dropout(dropout)
-        self.hidden_ratio = hidden_ratio
-        self.activation = activation
-        self.dropout = dropout
-        self._activation = get_activation(activation)
-        self.drop = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="drop")
-
-    def build(self, input_shape):
-        channels = input_shape[-1]
-        self._hidden = _hidden_units(self.hidden_ratio, channels)
-        self.fc1 = keras.layers.Dense(2 * self._hidden, dtype=self.dtype_policy, name="fc1")
-        self.fc2 = keras.layers.Dense(channels, dtype=self.dtype_policy, name="fc2")
-        self.fc1.build(input_shape)
-        self.fc2.build((*input_shape[:-1], self._hidden))
+        super().__init__(hidden_ratio, activation, dropout, **kwargs)
 
     def call(self, inputs, training=None):
         gate, value = keras.ops.split(self.fc1(inputs), 2, axis=-1)
         x = self.drop(self._activation(gate) * value, training=training)
         return self.drop(self.fc2(x), training=training)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "hidden_ratio": self.hidden_ratio,
-            "activation": self.activation,
-            "dropout": self.dropout,
-        }
