@@ -310,7 +310,10 @@ def build_vision_model(
         x = keras.layers.Dense(
             classes, activation=classifier_activation, dtype="float32", name="head"
         )(x)
-    source = keras.utils.get_source_inputs(inputs) if input_tensor is not None else inputs
+    source = inputs
+    if input_tensor is not None:
+        sources = keras.utils.get_source_inputs(inputs)
+        source = sources[0] if len(sources) == 1 else sources
     model = keras.Model(source, x, name=name)
     _official_init(model)
     if weights is not None:
