@@ -111,6 +111,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.layers.ffn import get_activation
+from keras_fourier.validation import check_choice
 
 CHANNEL_MAPPINGS = ("gccm", "occm")
 SPATIAL_MIXINGS = ("dwconv", "avg_pool", "max_pool", None)
@@ -122,11 +123,6 @@ class _Branch(NamedTuple):
     mapping: str
     groups: int
     argument: str
-
-
-def _check_choice(argument: str, value, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f"`{argument}` must be one of {choices}. Received: {argument}={value!r}")
 
 
 def _is_int(value) -> bool:
@@ -141,7 +137,7 @@ def _check_groups(argument: str, value) -> None:
 def _check_common(hidden_ratio, spatial_mixing, kernel_size) -> None:
     if isinstance(hidden_ratio, bool) or not hidden_ratio > 0:
         raise ValueError(f"`hidden_ratio` must be > 0. Received: hidden_ratio={hidden_ratio!r}")
-    _check_choice("spatial_mixing", spatial_mixing, SPATIAL_MIXINGS)
+    check_choice("spatial_mixing", spatial_mixing, SPATIAL_MIXINGS)
     if not _is_int(kernel_size) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(
             f"`kernel_size` must be a positive odd int. Received: kernel_size={kernel_size!r}"
@@ -333,7 +329,7 @@ class SCFBO(_FactorizedBilinearFFN):
         activation: str = "silu",
         **kwargs,
     ):
-        _check_choice("channel_mapping", channel_mapping, CHANNEL_MAPPINGS)
+        check_choice("channel_mapping", channel_mapping, CHANNEL_MAPPINGS)
         if groups is not None:
             _check_groups("groups", groups)
         _check_common(hidden_ratio, spatial_mixing, kernel_size)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_fourier.validation import check_positive_int, check_rate
+
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class SelfAttention(keras.layers.Layer):
@@ -40,12 +42,8 @@ class SelfAttention(keras.layers.Layer):
 
     def __init__(self, num_heads: int, qkv_bias: bool = True, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(
-                f"`num_heads` must be a positive int. Received: num_heads={num_heads!r}"
-            )
-        if not 0 <= dropout < 1:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+        check_positive_int("num_heads", num_heads)
+        check_rate("dropout", dropout)
         self.num_heads = num_heads
         self.qkv_bias = qkv_bias
         self.dropout = dropout

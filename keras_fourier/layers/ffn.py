@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_fourier.validation import check_rate
+
 
 def _check_ratio(hidden_ratio: float) -> None:
     if not hidden_ratio > 0:
@@ -20,11 +22,6 @@ def get_activation(activation: str):
         ) from error
 
 
-def _check_dropout(dropout: float) -> None:
-    if not 0 <= dropout < 1:
-        raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
-
-
 class _FeedForward(keras.layers.Layer):
     """Shared arguments, sublayers and config of `Mlp` and `GLU`.
 
@@ -37,7 +34,7 @@ class _FeedForward(keras.layers.Layer):
     def __init__(self, hidden_ratio: float, activation: str, dropout: float, **kwargs):
         super().__init__(**kwargs)
         _check_ratio(hidden_ratio)
-        _check_dropout(dropout)
+        check_rate("dropout", dropout)
         self.hidden_ratio = hidden_ratio
         self.activation = activation
         self.dropout = dropout

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.layers import spectral
+from keras_fourier.validation import check_positive_int
 
 
 def _static_image_shape(layer: str, input_shape) -> tuple[int, int, int]:
@@ -186,8 +187,7 @@ class AFNO2D(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ValueError(f"`num_blocks` must be a positive int. Received: {num_blocks=}")
+        check_positive_int("num_blocks", num_blocks)
         if sparsity_threshold < 0:
             raise ValueError(f"`sparsity_threshold` must be >= 0. Received: {sparsity_threshold=}")
         if not 0 < hard_thresholding_fraction <= 1:
@@ -195,10 +195,7 @@ class AFNO2D(keras.layers.Layer):
                 "`hard_thresholding_fraction` must be in (0, 1]. "
                 f"Received: {hard_thresholding_fraction=}"
             )
-        if not isinstance(hidden_size_factor, int) or hidden_size_factor < 1:
-            raise ValueError(
-                f"`hidden_size_factor` must be a positive int. Received: {hidden_size_factor=}"
-            )
+        check_positive_int("hidden_size_factor", hidden_size_factor)
         self.num_blocks = num_blocks
         self.sparsity_threshold = sparsity_threshold
         self.hard_thresholding_fraction = hard_thresholding_fraction

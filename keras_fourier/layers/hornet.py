@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_fourier.layers import spectral
 from keras_fourier.layers.interpolation import resize_2d_tf
+from keras_fourier.validation import check_choice
 
 SPATIAL_MIXINGS = ("dwconv", "global_local")
 
@@ -234,11 +235,7 @@ class GnConv(keras.layers.Layer):
         super().__init__(**kwargs)
         if isinstance(order, bool) or not isinstance(order, int) or order < 1:
             raise ValueError(f"`order` must be an int >= 1. Received: {order=}")
-        if spatial_mixing not in SPATIAL_MIXINGS:
-            raise ValueError(
-                f"`spatial_mixing` must be one of {SPATIAL_MIXINGS}. "
-                f"Received: spatial_mixing={spatial_mixing!r}"
-            )
+        check_choice("spatial_mixing", spatial_mixing, SPATIAL_MIXINGS)
         if (
             isinstance(kernel_size, bool)
             or not isinstance(kernel_size, int)

@@ -24,20 +24,10 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.validation import check_choice, check_positive_int
+
 MODES = ("bilinear", "bicubic")
 CUBIC_A = -0.75
-
-
-def _check_size(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-    return int(value)
-
-
-def _check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
-    return mode
 
 
 def _check_axes(axes, rank: int) -> tuple[int, int]:
@@ -115,16 +105,18 @@ def interpolation_matrix(
                [0.5, 0.5],
                [0. , 1. ]])
     """
-    in_size = _check_size("in_size", in_size)
-    out_size = _check_size("out_size", out_size)
-    return _cached_matrix(in_size, out_size, _check_mode(mode), bool(align_corners)).copy()
+    in_size = check_positive_int("in_size", in_size)
+    out_size = check_positive_int("out_size", out_size)
+    return _cached_matrix(
+        in_size, out_size, check_choice("mode", mode, MODES), bool(align_corners)
+    ).copy()
 
 
 def _check_resize_args(size, mode: str) -> tuple[int, int]:
     if len(size) != 2:
         raise ValueError(f"`size` must be (height, width). Received: size={tuple(size)}")
-    _check_mode(mode)
-    return _check_size("size[0]", size[0]), _check_size("size[1]", size[1])
+    check_choice("mode", mode, MODES)
+    return check_positive_int("size[0]", size[0]), check_positive_int("size[1]", size[1])
 
 
 def resize_2d(

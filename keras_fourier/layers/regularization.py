@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_fourier.validation import check_rate
+
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class LayerScale(keras.layers.Layer):
@@ -83,8 +85,7 @@ class DropPath(keras.layers.Layer):
 
     def __init__(self, rate: float, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(rate, (int, float)) or not 0 <= rate < 1:
-            raise ValueError(f"`rate` must be in [0, 1). Received: rate={rate!r}")
+        check_rate("rate", rate)
         self.rate = rate
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)

@@ -36,14 +36,14 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.validation import check_choice
+
 FFT_IMPLS = ("auto", "fft", "matmul")
 
 
 def validate_fft_impl(fft_impl: str) -> str:
     """Returns `fft_impl` if it names an implementation, else raises ValueError."""
-    if fft_impl not in FFT_IMPLS:
-        raise ValueError(f"`fft_impl` must be one of {FFT_IMPLS}. Received: fft_impl={fft_impl!r}")
-    return fft_impl
+    return check_choice("fft_impl", fft_impl, FFT_IMPLS)
 
 
 def _on_tpu() -> bool:

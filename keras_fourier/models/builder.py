@@ -8,6 +8,7 @@ import keras
 
 from keras_fourier.models.vision import FFNS, MIXERS, VisionSpec, build_vision_model
 from keras_fourier.models.weights import load_variant_weights
+from keras_fourier.validation import check_choice
 
 
 def _as_tuple(name: str, value) -> tuple[int, ...]:
@@ -100,10 +101,8 @@ def build_model(
         >>> model.output_shape
         (None, 10)
     """
-    if mixer not in MIXERS:
-        raise ValueError(f"`mixer` must be one of {tuple(MIXERS)}. Received: mixer={mixer!r}")
-    if ffn not in FFNS:
-        raise ValueError(f"`ffn` must be one of {tuple(FFNS)}. Received: ffn={ffn!r}")
+    check_choice("mixer", mixer, MIXERS)
+    check_choice("ffn", ffn, FFNS)
     hierarchical = not isinstance(depths, int)
     depths_t = _as_tuple("depths", depths)
     dims_t = _as_tuple("dims", dims)

@@ -68,6 +68,7 @@ import keras
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fourier import FourierMixing
 from keras_fourier.models.weights import load_weights_file
+from keras_fourier.validation import check_positive_int, check_rate
 
 LAYER_NORM_EPSILON = 1e-12
 INITIALIZER_STDDEV = 0.02
@@ -83,16 +84,6 @@ _SIZE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
 
 def _initializer() -> keras.initializers.Initializer:
     return keras.initializers.RandomNormal(stddev=INITIALIZER_STDDEV)
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-
-
-def _check_dropout(dropout: Any) -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"`dropout` must be a float in [0, 1). Received: dropout={dropout!r}")
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -148,8 +139,8 @@ class FNetEmbeddings(keras.layers.Layer):
             ("max_sequence_length", max_sequence_length),
             ("num_segments", num_segments),
         ):
-            _check_positive_int(arg, value)
-        _check_dropout(dropout)
+            check_positive_int(arg, value)
+        check_rate("dropout", dropout)
         self.vocabulary_size = vocabulary_size
         self.hidden_size = hidden_size
         self.max_sequence_length = max_sequence_length
@@ -248,8 +239,8 @@ class FNetEncoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("intermediate_size", intermediate_size)
-        _check_dropout(dropout)
+        check_positive_int("intermediate_size", intermediate_size)
+        check_rate("dropout", dropout)
         self.intermediate_size = intermediate_size
         self.dropout = dropout
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
@@ -315,7 +306,7 @@ def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
         )
     sizes = dict(variant)
     for key in _SIZE_KEYS:
-        _check_positive_int(key, sizes[key])
+        check_positive_int(key, sizes[key])
     return sizes
 
 
@@ -422,18 +413,18 @@ def FNet(
         ("max_sequence_length", max_sequence_length),
         ("num_segments", num_segments),
     ):
-        _check_positive_int(arg, value)
+        check_positive_int(arg, value)
     if sequence_length is None:
         sequence_length = max_sequence_length
-    _check_positive_int("sequence_length", sequence_length)
+    check_positive_int("sequence_length", sequence_length)
     if sequence_length > max_sequence_length:
         raise ValueError(
             f"`sequence_length` must be <= max_sequence_length={max_sequence_length}. "
             f"Received: sequence_length={sequence_length!r}"
         )
-    _check_dropout(dropout)
+    check_rate("dropout", dropout)
     if num_classes is not None:
-        _check_positive_int("num_classes", num_classes)
+        check_positive_int("num_classes", num_classes)
         _check_classifier_activation(classifier_activation)
     spectral.validate_fft_impl(fft_impl)
     _check_weights(weights)

@@ -40,6 +40,7 @@ from keras_fourier.layers import (
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.hornet import GnConv
 from keras_fourier.layers.position import PositionEmbedding
+from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -151,8 +152,7 @@ def check_weights_argument(weights, include_top: bool, classes: int) -> None:
             "`weights` must be None, 'imagenet' or the path to an existing weights file. "
             f"Received: weights={weights!r} (no such file)"
         )
-    if not isinstance(classes, int) or classes < 1:
-        raise ValueError(f"`classes` must be a positive int. Received: classes={classes!r}")
+    check_positive_int("classes", classes)
     if weights == "imagenet" and include_top and classes != 1000:
         raise ValueError(
             "With weights='imagenet' and include_top=True, `classes` must be 1000. "
@@ -257,15 +257,11 @@ def build_vision_model(
     Returns:
         A `keras.Model`.
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}")
+    check_choice("pooling", pooling, POOLINGS)
     check_weights_argument(weights, include_top, classes)
     if drop_path_rate is None:
         drop_path_rate = spec.drop_path_rate
-    if not 0 <= drop_path_rate < 1:
-        raise ValueError(
-            f"`drop_path_rate` must be in [0, 1). Received: drop_path_rate={drop_path_rate!r}"
-        )
+    check_rate("drop_path_rate", drop_path_rate)
     shape = _check_input_shape(spec, input_shape, weights)
     inputs = _inputs(input_tensor, shape)
     x = inputs
