@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,9 +22,18 @@ from keras_fourier.training import (
     PRECISIONS,
     STRATEGIES,
     TrainConfig,
+    TrainResult,
     evaluate,
     model_names,
+    resolve_model_file,
     train,
+)
+from keras_fourier.training.trainer import (
+    BEST_FILE,
+    HISTORY_FILE,
+    LAST_FILE,
+    LOGS_FOLDER,
+    MODEL_FILE,
 )
 
 _DEFAULTS = TrainConfig()
@@ -55,11 +65,44 @@ def _train(args: argparse.Namespace) -> int:
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
     result = train(TrainConfig(**options))
-    replicas = result.model.distribute_strategy.num_replicas_in_sync
-    print(f"model saved to {result.model_path} ({replicas} replica(s) in sync)")
-    print(f"held-out {args.eval_split!r} split: {_metrics_line(result.metrics)}")
+    print("\n".join(_footer(result, args.eval_split)))
     print(f"test_accuracy={result.metrics['accuracy']:.4f}")
     return 0
+
+
+def _footer(result: TrainResult, test_split: str) -> list[str]:
+    """Where the run's files are, which epoch was selected, and the test metrics."""
+    rows = [row for row in result.history if "val_accuracy" in row]
+    best = max(rows, key=lambda row: row["val_accuracy"], default=None)
+    selected = (
+        f"epoch {int(best['epoch']) + 1} of {len(result.history)}, "
+        f"val_accuracy={best['val_accuracy']:.4f}"
+        if best
+        else "best validation accuracy"
+    )
+    files = {
+        MODEL_FILE: f"the model selected on the validation split ({selected})",
+        BEST_FILE: "checkpoint of the best validation accuracy",
+        LAST_FILE: "checkpoint of the last epoch",
+        HISTORY_FILE: "one row of metrics per epoch",
+        LOGS_FOLDER
+        + "/": f"TensorBoard: tensorboard --logdir {os.path.join(result.out, LOGS_FOLDER)}",
+    }
+    done = (
+        f"run folder {result.out}"
+        if result.trained
+        else f"run folder {result.out} holds a finished run: nothing was trained or written"
+    )
+    return [
+        f"{done}:",
+        *(
+            f"  {name:<13} {text}"
+            for name, text in files.items()
+            if os.path.exists(os.path.join(result.out, name))
+        ),
+        f"test split {test_split!r}{', evaluated once' if result.trained else ''} on "
+        f"{MODEL_FILE}: {_metrics_line(result.metrics)}",
+    ]
 
 
 def _add_train_parser(commands) -> None:
@@ -70,9 +113,12 @@ def _add_train_parser(commands) -> None:
         description=(
             "Train a classifier with the papers' recipe: AdamW, linear warmup then cosine "
             "decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
-            "filters), global gradient clipping 1.0, label smoothing 0.1. Rerunning with the "
+            "filters), global gradient clipping 1.0, label smoothing 0.1. Validates after every "
+            "epoch on a validation split held apart from the test split, keeps the best epoch "
+            "as OUT/model.keras and evaluates it once on the test split. Rerunning with the "
             "same --out resumes a killed run (BackupAndRestore) or only evaluates a finished "
-            "one. Prints test_accuracy=<held-out accuracy> last."
+            "one. Prints a header (model, parameters, data splits, output folder), where the "
+            "run's files are, and test_accuracy=<test accuracy> last."
         ),
     )
     add = parser.add_argument
@@ -176,7 +222,16 @@ def _add_train_parser(commands) -> None:
     add(
         "--eval-split",
         default=_DEFAULTS.eval_split,
-        help="held-out image split: validation after each epoch and final evaluation",
+        help="test split: evaluated once, at the end, on the model selected on the "
+        "validation split",
+    )
+    add(
+        "--validation-split",
+        default=None,
+        help="image split evaluated after every epoch to select best.keras; default: the "
+        "source's 'validation' split (digits, and dir: data without a validation folder, hold "
+        "it out of the training images; TFDS data without one holds out the last 10%% of "
+        "'train')",
     )
     add("--data-dir", default=None, help="TFDS data directory")
     add(
@@ -195,7 +250,7 @@ def _add_train_parser(commands) -> None:
         "--eval-examples",
         type=int,
         default=_DEFAULTS.eval_examples,
-        help="ListOps held-out examples",
+        help="ListOps validation and test examples (each)",
     )
     add("--seed", type=int, default=_DEFAULTS.seed, help="seed of weights, data and augmentation")
     add(
@@ -207,13 +262,14 @@ def _add_train_parser(commands) -> None:
         "--verbose",
         default="auto",
         choices=("auto", "0", "1", "2"),
-        help="Keras progress: 1 a progress bar, 2 one line per epoch",
+        help="Keras progress: 0 none (and no header), 1 progress bars, 2 one line per epoch; "
+        "auto: progress bars on a terminal, one line per epoch when output goes to a file",
     )
     add(
-        "--no-tensorboard",
-        dest="tensorboard",
-        action="store_false",
-        help="do not write TensorBoard logs",
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        default=_DEFAULTS.tensorboard,
+        help="write TensorBoard logs to OUT/logs (--no-tensorboard: none)",
     )
     architecture = parser.add_argument_group(
         "build_model overrides of a preset, e.g. --model gfnet_tiny --mixer afno --dims 96"
@@ -234,8 +290,13 @@ def _add_train_parser(commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    try:
+        model_file = resolve_model_file(args.model)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
+        return 2
     metrics = evaluate(
-        args.model,
+        model_file,
         args.data,
         split=args.split,
         batch_size=args.batch_size,
@@ -252,19 +313,25 @@ def _add_evaluate_parser(commands) -> None:
         help="evaluate a saved model: accuracy, top-5 accuracy (more than 5 classes) and loss",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=(
-            "Print the held-out accuracy, top-5 accuracy (models with more than 5 classes) and "
-            "cross-entropy of a .keras classifier; images are resized to its input size."
+            "Print the accuracy, top-5 accuracy (models with more than 5 classes) and "
+            "cross-entropy of a .keras classifier, or of the model of a run folder of train, "
+            "on a split of a data source; images are resized to its input size."
         ),
     )
     add = parser.add_argument
-    add("--model", required=True, metavar="PATH", help="a .keras file saved by train")
+    add(
+        "--model",
+        required=True,
+        metavar="PATH",
+        help="a .keras file, or the run folder that train printed (its model.keras)",
+    )
     add(
         "--data",
         default="digits",
         metavar="SOURCE",
         help="'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models",
     )
-    add("--split", default="test", help="image split")
+    add("--split", default="test", help="image split; 'validation' or 'test' for listops")
     add("--batch-size", type=int, default=256, help="global batch size")
     add("--data-dir", default=None, help="TFDS data directory")
     add(

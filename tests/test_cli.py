@@ -55,24 +55,59 @@ def _last_line(capsys) -> str:
 def test_train_evaluate_and_rerun_of_a_finished_run(tmp_path, capsys):
     out = str(tmp_path)
     argv = ["train", *TINY, "--epochs", "2", "--steps-per-epoch", "3", "--ema", "--out", out]
-    assert main([*argv, "--verbose", "0"]) == 0
-    final = _last_line(capsys)
+    assert main([*argv, "--verbose", "2"]) == 0
+    printed = capsys.readouterr().out
+    final = printed.strip().splitlines()[-1]
     assert re.fullmatch(rf"test_accuracy={METRIC}", final)
+    # The header: model and parameters, three disjoint splits with sizes, output folder.
+    assert re.search(r"model gfnet_tiny: [\d,]+ parameters, input 16x16x3, 10 classes", printed)
+    assert "  train       'train', 1,262 images" in printed
+    assert "  validation  'validation', 180 images (selects best.keras)" in printed
+    assert "  test        'test', 355 images (evaluated once, at the end)" in printed
+    assert f"output folder: {out}" in printed
+    # One line per epoch when the output is not a terminal.
+    assert "\x1b" not in printed and "━" not in printed
     history = read_history(tmp_path / "history.csv")
     assert [row["epoch"] for row in history] == [0, 1]
-    for name in ("model.keras", "best.keras", "last.keras", "backup"):
+    best_epoch = max(history, key=lambda row: row["val_accuracy"])["epoch"]
+    assert (
+        f"model.keras   the model selected on the validation split (epoch {best_epoch + 1} of 2"
+        in printed
+    )
+    for name in ("model.keras", "best.keras", "last.keras", "history.csv", "backup"):
         assert (tmp_path / name).exists(), name
+        if name != "backup":
+            assert f"  {name}" in printed, name
 
-    assert main(["evaluate", "--model", str(tmp_path / "model.keras"), "--data", "digits"]) == 0
+    # The run folder that train printed is what evaluate takes.
+    assert main(["evaluate", "--model", out, "--data", "digits"]) == 0
     metrics = _last_line(capsys)
     assert re.fullmatch(rf"accuracy={METRIC} loss={METRIC} top5_accuracy={METRIC}", metrics)
     assert f"accuracy={final.split('=')[1]}" in metrics
+    # model.keras is the epoch selected on validation: it scores that epoch's val_accuracy.
+    assert main(["evaluate", "--model", out, "--split", "validation"]) == 0
+    validation = float(_last_line(capsys).split()[0].split("=")[1])
+    assert validation == pytest.approx(history[best_epoch]["val_accuracy"], abs=1e-4)
 
     modified = os.path.getmtime(tmp_path / "model.keras")
     assert main([*argv, "--verbose", "0"]) == 0
-    assert _last_line(capsys) == final
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1] == final
+    assert f"run folder {out} holds a finished run: nothing was trained or written" in printed
     assert os.path.getmtime(tmp_path / "model.keras") == modified
     assert read_history(tmp_path / "history.csv") == history
+
+
+def test_evaluate_refuses_what_is_not_a_model_or_a_finished_run(tmp_path, capsys):
+    assert main(["evaluate", "--model", str(tmp_path / "missing")]) == 2
+    assert "No model file or run folder at" in capsys.readouterr().err
+    (tmp_path / "history.csv").write_text("epoch,loss\n0,1.0\n")
+    assert main(["evaluate", "--model", str(tmp_path)]) == 2
+    assert "has not finished" in capsys.readouterr().err
+    (tmp_path / "history.csv").unlink()
+    (tmp_path / "saved_model.pb").write_bytes(b"")
+    assert main(["evaluate", "--model", str(tmp_path)]) == 2
+    assert "is a SavedModel" in capsys.readouterr().err
 
 
 def test_fnet_trains_on_listops_and_evaluates(tmp_path, capsys):

@@ -29,6 +29,7 @@ from keras_fourier.training.trainer import (
     TrainResult,
     evaluate,
     listops_eval_dataset,
+    resolve_model_file,
     train,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
     "model_names",
     "no_weight_decay_variables",
     "read_history",
+    "resolve_model_file",
     "train",
     "vision_stride",
     "warmup_cosine_schedule",

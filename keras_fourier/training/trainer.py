@@ -7,11 +7,19 @@ A run writes to its output directory:
 * ``backup/``: `keras.callbacks.BackupAndRestore` state (weights, optimizer
   and epoch), from which a killed run restarts after its last completed
   epoch;
-* ``last.keras`` and ``best.keras`` (best validation accuracy) checkpoints;
-* ``logs/``: TensorBoard summaries;
-* ``model.keras``: the final model, written when training completes. A run
-  whose ``model.keras`` exists and whose history covers every epoch is
-  complete: training it again only evaluates it.
+* ``last.keras`` (the latest epoch) and ``best.keras`` (the epoch of best
+  validation accuracy) checkpoints;
+* ``logs/``: TensorBoard summaries (``tensorboard --logdir OUT/logs``);
+* ``model.keras``: the model selected on the validation split (the weights
+  of ``best.keras``), written when training completes; the test split is
+  evaluated once, on it. A run whose ``model.keras`` exists and whose
+  history covers every epoch is complete: training it again only evaluates
+  it.
+
+Three disjoint splits: the model trains on the train split, ``best.keras``
+is selected on the validation split (held out of the training data when the
+source has none, see `keras_fourier.data.training_splits`), and the test
+split (``eval_split``) is evaluated once, at the end.
 
 In a multi-worker run the chief writes there and every other worker under
 ``workers/<task_type>_<task_id>/`` of the output directory.
@@ -22,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from typing import Any
 
 import keras
@@ -32,10 +41,12 @@ from keras_fourier.data import (
     LISTOPS_VOCABULARY,
     AugmentConfig,
     WordTokenizer,
+    count_examples,
     generate_listops,
     get_num_classes,
     load_image_dataset,
     text_dataset,
+    training_splits,
 )
 from keras_fourier.training.callbacks import ResumableCSVLogger, read_history
 from keras_fourier.training.catalog import (
@@ -53,7 +64,12 @@ TEXT_SOURCES = ("listops",)
 # The ListOps held-out set is generated with this fixed seed; training examples equal to
 # a held-out one are dropped.
 LISTOPS_EVAL_SEED = 1_000_003
+LISTOPS_VALIDATION_SEED = 1_000_033
+LISTOPS_SPLITS = ("validation", "test")
 MODEL_FILE = "model.keras"
+BEST_FILE = "best.keras"
+LAST_FILE = "last.keras"
+LOGS_FOLDER = "logs"
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
 HISTORY_FILE = "history.csv"
@@ -100,19 +116,26 @@ class TrainConfig:
         ema_momentum: EMA momentum. Default 0.99.
         steps_per_epoch: steps per epoch, drawn from the repeated training
             data. Default None: one pass over the data per epoch.
-        eval_split: held-out split of image data, used for validation after
-            every epoch and for the final evaluation. Default "test".
+        eval_split: the test split of image data, evaluated once at the end
+            on the model selected on the validation split. Default "test".
+        validation_split: the image split evaluated after every epoch to
+            select ``best.keras``. Default None: see
+            `keras_fourier.data.training_splits` ("validation", held out of
+            the training images when the source has none).
         data_dir: TFDS data directory. Default None.
         sequence_length: ListOps sequence length (FNet models). Default 128.
         train_examples: ListOps training examples. Default 4000.
-        eval_examples: ListOps held-out examples. Default 500.
+        eval_examples: ListOps validation and test examples (each). Default 500.
         mixer, ffn, depths, dims, patch_size: `build_model` overrides of a
             vision preset. Default None: the preset's.
         seed: random seed of weights, data order and augmentation. Default 0.
         deterministic: reproducible image pipelines (same order and
             augmentation every run, slower with augmentation). Default False.
         tensorboard: write TensorBoard logs. Default True.
-        verbose: `fit` verbosity ("auto", 0, 1 or 2). Default "auto".
+        verbose: `fit` verbosity: 0 silent, 1 progress bars, 2 one line per
+            epoch, "auto" 1 on a terminal and 2 otherwise. Any but 0 also
+            prints a header (model, parameters, data splits, output folder).
+            Default "auto".
 
     Example:
         >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
@@ -141,6 +164,7 @@ class TrainConfig:
     ema_momentum: float = 0.99
     steps_per_epoch: int | None = None
     eval_split: str = "test"
+    validation_split: str | None = None
     data_dir: str | None = None
     sequence_length: int = 128
     train_examples: int = 4000
@@ -231,13 +255,16 @@ class TrainResult:
     """What `train` returns.
 
     Attributes:
-        model: the trained model (EMA weights when `use_ema`).
-        metrics: held-out metrics of the final model: "loss" (cross-entropy
-            without label smoothing), "accuracy" and, with more than 5
-            classes, "top5_accuracy".
+        model: the model selected on the validation split (EMA weights when
+            `use_ema`), without optimizer.
+        metrics: its test-split metrics: "loss" (cross-entropy without label
+            smoothing), "accuracy" and, with more than 5 classes,
+            "top5_accuracy".
         history: the rows of ``history.csv``, one per epoch.
         out: the directory this worker wrote to.
-        model_path: path of the saved final model.
+        model_path: path of the selected model, ``model.keras``.
+        trained: False when the run was already complete and was only
+            evaluated.
     """
 
     model: keras.Model
@@ -245,6 +272,7 @@ class TrainResult:
     history: list[dict[str, float]]
     out: str
     model_path: str
+    trained: bool = True
 
 
 def _listops_examples(sequence_length: int, num_examples: int, seed: int):
@@ -258,18 +286,36 @@ def _one_hot(dataset: tf.data.Dataset, num_classes: int) -> tf.data.Dataset:
     return dataset.map(lambda features, labels: (features, tf.one_hot(labels, num_classes)))
 
 
+def _listops_held_out(sequence_length: int, num_examples: int, split: str):
+    """The ListOps validation or test examples; validation drops those in the test set."""
+    if split not in LISTOPS_SPLITS:
+        raise ValueError(f"Unknown ListOps split {split!r}; expected one of {LISTOPS_SPLITS}.")
+    test = _listops_examples(sequence_length, num_examples, LISTOPS_EVAL_SEED)
+    if split == "test":
+        return test
+    texts, labels = _listops_examples(sequence_length, num_examples, LISTOPS_VALIDATION_SEED)
+    keep = [index for index, text in enumerate(texts) if text not in set(test[0])]
+    return [texts[index] for index in keep], labels[keep]
+
+
 def listops_eval_dataset(
-    sequence_length: int = 128, num_examples: int = 500, batch_size: int = 256
+    sequence_length: int = 128,
+    num_examples: int = 500,
+    batch_size: int = 256,
+    split: str = "test",
 ) -> tf.data.Dataset:
-    """The ListOps held-out set, generated with a fixed seed, with one-hot labels.
+    """A ListOps held-out set, generated with a fixed seed, with one-hot labels.
 
     Expressions have between (sequence_length - 2) // 4 and
-    sequence_length - 2 tokens (room for [CLS] and [SEP]).
+    sequence_length - 2 tokens (room for [CLS] and [SEP]). The validation
+    and test sets come from different seeds, and validation drops any
+    expression that is also a test one.
 
     Args:
         sequence_length: the model's static sequence length. Default 128.
-        num_examples: number of examples. Default 500.
+        num_examples: number of examples generated. Default 500.
         batch_size: global batch size. Default 256.
+        split: "validation" or "test". Default "test".
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -280,7 +326,7 @@ def listops_eval_dataset(
         >>> features["token_ids"].shape, labels.shape
         (TensorShape([4, 32]), TensorShape([4, 10]))
     """
-    texts, labels = _listops_examples(sequence_length, num_examples, LISTOPS_EVAL_SEED)
+    texts, labels = _listops_held_out(sequence_length, num_examples, split)
     dataset = text_dataset(
         texts,
         labels,
@@ -291,10 +337,12 @@ def listops_eval_dataset(
     return _one_hot(dataset, LISTOPS_NUM_CLASSES)
 
 
-def _listops_train_dataset(config: TrainConfig) -> tf.data.Dataset:
-    held_out = set(
-        _listops_examples(config.sequence_length, config.eval_examples, LISTOPS_EVAL_SEED)[0]
-    )
+def _listops_train_dataset(config: TrainConfig) -> tuple[tf.data.Dataset, int]:
+    held_out = {
+        text
+        for split in LISTOPS_SPLITS
+        for text in _listops_held_out(config.sequence_length, config.eval_examples, split)[0]
+    }
     texts, labels = _listops_examples(config.sequence_length, config.train_examples, config.seed)
     keep = [index for index, text in enumerate(texts) if text not in held_out]
     dataset = text_dataset(
@@ -306,31 +354,84 @@ def _listops_train_dataset(config: TrainConfig) -> tf.data.Dataset:
         training=True,
         seed=config.seed,
     )
-    return _one_hot(dataset, LISTOPS_NUM_CLASSES)
+    return _one_hot(dataset, LISTOPS_NUM_CLASSES), len(keep)
 
 
-def _datasets(config: TrainConfig) -> tuple[tf.data.Dataset, tf.data.Dataset, int]:
+@dataclasses.dataclass
+class _Data:
+    """The train and validation pipelines of a run, and a line per split for the header."""
+
+    train: tf.data.Dataset
+    validation: tf.data.Dataset
+    num_classes: int
+    splits: dict[str, str]
+
+
+def _size(count: int | None, unit: str) -> str:
+    return f"{count:,} {unit}" if count is not None else f"? {unit}"
+
+
+def _datasets(config: TrainConfig) -> _Data:
     if is_text_model(config.model):
-        train_data = _listops_train_dataset(config)
-        eval_data = listops_eval_dataset(
-            config.sequence_length, config.eval_examples, config.batch_size
+        train_data, train_size = _listops_train_dataset(config)
+        validation_data = listops_eval_dataset(
+            config.sequence_length, config.eval_examples, config.batch_size, "validation"
         )
-        return train_data, eval_data, LISTOPS_NUM_CLASSES
+        sizes = {
+            split: len(_listops_held_out(config.sequence_length, config.eval_examples, split)[1])
+            for split in LISTOPS_SPLITS
+        }
+        return _Data(
+            train_data,
+            validation_data,
+            LISTOPS_NUM_CLASSES,
+            {
+                "train": f"{train_size:,} expressions (seed {config.seed})",
+                "validation": f"{sizes['validation']:,} expressions (seed "
+                f"{LISTOPS_VALIDATION_SEED})",
+                "test": f"{sizes['test']:,} expressions (seed {LISTOPS_EVAL_SEED})",
+            },
+        )
+    train_split, validation_split = training_splits(
+        config.data, config.eval_split, data_dir=config.data_dir
+    )
+    if config.validation_split is not None:
+        validation_split = config.validation_split
+    if config.eval_split in (validation_split, train_split) or validation_split == train_split:
+        raise ValueError(
+            f"The train ({train_split!r}), validation ({validation_split!r}) and test "
+            f"({config.eval_split!r}) splits of data {config.data!r} must differ."
+        )
     image_size = config.resolved_image_size()
     options = {"image_size": image_size, "batch_size": config.batch_size, "one_hot": True}
     train_data = load_image_dataset(
         config.data,
-        "train",
+        train_split,
+        training=True,
         augment=config.augment,
         data_dir=config.data_dir,
         deterministic=config.deterministic,
         seed=config.seed,
         **options,
     )
-    eval_data = load_image_dataset(
-        config.data, config.eval_split, training=False, data_dir=config.data_dir, **options
+    validation_data = load_image_dataset(
+        config.data, validation_split, training=False, data_dir=config.data_dir, **options
     )
-    return train_data, eval_data, get_num_classes(config.data, data_dir=config.data_dir)
+    splits = {
+        role: f"{split!r}, "
+        + _size(count_examples(config.data, split, data_dir=config.data_dir), "images")
+        for role, split in (
+            ("train", train_split),
+            ("validation", validation_split),
+            ("test", config.eval_split),
+        )
+    }
+    return _Data(
+        train_data,
+        validation_data,
+        get_num_classes(config.data, data_dir=config.data_dir),
+        splits,
+    )
 
 
 def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
@@ -338,6 +439,49 @@ def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
     if num_classes > 5:
         metrics.append(keras.metrics.TopKCategoricalAccuracy(5, name="top5_accuracy"))
     return metrics
+
+
+def resolve_model_file(path: str | os.PathLike) -> str:
+    """The `.keras` file behind a path given to `evaluate`: the file, or a run folder's model.
+
+    Args:
+        path: a `.keras` file, or a folder written by `train` (its
+            ``model.keras``, the model selected on the validation split).
+
+    Returns:
+        The path of the `.keras` file.
+
+    Raises:
+        FileNotFoundError: for a missing path, or a run folder without
+            ``model.keras`` (its run has not finished).
+        ValueError: for a folder that is not a run folder (a SavedModel, say).
+
+    Example:
+        >>> resolve_model_file("runs/default")  # doctest: +SKIP
+        'runs/default/model.keras'
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"No model file or run folder at {path!r}.")
+        return path
+    model_file = os.path.join(path, MODEL_FILE)
+    if os.path.exists(model_file):
+        return model_file
+    if os.path.exists(os.path.join(path, HISTORY_FILE)):
+        raise FileNotFoundError(
+            f"Run folder {path!r} has no {MODEL_FILE}: its run has not finished. Resume it with "
+            f"the same `train` command, or evaluate {os.path.join(path, BEST_FILE)!r} or "
+            f"{os.path.join(path, LAST_FILE)!r}."
+        )
+    kind = (
+        "a SavedModel (export one with keras-fourier export)"
+        if os.path.exists(os.path.join(path, "saved_model.pb"))
+        else "not a run folder of `train`"
+    )
+    raise ValueError(
+        f"Folder {path!r} is {kind}; expected a .keras file or a run folder holding {MODEL_FILE}."
+    )
 
 
 def evaluate(
@@ -359,15 +503,17 @@ def evaluate(
     the strategy's scope to evaluate distributed.
 
     Args:
-        model: a classifier with probability outputs, or the path of a
-            `.keras` file saved by `train`.
+        model: a classifier with probability outputs, the path of a
+            `.keras` file, or a run folder written by `train` (its
+            ``model.keras``).
         data: an image source ("digits", "tfds:<name>", "dir:<path>") or
             "listops". Default "digits".
-        split: image split. Default "test".
+        split: the split: an image split, or "validation"/"test" for
+            ListOps. Default "test".
         batch_size: global batch size. Default 256.
         data_dir: TFDS data directory. Default None.
-        eval_examples: size of the ListOps held-out set (as in training).
-            Default 500.
+        eval_examples: examples of the ListOps held-out sets (as in
+            training). Default 500.
         verbose: `Model.evaluate` verbosity. Default 0.
 
     Returns:
@@ -375,18 +521,18 @@ def evaluate(
         has more than 5 classes.
 
     Example:
-        >>> metrics = evaluate("runs/default/model.keras", "digits")  # doctest: +SKIP
+        >>> metrics = evaluate("runs/default", "digits")  # doctest: +SKIP
         >>> sorted(metrics)  # doctest: +SKIP
         ['accuracy', 'loss', 'top5_accuracy']
     """
     if not isinstance(model, keras.Model):
-        model = keras.saving.load_model(model, compile=False)
+        model = keras.saving.load_model(resolve_model_file(model), compile=False)
     num_classes = model.output_shape[-1]
     if isinstance(model.input, dict) and "token_ids" in model.input:
         if data not in TEXT_SOURCES:
             raise ValueError(f"Text model {model.name!r} needs a text source {TEXT_SOURCES}.")
         sequence_length = model.input["token_ids"].shape[1]
-        dataset = listops_eval_dataset(sequence_length, eval_examples, batch_size)
+        dataset = listops_eval_dataset(sequence_length, eval_examples, batch_size, split)
     else:
         dataset = load_image_dataset(
             data,
@@ -449,25 +595,59 @@ def _callbacks(config: TrainConfig, out: str) -> list[keras.callbacks.Callback]:
     best_so_far = [
         row["val_accuracy"] for row in read_history(history_path) if "val_accuracy" in row
     ]
-    # The CSV row of an epoch is written before its checkpoints and backup (see
-    # ResumableCSVLogger); a kill in between redoes the epoch and rewrites the row.
+    # The CSV row of an epoch is written before its backup and checkpoints (see
+    # ResumableCSVLogger); a kill in between redoes the epoch and rewrites the row. With
+    # EMA, the backup keeps the raw weights, then the EMA weights are swapped in for the
+    # checkpoints, so that best.keras holds the weights its val_accuracy was measured on.
     callbacks = [
         ResumableCSVLogger(history_path),
-        keras.callbacks.ModelCheckpoint(os.path.join(out, "last.keras")),
+        keras.callbacks.BackupAndRestore(os.path.join(out, "backup"), delete_checkpoint=False),
+        keras.callbacks.ModelCheckpoint(os.path.join(out, LAST_FILE)),
         keras.callbacks.ModelCheckpoint(
-            os.path.join(out, "best.keras"),
+            os.path.join(out, BEST_FILE),
             monitor="val_accuracy",
             mode="max",
             save_best_only=True,
             initial_value_threshold=max(best_so_far, default=None),
         ),
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup"), delete_checkpoint=False),
     ]
     if config.use_ema:
-        callbacks.insert(0, keras.callbacks.SwapEMAWeights())
+        callbacks.insert(2, keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     if config.tensorboard:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=False))
+        callbacks.append(
+            keras.callbacks.TensorBoard(os.path.join(out, LOGS_FOLDER), write_graph=False)
+        )
     return callbacks
+
+
+def _fit_verbosity(verbose: str | int) -> int:
+    """`verbose` of `fit`: "auto" is a progress bar on a terminal, else one line per epoch."""
+    if verbose == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    return int(verbose)
+
+
+def _print_header(config: TrainConfig, model: keras.Model, data: _Data, out: str) -> None:
+    shape = (
+        "x".join(str(size) for size in model.input_shape[1:])
+        if not isinstance(model.input_shape, dict)
+        else f"sequences of {config.sequence_length} tokens"
+    )
+    roles = {
+        "validation": "selects best.keras",
+        "test": "evaluated once, at the end",
+    }
+    lines = [
+        f"model {config.model}: {model.count_params():,} parameters, input {shape}, "
+        f"{data.num_classes} classes",
+        f"data {config.data!r}:",
+        *(
+            f"  {role:<10}  {text}" + (f" ({roles[role]})" if role in roles else "")
+            for role, text in data.splits.items()
+        ),
+        f"output folder: {out}",
+    ]
+    print("\n".join(lines), flush=True)
 
 
 def _is_complete(out: str, epochs: int) -> bool:
@@ -480,12 +660,14 @@ def _is_complete(out: str, epochs: int) -> bool:
 
 
 def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
-    """Trains (or resumes, or just evaluates a finished run) and evaluates on the held-out split.
+    """Trains (or resumes, or just evaluates a finished run) and evaluates on the test split.
 
     Creates the strategy first, then builds the model and optimizer inside
     its scope, fits with `keras.callbacks.BackupAndRestore` so that running
-    again after a kill resumes from the last completed epoch, saves the
-    final model and evaluates it (see the module docstring for the files).
+    again after a kill resumes from the last completed epoch, validates
+    after every epoch on the validation split, saves the epoch with the best
+    validation accuracy as the run's model and evaluates it once on the
+    test split (see the module docstring for the files).
     The global dtype policy is set to `config.mixed_precision` while the
     model is built and restored afterwards.
 
@@ -515,21 +697,10 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
     keras.utils.set_random_seed(config.seed)
     model_path = os.path.join(out, MODEL_FILE)
 
-    if _is_complete(out, config.epochs):
-        with strategy.scope():
-            model = keras.saving.load_model(model_path, compile=False)
-            metrics = evaluate(
-                model,
-                config.data,
-                split=config.eval_split,
-                batch_size=config.batch_size,
-                data_dir=config.data_dir,
-                eval_examples=config.eval_examples,
-            )
-    else:
-        train_data, eval_data, num_classes = _datasets(config)
-        if config.steps_per_epoch:
-            train_data = train_data.repeat()
+    trained = not _is_complete(out, config.epochs)
+    if trained:
+        data = _datasets(config)
+        train_data = data.train.repeat() if config.steps_per_epoch else data.train
         steps_per_epoch = config.steps_per_epoch or int(train_data.cardinality())
         if steps_per_epoch < 1:
             raise ValueError(
@@ -540,23 +711,36 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
         keras.config.set_dtype_policy(config.mixed_precision)
         try:
             with strategy.scope():
-                model = _build(config, num_classes, steps_per_epoch)
+                model = _build(config, data.num_classes, steps_per_epoch)
         finally:
             keras.config.set_dtype_policy(previous_policy)
+        verbose = _fit_verbosity(config.verbose)
+        if verbose:
+            _print_header(config, model, data, out)
         model.fit(
             train_data,
             epochs=config.epochs,
             steps_per_epoch=config.steps_per_epoch,
-            validation_data=eval_data,
+            validation_data=data.validation,
             callbacks=_callbacks(config, out),
             shuffle=False,
-            verbose=config.verbose,
+            verbose=verbose,
         )
+        # The model selected on the validation split becomes the run's model.
+        selected = keras.saving.load_model(os.path.join(out, BEST_FILE), compile=False)
         partial = os.path.join(out, "model.partial.keras")
-        model.save(partial)
+        selected.save(partial)
         os.replace(partial, model_path)
-        metrics = model.evaluate(eval_data, verbose=0, return_dict=True)
-        metrics["loss"] = metrics.pop(CROSS_ENTROPY)
+    with strategy.scope():
+        model = keras.saving.load_model(model_path, compile=False)
+        metrics = evaluate(
+            model,
+            config.data,
+            split=config.eval_split,
+            batch_size=config.batch_size,
+            data_dir=config.data_dir,
+            eval_examples=config.eval_examples,
+        )
 
     return TrainResult(
         model=model,
@@ -564,4 +748,5 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
         history=read_history(os.path.join(out, HISTORY_FILE)),
         out=out,
         model_path=model_path,
+        trained=trained,
     )
