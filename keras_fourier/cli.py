@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from keras_fourier import _startup
 from keras_fourier.data import AugmentConfig
 from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
@@ -398,6 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate_parser(commands)
     _add_export_parser(commands)
     _add_predict_parser(commands)
+    for subcommand in commands.choices.values():
+        subcommand.add_argument(
+            _startup.SHOW_LOGS_FLAG,
+            action="store_true",
+            help="show TensorFlow's C++ log lines, hidden by default (start-up notes, "
+            "'failed call to cuInit' without a GPU, warnings)",
+        )
     return parser
 
 

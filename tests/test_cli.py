@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from keras_fourier import _startup
 from keras_fourier.cli import build_parser, main
 from keras_fourier.training import model_names, read_history
 
@@ -159,3 +160,39 @@ def test_readme_main_job_reaches_95_percent_on_held_out_digits(tmp_path):
     assert float(match.group(1)) >= 0.95
     assert (tmp_path / "runs" / "default" / "model.keras").exists()
     assert len(read_history(tmp_path / "runs" / "default" / "history.csv")) == 20
+
+
+def test_the_command_hides_tensorflows_start_up_lines_but_not_its_own_errors(tmp_path):
+    missing = str(tmp_path / "missing.keras")
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_fourier.cli", "evaluate", "--model", missing],
+        env={key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        f"keras-fourier evaluate: error: No model file or run folder at {missing!r}.\n"
+    )
+
+
+def test_tensorflow_log_lines_are_told_from_python_output():
+    log_lines = [
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        b"I0000 00:00:1795431198.319884    5289 cudart_stub.cc:31] Could not find cuda drivers",
+        b"E0000 00:00:1795431203.027078    5289 cuda_platform.cc:52] failed call to cuInit: x",
+        b"2026-11-23 10:00:00.123456: W tensorflow/core/framework/op_kernel.cc:1] warning",
+        b"To enable the following instructions: AVX2 FMA, in other operations, rebuild "
+        b"TensorFlow with the appropriate compiler flags.",
+    ]
+    python_lines = [
+        b"Traceback (most recent call last):",
+        b"ValueError: Unknown strategy 'gpu'",
+        b"/x.py:3: UserWarning: something",
+        b"WARNING:tensorflow:From x.py:1: deprecated",
+    ]
+    assert [_startup.tensorflow_log_line(line) for line in log_lines] == [True] * 5
+    assert not any(_startup.tensorflow_log_line(line) for line in python_lines)
+    assert not _startup.is_command_line()
+    assert build_parser().parse_args(["evaluate", "--model", "m.keras", "--tf-logs"]).tf_logs
