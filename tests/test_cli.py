@@ -130,12 +130,16 @@ def test_fnet_trains_on_listops_and_evaluates(tmp_path, capsys):
         "1",
         "--no-tensorboard",
         "--verbose",
-        "0",
+        "2",
         "--out",
         str(tmp_path),
     ]
     assert main(argv) == 0
-    assert re.fullmatch(rf"test_accuracy={METRIC}", _last_line(capsys))
+    printed = capsys.readouterr().out
+    assert re.fullmatch(rf"test_accuracy={METRIC}", printed.strip().splitlines()[-1])
+    assert "input sequences of 32 tokens, 10 classes" in printed
+    assert re.search(r"  validation  \d+ expressions \(seed \d+\) \(selects best.keras\)", printed)
+    assert "  test        32 expressions (seed 1000003) (evaluated once, at the end)" in printed
     path = str(tmp_path / "model.keras")
     assert main(["evaluate", "--model", path, "--data", "listops", *held_out]) == 0
     assert re.fullmatch(

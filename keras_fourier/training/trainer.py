@@ -628,10 +628,12 @@ def _fit_verbosity(verbose: str | int) -> int:
 
 
 def _print_header(config: TrainConfig, model: keras.Model, data: _Data, out: str) -> None:
+    strategy = model.distribute_strategy
+    replicas = strategy.num_replicas_in_sync
     shape = (
-        "x".join(str(size) for size in model.input_shape[1:])
-        if not isinstance(model.input_shape, dict)
-        else f"sequences of {config.sequence_length} tokens"
+        f"sequences of {config.sequence_length} tokens"
+        if is_text_model(config.model)
+        else "x".join(str(size) for size in model.input_shape[1:])
     )
     roles = {
         "validation": "selects best.keras",
@@ -645,6 +647,7 @@ def _print_header(config: TrainConfig, model: keras.Model, data: _Data, out: str
             f"  {role:<10}  {text}" + (f" ({roles[role]})" if role in roles else "")
             for role, text in data.splits.items()
         ),
+        f"strategy {type(strategy).__name__} ({replicas} replica(s) in sync)",
         f"output folder: {out}",
     ]
     print("\n".join(lines), flush=True)
