@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import sys
 
 import keras
@@ -375,3 +376,99 @@ def test_cli_builds_named_models_with_weights(tmp_path, capsys):
         cli.main(["export", "gfnet_ti", "--quantize", "int4", "--out", str(tmp_path)])
     assert "int4" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["gfnet.weights.h5"]
+
+
+class _LocalServing:
+    """A stand-in for TF Serving's REST API on 127.0.0.1: :predict and /metadata of one model.
+
+    Requests TF Serving would refuse (an input the signature cannot take) get HTTP 400 with
+    ``{"error": <TensorFlow's message>}``, as TF Serving answers.
+    """
+
+    def __init__(self, loaded, name: str):
+        import http.server
+        import threading
+
+        serving = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                assert self.path == f"/v1/models/{name}/metadata"
+                self._answer(200, serving.metadata())
+
+            def do_POST(self):
+                assert self.path == f"/v1/models/{name}:predict"
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    (output,) = _serve_json(loaded, body).values()
+                except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
+                    self._answer(400, {"error": str(error).splitlines()[0]})
+                    return
+                self._answer(200, {"predictions": output.tolist()})
+
+        self.loaded = loaded
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def metadata(self) -> dict:
+        signatures = {}
+        for key, signature in self.loaded.signatures.items():
+            _, specs = signature.structured_input_signature
+            signatures[key] = {
+                "inputs": {
+                    name: {"tensor_shape": {"dim": [{"size": str(d or -1)} for d in spec.shape]}}
+                    for name, spec in specs.items()
+                }
+            }
+        return {"metadata": {"signature_def": {"signature_def": signatures}}}
+
+
+def test_rest_client_command_line_both_signatures_class_names_and_errors(tmp_path, capsys):
+    model = _small_gfnet()  # 32x48 inputs, 5 classes
+    loaded = tf.saved_model.load(export.saved_model(model, tmp_path / "gfnet", verbose=False).path)
+    rest_client = _load_kit_module("rest_client")
+    serving = _LocalServing(loaded, "gfnet")
+    image = tmp_path / "image.png"
+    image.write_bytes(tf.io.encode_png(tf.cast(_images((60, 70), 1)[0], tf.uint8)).numpy())
+    base = ["--server", serving.url, "--model", "gfnet", "--top-k", "2"]
+    line = rf"{re.escape(str(image))}: (\d) ?(\w*): ([\d.]+), (\d) ?(\w*): ([\d.]+)"
+
+    assert rest_client.main([*base, str(image)]) == 0
+    by_bytes = re.fullmatch(line, capsys.readouterr().out.strip())
+    assert by_bytes and by_bytes.group(2) == ""
+
+    # serving_default: float pixels decoded and centre-cropped by the client, size from the
+    # model's metadata; the same top class as the in-graph transform of serving_bytes.
+    labels = tmp_path / "labels.txt"
+    labels.write_text("zero\none\ntwo\nthree\nfour\n")
+    argv = [*base, "--signature", "serving_default", "--labels", str(labels), str(image)]
+    assert rest_client.main(argv) == 0
+    by_pixels = re.fullmatch(line, capsys.readouterr().out.strip())
+    assert by_pixels, by_pixels
+    assert by_pixels.group(1) == by_bytes.group(1)
+    assert by_pixels.group(2) == ["zero", "one", "two", "three", "four"][int(by_pixels.group(1))]
+    assert abs(float(by_pixels.group(3)) - float(by_bytes.group(3))) < 0.05
+    pixels = np.asarray(rest_client.load_pixels(str(image), 32, 48))
+    assert pixels.shape == (32, 48, 3) and pixels.min() >= 0 and pixels.max() <= 255
+
+    # An input the model cannot take (4 channels): TF Serving's 400 and its text, status 1.
+    four_channels = tmp_path / "four_channels.npy"
+    np.save(four_channels, np.zeros((32, 48, 4), np.float32))
+    wrong = [*base, "--signature", "serving_default", str(four_channels)]
+    assert rest_client.main(wrong) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("rest_client: error: TF Serving answered 400 Bad Request: ")
+    assert len(error.splitlines()[0]) > len("rest_client: error: TF Serving answered 400 ") + 20
+    serving.server.shutdown()
