@@ -20,6 +20,8 @@ from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
     PRECISIONS,
     STRATEGIES,
+    NonFiniteLossError,
+    RunFolderBusyError,
     TrainConfig,
     evaluate,
     model_names,
@@ -27,6 +29,14 @@ from keras_fourier.training import (
 )
 
 _DEFAULTS = TrainConfig()
+# The command-line flag of each TrainConfig field, for error messages.
+FLAGS = {
+    **{
+        field.name: "--" + field.name.replace("_", "-") for field in dataclasses.fields(TrainConfig)
+    },
+    "use_ema": "--ema",
+    "tensorboard": "--no-tensorboard",
+}
 
 
 def _sizes(text: str) -> int | tuple[int, ...]:
@@ -51,10 +61,23 @@ def _train(args: argparse.Namespace) -> int:
         if hasattr(args, field.name)
     }
     options["augment"] = AugmentConfig() if args.augment == "deit" else None
-    options["clipnorm"] = args.clipnorm or None
+    options["clipnorm"] = None if args.clipnorm == 0 else args.clipnorm
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
-    result = train(TrainConfig(**options))
+    try:
+        result = train(TrainConfig(**options), names=FLAGS)
+    except ValueError as error:
+        print(f"keras-fourier train: error: {error}", file=sys.stderr)
+        return 2
+    except (RunFolderBusyError, NonFiniteLossError) as error:
+        print(f"keras-fourier train: error: {error}", file=sys.stderr)
+        return 1
+    if result.already_finished:
+        epochs = len(result.history)
+        print(
+            f"run {result.out!r} is already finished ({epochs} epochs); showing its stored "
+            "result (start a new run with another --out)"
+        )
     replicas = result.model.distribute_strategy.num_replicas_in_sync
     print(f"model saved to {result.model_path} ({replicas} replica(s) in sync)")
     print(f"held-out {args.eval_split!r} split: {_metrics_line(result.metrics)}")
@@ -71,8 +94,9 @@ def _add_train_parser(commands) -> None:
             "Train a classifier with the papers' recipe: AdamW, linear warmup then cosine "
             "decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
             "filters), global gradient clipping 1.0, label smoothing 0.1. Rerunning with the "
-            "same --out resumes a killed run (BackupAndRestore) or only evaluates a finished "
-            "one. Prints test_accuracy=<held-out accuracy> last."
+            "same --out and settings resumes a killed run from its last completed epoch, or "
+            "shows the stored result of a finished one; one run at a time per folder. Prints "
+            "test_accuracy=<held-out accuracy> last."
         ),
     )
     add = parser.add_argument
