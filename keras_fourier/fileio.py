@@ -143,7 +143,7 @@ def remove_stale_directories(parent: str | os.PathLike, prefix: str) -> list[str
         if not (entry.name.startswith(prefix) and entry.is_dir(follow_symlinks=False)):
             continue
         pid = entry.name[len(prefix) :].split("-")[0]
-        if not pid.isdigit() or not pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
     return removed
