@@ -3,6 +3,7 @@
 import importlib
 
 from keras_fourier import layers, models
+from keras_fourier.imagenet import decode_predictions, preprocess_input
 from keras_fourier.models import (
     AFNONetS4,
     FNet,
@@ -62,9 +63,11 @@ __all__ = [
     "__version__",
     "build_model",
     "data",
+    "decode_predictions",
     "export",
     "feature_extractor",
     "layers",
     "models",
+    "preprocess_input",
     "training",
 ]
