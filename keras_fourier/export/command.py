@@ -229,7 +229,8 @@ def _check(args: argparse.Namespace, model) -> None:
             )
         if os.path.exists(path) and not args.overwrite:
             raise ValueError(f"{path!r} already exists; pass --overwrite to replace it.")
-        litert.check_arguments(path, quantization, None, True, args.verify)
+        calibration = args.data if quantization == "int8" else None
+        litert.check_arguments(path, quantization, calibration, True, args.verify)
 
 
 @contextlib.contextmanager

@@ -299,12 +299,9 @@ def decode_images(
 
     def decode(data: tf.Tensor) -> tf.Tensor:
         size = header_image_size(data)
-        check = tf.debugging.assert_less_equal(
-            size[0] * size[1],
-            tf.constant(max_pixels, tf.int64),
-            message=f"Image too large: more than {max_pixels} pixels (height, width) =",
-            data=[size],
-            summarize=2,
+        check = tf.debugging.Assert(
+            size[0] * size[1] <= max_pixels,
+            ["Image too large: height x width =", size[0], "x", size[1], f"> {max_pixels} pixels"],
         )
         with tf.control_dependencies([check]):
             image = tf.io.decode_image(data, channels=3, expand_animations=False)

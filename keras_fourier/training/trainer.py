@@ -561,9 +561,9 @@ def _finished(out: str, record: dict | None) -> TrainResult | None:
         warn(f"{error}; resuming from the last backup to rewrite it")
         return None
     history_path = os.path.join(out, HISTORY_FILE)
-    rows = EpochBackup(os.path.join(out, "backup"), history_path).stored_history()
     history = read_history(history_path)
-    if rows and rows != history:
+    rows = EpochBackup(os.path.join(out, "backup"), history_path).stored_history()
+    if len(rows) > len(history):
         warn(f"{history_path} was damaged; rewritten from the backup")
         write_history(history_path, rows)
         history = rows
