@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib
 import os
 import shutil
 import warnings
@@ -64,8 +64,12 @@ class TFLiteReport:
 
 
 def checker_available() -> bool:
-    """Whether LiteRT (`ai_edge_litert`), which checks TFLite files, is installed."""
-    return importlib.util.find_spec(CHECKER) is not None
+    """Whether LiteRT (`ai_edge_litert`), which checks TFLite files, can be imported."""
+    try:
+        importlib.import_module(f"{CHECKER}.interpreter")
+    except ImportError:
+        return False
+    return True
 
 
 def check_arguments(
