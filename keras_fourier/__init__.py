@@ -27,6 +27,7 @@ from keras_fourier.models import (
     build_model,
     feature_extractor,
 )
+from keras_fourier.plots import plot_filters, plot_history
 
 __version__ = "0.1.0"
 
@@ -68,6 +69,8 @@ __all__ = [
     "feature_extractor",
     "layers",
     "models",
+    "plot_filters",
+    "plot_history",
     "preprocess_input",
     "training",
 ]

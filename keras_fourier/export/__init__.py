@@ -5,12 +5,14 @@
   segment ids and mask) and, for vision models, ``serving_bytes`` (encoded
   JPEG/PNG up to `MAX_IMAGE_PIXELS`, decoded, resized and centre-cropped in
   the graph), then reloads it and checks both against Keras.
+* :func:`onnx` converts with the matmul DFT and standard ONNX ops only,
+  runs the file in onnxruntime and reports its error against Keras.
 * :func:`tflite` converts with the matmul DFT and TFLite builtin ops only
   (float32, float16, dynamic-range or full-integer int8), runs the file in
   LiteRT (the ``export`` extra: ``pip install "keras-fourier[export]"``) and
   reports its error against Keras.
 
-Both check every argument before writing anything and leave nothing behind
+Each checks every argument before writing anything and leave nothing behind
 when they fail.
 
 The top-level ``export/`` folder of the repository holds the TF Serving
@@ -18,6 +20,7 @@ config, REST and gRPC clients, and the commands to serve the SavedModels.
 """
 
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
+from keras_fourier.export.onnx_export import ONNXReport, onnx
 from keras_fourier.export.savedmodel import SavedModelReport, describe_saved_model, saved_model
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
@@ -33,10 +36,12 @@ __all__ = [
     "DEFAULT_SIGNATURE",
     "MAX_IMAGE_PIXELS",
     "QUANTIZATIONS",
+    "ONNXReport",
     "SavedModelReport",
     "TFLiteReport",
     "describe_saved_model",
     "header_image_size",
+    "onnx",
     "saved_model",
     "tflite",
 ]
