@@ -3,6 +3,7 @@
 import importlib
 
 from keras_fourier import layers, models
+from keras_fourier.flop_count import flops
 from keras_fourier.models import (
     AFNONetS4,
     FNet,
@@ -64,6 +65,7 @@ __all__ = [
     "data",
     "export",
     "feature_extractor",
+    "flops",
     "layers",
     "models",
     "training",
