@@ -13,7 +13,7 @@ Two modes:
   pre-norm residuals) at width 384, latency and peak memory against the
   number of tokens, for every token mixer (GFNet Fig. 2), and FNet-style 1D
   mixing against sequence length (FNet Table 5). Writes a PNG plot when
-  matplotlib is installed (``pip install keras-fourier[plot]``).
+  matplotlib is installed (``pip install keras-fourier[plots]``).
 
 Every figure is a median of repeated timings in this process, after warm-up
 calls. Results are printed as a table and written atomically as JSON and CSV

@@ -329,6 +329,23 @@ def _add_bench_parser(commands) -> None:
     parser.set_defaults(func=bench.run)
 
 
+def _add_predict_parser(commands) -> None:
+    from keras_fourier.imagenet import predict
+
+    parser = commands.add_parser(
+        "predict",
+        help="print the top ImageNet classes of images, with probabilities",
+        description=(
+            "Print the top ImageNet-1k classes of each IMAGE with their probabilities. Images "
+            "are resized (bicubic) and centre-cropped as the official release was evaluated. "
+            "MODEL is a 1000-class .keras file or a builder name built with --weights "
+            "(default 'imagenet') and --image-size."
+        ),
+    )
+    predict.add_arguments(parser)
+    parser.set_defaults(func=predict.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `keras-fourier`, one subcommand per `_add_*_parser`.
 
@@ -351,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export_parser(commands)
     _add_flops_parser(commands)
     _add_bench_parser(commands)
+    _add_predict_parser(commands)
     return parser
 
 

@@ -5,6 +5,8 @@
   segment ids and mask) and, for vision models, ``serving_bytes`` (encoded
   JPEG/PNG decoded, resized and centre-cropped in the graph), then reloads it
   and checks both against Keras.
+* :func:`onnx` converts with the matmul DFT and standard ONNX ops only,
+  runs the file in onnxruntime and reports its error against Keras.
 * :func:`tflite` converts with the matmul DFT and TFLite builtin ops only
   (float32, float16, dynamic-range or full-integer int8), runs the file in
   LiteRT and reports its error against Keras.
@@ -14,6 +16,7 @@ config, REST and gRPC clients, and the commands to serve the SavedModels.
 """
 
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
+from keras_fourier.export.onnx_export import ONNXReport, onnx
 from keras_fourier.export.savedmodel import SavedModelReport, describe_saved_model, saved_model
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
@@ -27,10 +30,12 @@ __all__ = [
     "BYTES_SIGNATURE",
     "DEFAULT_SIGNATURE",
     "QUANTIZATIONS",
+    "ONNXReport",
     "SavedModelReport",
     "TFLiteReport",
     "describe_saved_model",
     "image_transform",
+    "onnx",
     "saved_model",
     "tflite",
 ]

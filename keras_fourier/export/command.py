@@ -1,12 +1,13 @@
-"""The `keras-fourier export` subcommand: SavedModel and TFLite files of a model.
+"""The `keras-fourier export` subcommand: SavedModel, TFLite and ONNX files of a model.
 
-``keras-fourier export MODEL --format saved_model,tflite --out DIR`` writes,
+``keras-fourier export MODEL --format saved_model,tflite,onnx --out DIR`` writes,
 for a model named NAME (its Keras name; the variant key for builders):
 
 * ``DIR/NAME/<version>/``: the TF Serving SavedModel (``DIR`` is the folder
   mounted as ``/models`` in export/README.md, ``DIR/NAME`` the base path in
   models.config);
-* ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``.
+* ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``;
+* ``DIR/NAME.onnx`` (float32, standard ONNX ops, checked in onnxruntime).
 
 MODEL is a ``.keras`` file or a builder name (``gfnet_ti`` or ``GFNetTi``)
 built with ``--weights`` (None, "imagenet" or a weights file),
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import keras
 
-FORMATS = ("saved_model", "tflite")
+FORMATS = ("saved_model", "tflite", "onnx")
+DEFAULT_FORMATS = ("saved_model", "tflite")
 QUANTIZE_CHOICES = ("none", "float16", "dynamic", "int8")
 
 
@@ -63,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         type=_comma_list(FORMATS),
-        default=FORMATS,
-        help="comma-separated: saved_model, tflite (default: both)",
+        default=DEFAULT_FORMATS,
+        help="comma-separated: saved_model, tflite, onnx (default: saved_model,tflite)",
     )
     parser.add_argument(
         "--quantize",
@@ -198,7 +200,15 @@ def run(args: argparse.Namespace) -> int:
                     output=args.output,
                     overwrite=args.overwrite,
                 )
-    except ValueError as error:
+        if "onnx" in args.format:
+            export.onnx(
+                model,
+                os.path.join(args.out, f"{model.name}.onnx"),
+                output=args.output,
+                validation_data=_image_batches(args, model, args.data_split),
+                overwrite=args.overwrite,
+            )
+    except (ValueError, ImportError) as error:
         print(f"keras-fourier export: error: {error}", file=sys.stderr)
         return 2
     return 0
