@@ -3,6 +3,7 @@
 import importlib
 
 from keras_fourier import layers, models
+from keras_fourier.flop_count import flops
 from keras_fourier.imagenet import decode_predictions, preprocess_input
 from keras_fourier.models import (
     AFNONetS4,
@@ -67,6 +68,7 @@ __all__ = [
     "decode_predictions",
     "export",
     "feature_extractor",
+    "flops",
     "layers",
     "models",
     "plot_filters",

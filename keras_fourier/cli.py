@@ -317,6 +317,42 @@ def _add_export_parser(commands) -> None:
     parser.set_defaults(func=command.run)
 
 
+def _add_flops_parser(commands) -> None:
+    from keras_fourier import flop_count
+
+    parser = commands.add_parser(
+        "flops",
+        help="count a model's FLOPs in the papers' convention (one multiply-add = one FLOP)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "Print the FLOPs of one input as GFNet's and HorNet's tables count them: "
+            "one multiply-add = one FLOP, plus N*C*ceil(log2 N) per 2D FFT. MODEL is a "
+            ".keras file or a model name built with random weights."
+        ),
+    )
+    flop_count.add_arguments(parser)
+    parser.set_defaults(func=flop_count.run)
+
+
+def _add_bench_parser(commands) -> None:
+    from keras_fourier import bench
+
+    parser = commands.add_parser(
+        "bench",
+        help="measure a model's throughput, latency and memory, or the mixers' scaling",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "Model mode (MODEL: a model name, .keras or .tflite file): inference and "
+            "training-step img/s, batch-1 latency, peak memory, FLOPs and the fraction of "
+            "this machine's matmul rate. Scaling mode (--scaling): one block (mixer + MLP) "
+            "at width 384, latency and peak memory against the token count, plotted. "
+            "Writes JSON and CSV (and PNG) into --out."
+        ),
+    )
+    bench.add_arguments(parser)
+    parser.set_defaults(func=bench.run)
+
+
 def _add_predict_parser(commands) -> None:
     from keras_fourier.imagenet import predict
 
@@ -354,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
     _add_export_parser(commands)
+    _add_flops_parser(commands)
+    _add_bench_parser(commands)
     _add_predict_parser(commands)
     return parser
 
@@ -371,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["evaluate", "--model", "runs/default/model.keras"])  # doctest: +SKIP
         0
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     return args.func(args)
 
 

@@ -127,6 +127,9 @@ def temporary_directory(parent: str, prefix: str) -> Iterator[str]:
     :func:`remove_stale_directories` removes those of dead processes.
     """
     path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o777 & ~umask)  # mkdtemp makes it private; it may become a served folder
     try:
         yield path
     finally:

@@ -8,7 +8,7 @@ notebook, a script or a headless job alike, and PNGs are written atomically.
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,9 +52,9 @@ def save_png(figure: Figure, path: str | os.PathLike, dpi: int = 100) -> str:
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=folder)
+    staging = os.path.join(folder, f".plot-{uuid.uuid4().hex}.png")
     try:
-        with os.fdopen(handle, "wb") as file:
+        with open(staging, "xb") as file:
             figure.savefig(file, format="png", dpi=dpi)
             file.flush()
             os.fsync(file.fileno())

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable
 
 import keras
@@ -147,9 +147,9 @@ def _compare(
 def _write_atomically(content: bytes, path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=".onnx-", suffix=".tmp", dir=folder)
+    staging = os.path.join(folder, f".onnx-{uuid.uuid4().hex}.tmp")
     try:
-        with os.fdopen(handle, "wb") as file:
+        with open(staging, "xb") as file:
             file.write(content)
             file.flush()
             os.fsync(file.fileno())
