@@ -22,6 +22,8 @@ from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
     PRECISIONS,
     STRATEGIES,
+    NonFiniteLossError,
+    RunFolderBusyError,
     TrainConfig,
     TrainResult,
     evaluate,
@@ -29,6 +31,7 @@ from keras_fourier.training import (
     resolve_model_file,
     train,
 )
+from keras_fourier.training.callbacks import read_checkpoint_record
 from keras_fourier.training.trainer import (
     BEST_FILE,
     HISTORY_FILE,
@@ -38,6 +41,14 @@ from keras_fourier.training.trainer import (
 )
 
 _DEFAULTS = TrainConfig()
+# The command-line flag of each TrainConfig field, for error messages.
+FLAGS = {
+    **{
+        field.name: "--" + field.name.replace("_", "-") for field in dataclasses.fields(TrainConfig)
+    },
+    "use_ema": "--ema",
+    "tensorboard": "--no-tensorboard",
+}
 
 
 def _sizes(text: str) -> int | tuple[int, ...]:
@@ -62,10 +73,17 @@ def _train(args: argparse.Namespace) -> int:
         if hasattr(args, field.name)
     }
     options["augment"] = AugmentConfig() if args.augment == "deit" else None
-    options["clipnorm"] = args.clipnorm or None
+    options["clipnorm"] = None if args.clipnorm == 0 else args.clipnorm
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
-    result = train(TrainConfig(**options))
+    try:
+        result = train(TrainConfig(**options), names=FLAGS)
+    except ValueError as error:
+        print(f"keras-fourier train: error: {error}", file=sys.stderr)
+        return 2
+    except (RunFolderBusyError, NonFiniteLossError) as error:
+        print(f"keras-fourier train: error: {error}", file=sys.stderr)
+        return 1
     print("\n".join(_footer(result, args.eval_split)))
     print(f"test_accuracy={result.metrics['accuracy']:.4f}")
     return 0
@@ -73,36 +91,36 @@ def _train(args: argparse.Namespace) -> int:
 
 def _footer(result: TrainResult, test_split: str) -> list[str]:
     """Where the run's files are, which epoch was selected, and the test metrics."""
-    rows = [row for row in result.history if "val_accuracy" in row]
-    best = max(rows, key=lambda row: row["val_accuracy"], default=None)
+    record = read_checkpoint_record(result.model_path) or {}
+    epoch, logs = record.get("epoch"), record.get("logs", {})
     selected = (
-        f"epoch {int(best['epoch']) + 1} of {len(result.history)}, "
-        f"val_accuracy={best['val_accuracy']:.4f}"
-        if best
-        else "best validation accuracy"
+        f" (epoch {epoch + 1} of {len(result.history)}, val_accuracy={logs['val_accuracy']:.4f})"
+        if isinstance(epoch, int) and "val_accuracy" in logs
+        else ""
     )
     files = {
-        MODEL_FILE: f"the model selected on the validation split ({selected})",
+        MODEL_FILE: f"the model selected on the validation split{selected}",
         BEST_FILE: "checkpoint of the best validation accuracy",
         LAST_FILE: "checkpoint of the last epoch",
         HISTORY_FILE: "one row of metrics per epoch",
-        LOGS_FOLDER
-        + "/": f"TensorBoard: tensorboard --logdir {os.path.join(result.out, LOGS_FOLDER)}",
+        LOGS_FOLDER + "/": "TensorBoard logs: tensorboard --logdir "
+        + os.path.join(result.out, LOGS_FOLDER),
     }
     done = (
-        f"run folder {result.out}"
-        if result.trained
-        else f"run folder {result.out} holds a finished run: nothing was trained or written"
+        f"run folder {result.out} is already finished ({len(result.history)} epochs): nothing "
+        "was trained or written; its stored result follows (start a new run with another --out)"
+        if result.already_finished
+        else f"run folder {result.out}:"
     )
     return [
-        f"{done}:",
+        done,
         *(
             f"  {name:<13} {text}"
             for name, text in files.items()
             if os.path.exists(os.path.join(result.out, name))
         ),
-        f"test split {test_split!r}{', evaluated once' if result.trained else ''} on "
-        f"{MODEL_FILE}: {_metrics_line(result.metrics)}",
+        f"test split {test_split!r}, evaluated once on {MODEL_FILE}: "
+        f"{_metrics_line(result.metrics)}",
     ]
 
 
@@ -117,9 +135,10 @@ def _add_train_parser(commands) -> None:
             "filters), global gradient clipping 1.0, label smoothing 0.1. Validates after every "
             "epoch on a validation split held apart from the test split, keeps the best epoch "
             "as OUT/model.keras and evaluates it once on the test split. Rerunning with the "
-            "same --out resumes a killed run (BackupAndRestore) or only evaluates a finished "
-            "one. Prints a header (model, parameters, data splits, output folder), where the "
-            "run's files are, and test_accuracy=<test accuracy> last."
+            "same --out and settings resumes a killed run from its last completed epoch, or "
+            "shows the stored result of a finished one; one run at a time per folder. Prints a "
+            "header (model, parameters, FLOPs, data splits, output folder), where the run's "
+            "files are, and test_accuracy=<test accuracy> last."
         ),
     )
     add = parser.add_argument
@@ -361,6 +380,42 @@ def _add_export_parser(commands) -> None:
     parser.set_defaults(func=command.run)
 
 
+def _add_flops_parser(commands) -> None:
+    from keras_fourier import flop_count
+
+    parser = commands.add_parser(
+        "flops",
+        help="count a model's FLOPs in the papers' convention (one multiply-add = one FLOP)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "Print the FLOPs of one input as GFNet's and HorNet's tables count them: "
+            "one multiply-add = one FLOP, plus N*C*ceil(log2 N) per 2D FFT. MODEL is a "
+            ".keras file or a model name built with random weights."
+        ),
+    )
+    flop_count.add_arguments(parser)
+    parser.set_defaults(func=flop_count.run)
+
+
+def _add_bench_parser(commands) -> None:
+    from keras_fourier import bench
+
+    parser = commands.add_parser(
+        "bench",
+        help="measure a model's throughput, latency and memory, or the mixers' scaling",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "Model mode (MODEL: a model name, .keras or .tflite file): inference and "
+            "training-step img/s, batch-1 latency, peak memory, FLOPs and the fraction of "
+            "this machine's matmul rate. Scaling mode (--scaling): one block (mixer + MLP) "
+            "at width 384, latency and peak memory against the token count, plotted. "
+            "Writes JSON and CSV (and PNG) into --out."
+        ),
+    )
+    bench.add_arguments(parser)
+    parser.set_defaults(func=bench.run)
+
+
 def _add_predict_parser(commands) -> None:
     from keras_fourier.imagenet import predict
 
@@ -398,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
     _add_export_parser(commands)
+    _add_flops_parser(commands)
+    _add_bench_parser(commands)
     _add_predict_parser(commands)
     for subcommand in commands.choices.values():
         subcommand.add_argument(
@@ -422,7 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["evaluate", "--model", "runs/default/model.keras"])  # doctest: +SKIP
         0
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     return args.func(args)
 
 

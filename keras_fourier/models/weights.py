@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable
 
 import keras
@@ -84,8 +85,41 @@ def assign_atomically(model: keras.Model, load: Callable[[], None], source: str)
         ) from error
 
 
+def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
+    """`keras.saving.load_model` with clear errors for missing, empty and truncated files.
+
+    Args:
+        path: a `.keras` file.
+        **kwargs: passed to `keras.saving.load_model` (e.g. ``compile=False``).
+
+    Returns:
+        The model.
+
+    Raises:
+        ValueError: naming the file: it does not exist, is empty, is not a
+            complete `.keras` zip (truncated), or Keras cannot read it.
+
+    Example:
+        >>> load_keras_file("runs/default/model.keras", compile=False).name  # doctest: +SKIP
+        'gfnet_tiny'
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"No .keras file at {path!r}.")
+    size = os.path.getsize(path)
+    if size == 0 or not zipfile.is_zipfile(path):
+        state = "empty (0 bytes)" if size == 0 else f"not a complete .keras zip ({size} bytes)"
+        raise ValueError(
+            f"The .keras file {path!r} is {state}: it was truncated or is not a Keras model."
+        )
+    try:
+        return keras.saving.load_model(path, **kwargs)
+    except (OSError, KeyError, zipfile.BadZipFile) as error:
+        raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
+
+
 def _copy_from_keras_file(model: keras.Model, path: str) -> None:
-    source = keras.saving.load_model(path, compile=False)
+    source = load_keras_file(path, compile=False)
     theirs = {variable.path: variable for variable in source.weights}
     ours = {variable.path: variable for variable in model.weights}
     if theirs.keys() != ours.keys():
@@ -107,22 +141,50 @@ def _check_and_load_weights_file(model: keras.Model, path: str) -> None:
     so a file from a deeper model would load silently; comparing the
     multisets of tensor shapes first rules that out.
     """
+    stored = _tensor_shapes(path)
+    expected = sorted(tuple(variable.shape) for variable in model.weights)
+    if sorted(stored.values()) != expected:
+        raise ValueError(_layout_difference(model, stored))
+    model.load_weights(path)
+
+
+def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """{dataset name: shape} of every tensor in an HDF5 file, in file order."""
     import h5py
 
-    stored: list[tuple[int, ...]] = []
-    with h5py.File(path, "r") as handle:
-        handle.visititems(
-            lambda _, item: (
-                stored.append(tuple(item.shape)) if isinstance(item, h5py.Dataset) else None
+    shapes: dict[str, tuple[int, ...]] = {}
+    try:
+        with h5py.File(path, "r") as handle:
+            handle.visititems(
+                lambda name, item: (
+                    shapes.__setitem__(name, tuple(item.shape))
+                    if isinstance(item, h5py.Dataset)
+                    else None
+                )
             )
-        )
-    expected = sorted(tuple(variable.shape) for variable in model.weights)
-    if sorted(stored) != expected:
+    except OSError as error:
+        size = os.path.getsize(path) if os.path.exists(path) else None
         raise ValueError(
-            f"the file holds {len(stored)} tensors, the model has {len(expected)} "
-            "(or their shapes differ)"
-        )
-    model.load_weights(path)
+            f"it is not a readable .weights.h5 file ({size} bytes; truncated?): {error}"
+        ) from error
+    return shapes
+
+
+def _layout_difference(model: keras.Model, stored: dict[str, tuple[int, ...]]) -> str:
+    """Names the first tensors whose shapes differ between the file and the model's own layout."""
+    with tempfile.TemporaryDirectory(prefix="keras_fourier_layout_") as directory:
+        own = os.path.join(directory, "model.weights.h5")
+        model.save_weights(own)
+        expected = _tensor_shapes(own)
+    differing = [
+        f"{name}: file {stored.get(name, 'missing')}, model {expected.get(name, 'missing')}"
+        for name in sorted(set(stored) | set(expected))
+        if stored.get(name) != expected.get(name)
+    ]
+    return (
+        f"the file holds {len(stored)} tensors, the model {len(expected)}; first differing "
+        f"tensors: {'; '.join(differing[:3])}"
+    )
 
 
 def load_weights_file(model: keras.Model, path: str) -> None:
