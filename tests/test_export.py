@@ -351,10 +351,18 @@ def test_cli_exports_a_keras_file_with_int8_calibrated_on_digits(digits_model, t
     assert "top-1 agreement" in printed
     name = model.name
     assert os.path.isfile(out / name / "4" / "saved_model.pb")
-    assert sorted(os.listdir(out)) == sorted([name, f"{name}.tflite", f"{name}_int8.tflite"])
+    assert sorted(os.listdir(out)) == sorted(
+        [name, f"{name}.tflite", f"{name}_int8.tflite", "models.config"]
+    )
+    # models.config names the exported model as its folder, so TF Serving serves it as is.
+    config = (out / "models.config").read_text()
+    assert f'name: "{name}"' in config and f'base_path: "/models/{name}"' in config
+    assert config.count("config {") == 1
+    assert f"TF Serving: {out / 'models.config'} lists {name};" in printed
 
     assert cli.main([*argv, "--format", "saved_model"]) == 2
-    assert "Version 4 already exists" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "Version 4 already exists" in error and "pass --overwrite" in error
     assert cli.main(["export", str(tmp_path / "digits.keras"), "--weights", "x", "--out", "o"]) == 2
     assert "--weights only apply to builder names" in capsys.readouterr().err
 
@@ -472,3 +480,19 @@ def test_rest_client_command_line_both_signatures_class_names_and_errors(tmp_pat
     assert error.startswith("rest_client: error: TF Serving answered 400 Bad Request: ")
     assert len(error.splitlines()[0]) > len("rest_client: error: TF Serving answered 400 ") + 20
     serving.server.shutdown()
+
+
+def test_kit_models_config_serves_the_main_jobs_model_as_export_writes_it(tmp_path):
+    from keras_fourier.export import serving_config
+
+    # `keras-fourier train` trains gfnet_tiny; exporting its model.keras writes this very file.
+    assert (KIT / "models.config").read_text() == serving_config.models_config(["gfnet_tiny"])
+    for name in ("gfnet_tiny", "hornet_tiny"):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "1" / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "not_a_model" / "1").mkdir(parents=True)
+    (tmp_path / ".staging" / "1").mkdir(parents=True)
+    path, names = serving_config.write_models_config(tmp_path)
+    assert names == ["gfnet_tiny", "hornet_tiny"]
+    text = pathlib.Path(path).read_text()
+    assert text.count("config {") == 2 and 'base_path: "/models/hornet_tiny"' in text
