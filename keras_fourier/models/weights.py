@@ -1,11 +1,13 @@
 """Loading weights into keras_fourier models, all-or-nothing.
 
 `weights` is a `.weights.h5` or `.keras` file saved by keras_fourier, an
-official PyTorch checkpoint (`.pth`/`.pt`, converted by
-:mod:`keras_fourier.models.checkpoints`; needs torch), or "imagenet": the
-official ImageNet checkpoint of the variant, downloaded once into the Keras
-cache (``~/.keras/keras_fourier``) and converted once to a `.weights.h5` file
-next to it. A file that does not match the architecture raises ValueError and
+official PyTorch checkpoint (`.pth`/`.pt`, read without PyTorch by
+:mod:`keras_fourier.models.pth` and converted by
+:mod:`keras_fourier.models.checkpoints`), or "imagenet": the official ImageNet
+checkpoint of the variant, downloaded once into the Keras cache
+(``~/.keras/keras_fourier``, whole or not at all, see
+:func:`keras_fourier.models.download.download`) and converted once to a
+`.weights.h5` file next to it. A file that does not match the architecture raises ValueError and
 leaves the model's weights exactly as they were.
 """
 
@@ -21,9 +23,9 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-from keras_fourier.models import checkpoints
+from keras_fourier.fileio import atomic_save
+from keras_fourier.models import checkpoints, download
 
-CACHE_SUBDIR = "keras_fourier"
 _TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
 
 
@@ -36,12 +38,16 @@ class OfficialCheckpoint:
         url: download link (Tsinghua Cloud, from the official README).
         classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
         resolution: image size it was trained at.
+        sha256: hex digest of the file, checked after downloading; None where
+            none is recorded (the official READMEs publish none, and these
+            were added without network access to compute one).
     """
 
     file_name: str
     url: str
     classes: int = 1000
     resolution: int = 224
+    sha256: str | None = None
 
 
 def _release(file_name: str, code: str, classes: int = 1000, resolution: int = 224):
@@ -207,7 +213,12 @@ def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
 
 
 def _load_official(variant: str, model: keras.Model, path: str) -> None:
-    state_dict = checkpoints.read_pth(path)
+    _assign_official(variant, model, checkpoints.read_pth(path), path)
+
+
+def _assign_official(
+    variant: str, model: keras.Model, state_dict: dict[str, np.ndarray], path: str
+) -> None:
     assign_atomically(
         model,
         lambda: _assign(model, checkpoints.convert_state_dict(variant, state_dict, model)),
@@ -267,33 +278,29 @@ def _cache_path(checkpoint_path: str, variant: str, model: keras.Model) -> str:
 
 
 def _save_atomically(model: keras.Model, path: str) -> None:
-    handle, partial = tempfile.mkstemp(suffix=".weights.h5", dir=os.path.dirname(path))
-    os.close(handle)
-    try:
-        model.save_weights(partial, overwrite=True)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    atomic_save(path, lambda temporary: model.save_weights(temporary, overwrite=True))
 
 
 def _load_imagenet(variant: str, model: keras.Model) -> None:
     release = imagenet_checkpoint(variant, model)
     try:
-        checkpoint_path = keras.utils.get_file(
-            release.file_name, release.url, cache_subdir=CACHE_SUBDIR
-        )
-    except Exception as error:
+        checkpoint_path = download.download(release.url, release.file_name, release.sha256)
+    except ValueError as error:
         raise ValueError(
-            f"Could not download the official checkpoint of {variant!r} from {release.url} "
-            f"({error}). weights='imagenet' needs network access the first time; or download "
-            f"the file yourself and pass its path as `weights`."
+            f"weights='imagenet' for {variant!r} needs network access the first time. {error}"
         ) from error
     cache = _cache_path(checkpoint_path, variant, model)
     if os.path.exists(cache):
         assign_atomically(model, lambda: model.load_weights(cache), cache)
         return
-    _load_official(variant, model, checkpoint_path)
+    try:
+        state_dict = checkpoints.read_pth(checkpoint_path)
+    except ValueError as error:
+        raise ValueError(
+            f"The cached official checkpoint {checkpoint_path!r} cannot be read ({error}); "
+            "delete it to download it again."
+        ) from error
+    _assign_official(variant, model, state_dict, checkpoint_path)
     _save_atomically(model, cache)
 
 
@@ -312,8 +319,6 @@ def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None
         ValueError: unsupported file, a file that does not match the model
             (the model is then unchanged), or "imagenet" for a variant
             without a suitable checkpoint or when the download fails.
-        ImportError: a PyTorch checkpoint (or the first "imagenet" load)
-            without torch installed.
 
     Example:
         >>> model = keras_fourier.models.GFNetTi(include_top=False)
