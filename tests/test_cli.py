@@ -63,7 +63,11 @@ def test_train_evaluate_and_rerun_of_a_finished_run(tmp_path, capsys):
     final = printed.strip().splitlines()[-1]
     assert re.fullmatch(rf"test_accuracy={METRIC}", final)
     # The header: model and parameters, three disjoint splits with sizes, output folder.
-    assert re.search(r"model gfnet_tiny: [\d,]+ parameters, input 16x16x3, 10 classes", printed)
+    assert re.search(
+        r"model gfnet_tiny: [\d,]+ parameters, [\d.,]+ MFLOPs per example \(papers' "
+        r"convention\), input 16x16x3, 10 classes",
+        printed,
+    )
     assert "  train       'train', 1,262 images" in printed
     assert "  validation  'validation', 180 images (selects best.keras)" in printed
     assert "  test        'test', 355 images (evaluated once, at the end)" in printed

@@ -64,6 +64,7 @@ from keras_fourier.data import (
 )
 from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEED
 from keras_fourier.fileio import remove_stale_temporaries, warn
+from keras_fourier.flop_count import flops
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.training.callbacks import (
     EpochBackup,
@@ -679,14 +680,15 @@ def _print_header(config: TrainConfig, model: keras.Model, data: _Data, out: str
         "test": "evaluated once, at the end",
     }
     lines = [
-        f"model {config.model}: {model.count_params():,} parameters, input {shape}, "
+        f"model {config.model}: {model.count_params():,} parameters, "
+        f"{flops(model) / 1e6:,.1f} MFLOPs per example (papers' convention), input {shape}, "
         f"{data.num_classes} classes",
         f"data {config.data!r}:",
         *(
             f"  {role:<10}  {text}" + (f" ({roles[role]})" if role in roles else "")
             for role, text in data.splits.items()
         ),
-        f"strategy {type(strategy).__name__} ({replicas} replica(s) in sync)",
+        f"strategy {type(strategy).__name__.strip('_')} ({replicas} replica(s) in sync)",
         f"output folder: {out}",
     ]
     print("\n".join(lines), flush=True)
