@@ -8,7 +8,6 @@ notebook, a script or a headless job alike, and PNGs are written atomically.
 from __future__ import annotations
 
 import os
-import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,7 +34,7 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def save_png(figure: Figure, path: str | os.PathLike, dpi: int = 100) -> str:
-    """Writes `figure` as a PNG atomically (temporary file, fsync, rename).
+    """Writes `figure` as a PNG atomically (:func:`keras_fourier.fileio.atomic_save`).
 
     Args:
         figure: a matplotlib figure.
@@ -49,19 +48,11 @@ def save_png(figure: Figure, path: str | os.PathLike, dpi: int = 100) -> str:
         >>> save_png(plot_history("runs/default"), "runs/default/history.png")
         'runs/default/history.png'
     """
+    from keras_fourier.fileio import atomic_save
+
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    staging = os.path.join(folder, f".plot-{uuid.uuid4().hex}.png")
-    try:
-        with open(staging, "xb") as file:
-            figure.savefig(file, format="png", dpi=dpi)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(staging, path)
-    finally:
-        if os.path.exists(staging):
-            os.remove(staging)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_save(path, lambda temporary: figure.savefig(temporary, format="png", dpi=dpi))
     return path
 
 

@@ -14,7 +14,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def _assert_png(path):
     data = path.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
-    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".plot-")] == []
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
 
 
 def test_plot_filters_draws_one_row_per_global_filter_block(tmp_path):

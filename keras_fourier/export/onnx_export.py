@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import uuid
 from collections.abc import Iterable
 
 import keras
@@ -34,6 +33,7 @@ from keras_fourier.export.signatures import (
     sample_inputs,
     serving_model,
 )
+from keras_fourier.fileio import atomic_save
 
 FLOAT32_TOLERANCE = 1e-4
 ONNX_EXTRA = 'pip install "keras-fourier[onnx]"'
@@ -145,18 +145,13 @@ def _compare(
 
 
 def _write_atomically(content: bytes, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    staging = os.path.join(folder, f".onnx-{uuid.uuid4().hex}.tmp")
-    try:
-        with open(staging, "xb") as file:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as file:
             file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(staging, path)
-    finally:
-        if os.path.exists(staging):
-            os.remove(staging)
+
+    atomic_save(path, write)
 
 
 def onnx(
