@@ -228,6 +228,12 @@ def _add_train_parser(commands) -> None:
         help="reproducible data order and augmentation (slower with --augment)",
     )
     add(
+        "--on-bad-image",
+        default=_DEFAULTS.on_bad_image,
+        choices=("error", "skip"),
+        help="a corrupt image file of dir: data: error (naming it), or skip (counted)",
+    )
+    add(
         "--verbose",
         default="auto",
         choices=("auto", "0", "1", "2"),

@@ -116,6 +116,7 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     for stale in (base / f".staging-{dead}-abc", out / f".tflite-staging-{dead}-abc"):
         stale.mkdir(parents=True)
         (stale / "variables.data").write_bytes(b"0" * 1000)
+    (base / f".staging-1-{'0' * 32}").mkdir()  # the naming of version 0.1.0
     alive = base / f".staging-{os.getpid()}-live"
     alive.mkdir()
     (out / f".tiny.tflite.{dead}-abcd.tmp.tflite").write_bytes(b"partial")
