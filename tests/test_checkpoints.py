@@ -703,3 +703,26 @@ def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
     load_variant_weights("same", same, path)
     for ours, theirs in zip(same.weights, deeper.weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_each_family_owns_its_release_rows():
+    from keras_fourier.models import afnonet, gfnet, hornet
+    from keras_fourier.models.releases import releases
+
+    table = releases()
+    assert set(table) == set(gfnet.RELEASES) | set(hornet.RELEASES)
+    assert afnonet.RELEASES == {}
+    assert set(table) <= set(km.VARIANTS)
+    ti = table["gfnet_ti"][0]
+    assert (ti.url, ti.top1, ti.crop_pct, ti.interpolation) == (
+        GFNET_TI_URL,
+        74.6,
+        0.875,
+        "bicubic",
+    )
+    assert ti.source == "https://github.com/raoyongming/GFNet" and ti.license == "MIT"
+    large = table["hornet_l_gf"]
+    assert [(r.resolution, r.crop_pct, r.classes, r.top1) for r in large] == [
+        (224, 0.875, 21841, None),
+        (384, 1.0, 21841, None),
+    ]

@@ -30,6 +30,14 @@ Sources:
   image of a class ``"test"``, every tenth ``"validation"``, the rest
   ``"train"``.
 
+
+Data that cannot make sense is refused with a message naming it (see
+:mod:`keras_fourier.data.checks`): a ``dir:`` source with fewer than two
+class folders or whose split folders hold different class folders, a split
+without images or, when partial batches are dropped, smaller than a batch,
+and a corrupt image file (named; or skipped and counted with
+``on_bad_image="skip"``).
+
 `training_splits` names the train and validation splits of a source that
 keep its test split unseen; `count_examples` counts a split's examples.
 """
@@ -40,6 +48,7 @@ import gzip
 import importlib.resources
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -50,6 +59,15 @@ from keras_fourier.data.augment import (
     clip_to_value_range,
     eval_transform,
 )
+from keras_fourier.data.checks import (
+    BAD_IMAGE_MODES,
+    check_class_folders,
+    check_split_size,
+    decode_files,
+    find_unreadable,
+    report_skipped,
+)
+from keras_fourier.validation import check_choice
 
 DIGITS_NUM_CLASSES = 10
 HELD_OUT_SPLITS = ("train", "validation", "test")
@@ -165,15 +183,40 @@ def _class_root(path: str, split: str) -> tuple[str, bool | None]:
     return path, True
 
 
-def _class_names(root: str) -> list[str]:
-    return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+def get_num_classes(
+    source: str = "digits", split: str = "train", data_dir: str | None = None
+) -> int:
+    """Number of classes of an image source, without reading any images.
+
+    Args:
+        source: "digits", "tfds:<name>" or "dir:<path>" (see the module
+            docstring). Default "digits".
+        split: the split whose class folders count for a "dir:" source laid
+            out as ``<path>/<split>/<class>/``. Default "train".
+        data_dir: TFDS data directory. Default None (TFDS's default).
+
+    Returns:
+        The number of classes.
+
+    Example:
+        >>> get_num_classes("digits")
+        10
+    """
+    kind, value = _parse_source(source)
+    if kind == "digits":
+        return DIGITS_NUM_CLASSES
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        return builder.info.features[builder.info.supervised_keys[1]].num_classes
+    root, _ = _class_root(value, split)
+    return len(check_class_folders(value, root))
 
 
 def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
     """The image files of a split of a "dir:" source and their labels, in sorted order."""
     root, carve = _class_root(path, split)
     files, labels = [], []
-    for label, name in enumerate(_class_names(root)):
+    for label, name in enumerate(check_class_folders(path, root)):
         for folder, subfolders, names in sorted(os.walk(os.path.join(root, name))):
             subfolders.sort()
             for file in sorted(names):
@@ -184,10 +227,6 @@ def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
     if carve is not None:
         keep = _held_out(_rank_in_class(labels), split, with_test=carve)
         files, labels = [file for file, kept in zip(files, keep, strict=True) if kept], labels[keep]
-    if not files:
-        raise ValueError(
-            f"Split {split!r} of source 'dir:{path}' has no images {IMAGE_EXTENSIONS}."
-        )
     return files, labels
 
 
@@ -260,66 +299,47 @@ def count_examples(source: str, split: str, data_dir: str | None = None) -> int 
     return len(_directory_files(value, split)[1])
 
 
-def get_num_classes(
-    source: str = "digits", split: str = "train", data_dir: str | None = None
-) -> int:
-    """Number of classes of an image source, without reading any images.
-
-    Args:
-        source: "digits", "tfds:<name>" or "dir:<path>" (see the module
-            docstring). Default "digits".
-        split: the split whose class folders count for a "dir:" source laid
-            out as ``<path>/<split>/<class>/``. Default "train".
-        data_dir: TFDS data directory. Default None (TFDS's default).
-
-    Returns:
-        The number of classes.
-
-    Example:
-        >>> get_num_classes("digits")
-        10
-    """
-    kind, value = _parse_source(source)
-    if kind == "digits":
-        return DIGITS_NUM_CLASSES
-    if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
-        return builder.info.features[builder.info.supervised_keys[1]].num_classes
-    return len(_class_names(_class_root(value, split)[0]))
-
-
 def _load_source(
-    kind: str, value: str, split: str, image_size: int, crop_pct: float, data_dir, training, seed
-) -> tf.data.Dataset:
+    kind: str,
+    value: str,
+    split: str,
+    image_size: int,
+    crop_pct: float,
+    data_dir,
+    training,
+    seed,
+    on_bad_image: str = "error",
+) -> tuple[tf.data.Dataset, int]:
+    """The split's (image, label) examples, and how many (negative: unknown)."""
     if kind == "digits":
-        return tf.data.Dataset.from_tensor_slices(load_digits(split))
+        images, labels = load_digits(split)
+        return tf.data.Dataset.from_tensor_slices((images, labels)), len(labels)
     if kind == "tfds":
         tfds, builder = _tfds_builder(value, data_dir)
         builder.download_and_prepare()
-        return builder.as_dataset(
+        dataset = builder.as_dataset(
             split=split,
             as_supervised=True,
             shuffle_files=training,
             read_config=tfds.ReadConfig(shuffle_seed=seed),
         )
+        return dataset, int(dataset.cardinality())
     files, labels = _directory_files(value, split)
+    if on_bad_image == "skip":
+        unreadable = set(find_unreadable(files))
+        report_skipped(f"dir:{value}", split, sorted(unreadable), len(files))
+        keep = [index for index, file in enumerate(files) if file not in unreadable]
+        files, labels = [files[index] for index in keep], labels[keep]
     load_size = max(image_size, int(image_size / crop_pct))
-
-    def load(file: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        # Centre-crop to a square, then resize: image_dataset_from_directory's
-        # crop_to_aspect_ratio, in TensorFlow ops whatever the Keras backend.
-        image = tf.io.decode_image(tf.io.read_file(file), channels=3, expand_animations=False)
-        height, width = tf.shape(image)[0], tf.shape(image)[1]
-        side = tf.minimum(height, width)
-        image = tf.image.crop_to_bounding_box(
-            image, (height - side) // 2, (width - side) // 2, side, side
-        )
-        return tf.image.resize(image, (load_size, load_size)), label
-
-    files = tf.data.Dataset.from_tensor_slices((files, labels))
+    resize = keras.layers.Resizing(load_size, load_size, crop_to_aspect_ratio=True)
+    dataset = tf.data.Dataset.from_tensor_slices((tf.constant(files, tf.string), labels))
     if training:
-        files = files.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    return files.map(load, num_parallel_calls=AUTOTUNE)
+        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    dataset = decode_files(dataset).map(
+        lambda image, label: (resize(tf.cast(image, tf.float32)), label),
+        num_parallel_calls=AUTOTUNE,
+    )
+    return dataset, len(labels)
 
 
 def _standardize(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -346,6 +366,7 @@ def load_image_dataset(
     deterministic: bool = False,
     seed: int = 0,
     input_context: tf.distribute.InputContext | None = None,
+    on_bad_image: str = "error",
 ) -> tf.data.Dataset:
     """Build a batched image classification pipeline.
 
@@ -385,6 +406,17 @@ def load_image_dataset(
         input_context: a `tf.distribute.InputContext`; shards the data by input
             pipeline, uses the per-replica batch size and offsets the seed by the
             pipeline id. Default None.
+        on_bad_image: what a corrupt or unreadable file of a "dir:" source
+            does: "error" (default) fails the pipeline with an error naming
+            the file; "skip" reads every file once first, prints one warning
+            line counting (and naming) the unreadable ones, and leaves them
+            out.
+
+    Raises:
+        ValueError: for a bad argument; a "dir:" source with fewer than two
+            class folders or split folders with different class folders; a
+            split without images, or smaller than `batch_size` when partial
+            batches are dropped (naming the counts).
 
     Returns:
         A `tf.data.Dataset` of (images, labels) batches.
@@ -410,7 +442,12 @@ def load_image_dataset(
         raise ValueError("MixUp and CutMix mix one-hot labels; one_hot=False is not possible.")
     num_classes = get_num_classes(source, split, data_dir) if one_hot else 0
 
-    ds = _load_source(kind, value, split, image_size, crop_pct, data_dir, training, seed)
+    check_choice("on_bad_image", on_bad_image, BAD_IMAGE_MODES)
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    ds, count = _load_source(
+        kind, value, split, image_size, crop_pct, data_dir, training, seed, on_bad_image
+    )
+    check_split_size(source, split, count, batch_size, drop_remainder)
     if input_context is not None:
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         batch_size = input_context.get_per_replica_batch_size(batch_size)
@@ -432,11 +469,7 @@ def load_image_dataset(
             lambda image, label: (augmenter.augment_image(image), label),
             num_parallel_calls=random_calls,
         )
-    ds = ds.batch(
-        batch_size,
-        drop_remainder=training if drop_remainder is None else drop_remainder,
-        num_parallel_calls=AUTOTUNE,
-    )
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if one_hot:
         ds = ds.map(
             lambda images, labels: (images, tf.one_hot(labels, num_classes)),

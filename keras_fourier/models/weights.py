@@ -13,7 +13,6 @@ leaves the model's weights exactly as they were.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import tempfile
@@ -25,56 +24,10 @@ import numpy as np
 
 from keras_fourier.fileio import atomic_save
 from keras_fourier.models import checkpoints, download
+from keras_fourier.models.releases import Release, releases
 
-_TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
-
-
-@dataclasses.dataclass(frozen=True)
-class OfficialCheckpoint:
-    """One official checkpoint release.
-
-    Attributes:
-        file_name: name of the downloaded file in the Keras cache.
-        url: download link (Tsinghua Cloud, from the official README).
-        classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
-        resolution: image size it was trained at.
-        sha256: hex digest of the file, checked after downloading; None where
-            none is recorded (the official READMEs publish none, and these
-            were added without network access to compute one).
-    """
-
-    file_name: str
-    url: str
-    classes: int = 1000
-    resolution: int = 224
-    sha256: str | None = None
-
-
-def _release(file_name: str, code: str, classes: int = 1000, resolution: int = 224):
-    return OfficialCheckpoint(file_name, _TSINGHUA.format(code), classes, resolution)
-
-
-# The model zoos of the GFNet and HorNet READMEs. AFNONet has no released checkpoint.
-IMAGENET_CHECKPOINTS: dict[str, tuple[OfficialCheckpoint, ...]] = {
-    "gfnet_ti": (_release("gfnet-ti.pth", "3d0c1579aa524a0a99dd"),),
-    "gfnet_xs": (_release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2"),),
-    "gfnet_s": (_release("gfnet-s.pth", "e5561fa070c44d9399bf"),),
-    "gfnet_b": (_release("gfnet-b.pth", "2fbf264597af4d72afb3"),),
-    "gfnet_h_ti": (_release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb"),),
-    "gfnet_h_s": (_release("gfnet-h-s.pth", "5229cb4d1daf48e69675"),),
-    "gfnet_h_b": (_release("gfnet-h-b.pth", "954c5af21e824ba6b40c"),),
-    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1"),),
-    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3"),),
-    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857"),),
-    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49"),),
-    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704"),),
-    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1"),),
-    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", 21841),),
-    "hornet_l_gf": (
-        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", 21841),
-        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", 21841, 384),
-    ),
-}
+# The releases of every family (each family module owns its rows).
+IMAGENET_CHECKPOINTS: dict[str, tuple[Release, ...]] = releases()
 
 
 def assign_atomically(model: keras.Model, load: Callable[[], None], source: str) -> None:
@@ -226,7 +179,7 @@ def _assign_official(
     )
 
 
-def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
+def imagenet_checkpoint(variant: str, model: keras.Model) -> Release:
     """The official checkpoint that weights="imagenet" loads into `model`.
 
     The release trained at the model's input size if there is one (HorNet-L
@@ -237,7 +190,7 @@ def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
         model: the freshly built model.
 
     Returns:
-        The :class:`OfficialCheckpoint` to download.
+        The :class:`Release` to download.
 
     Raises:
         ValueError: the variant has no official checkpoint (AFNONet, models

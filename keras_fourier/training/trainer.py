@@ -62,6 +62,7 @@ from keras_fourier.data import (
     load_image_dataset,
     training_splits,
 )
+from keras_fourier.data.checks import BAD_IMAGE_MODES, UnreadableImageError, unreadable_file
 from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEED
 from keras_fourier.fileio import remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
@@ -108,7 +109,14 @@ LOGS_FOLDER = "logs"
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
 TEXT_ONLY = ("sequence_length", "train_examples", "eval_examples")
-IMAGE_ONLY = ("image_size", "augment", "eval_split", "validation_split", "deterministic")
+IMAGE_ONLY = (
+    "image_size",
+    "augment",
+    "eval_split",
+    "validation_split",
+    "deterministic",
+    "on_bad_image",
+)
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
 HISTORY_FILE = "history.csv"
@@ -170,6 +178,8 @@ class TrainConfig:
         seed: random seed of weights, data order and augmentation. Default 0.
         deterministic: reproducible image pipelines (same order and
             augmentation every run, slower with augmentation). Default False.
+        on_bad_image: a corrupt image file of "dir:" data: "error" (named)
+            or "skip" (counted and left out). Default "error".
         tensorboard: write TensorBoard logs. Default True.
         verbose: `fit` verbosity: 0 silent, 1 progress bars, 2 one line per
             epoch, "auto" 1 on a terminal and 2 otherwise. Any but 0 also
@@ -215,6 +225,7 @@ class TrainConfig:
     patch_size: int | None = None
     seed: int = 0
     deterministic: bool = False
+    on_bad_image: str = "error"
     tensorboard: bool = True
     verbose: str | int = "auto"
 
@@ -303,6 +314,7 @@ class TrainConfig:
         for field in ("use_ema", "deterministic", "tensorboard"):
             check_bool(name(field), getattr(self, field))
         check_choice(name("jit_compile"), self.jit_compile, (True, False, "auto"))
+        check_choice(name("on_bad_image"), self.on_bad_image, BAD_IMAGE_MODES)
         check_choice(name("verbose"), self.verbose, ("auto", 0, 1, 2))
         if self.augment is not None and not isinstance(self.augment, AugmentConfig):
             raise ValueError(
@@ -448,7 +460,12 @@ def _datasets(config: TrainConfig) -> _Data:
             f"({config.eval_split!r}) splits of data {config.data!r} must differ."
         )
     image_size = config.resolved_image_size()
-    options = {"image_size": image_size, "batch_size": config.batch_size, "one_hot": True}
+    options = {
+        "image_size": image_size,
+        "batch_size": config.batch_size,
+        "one_hot": True,
+        "on_bad_image": config.on_bad_image,
+    }
     train_data = load_image_dataset(
         config.data,
         train_split,
@@ -538,6 +555,7 @@ def evaluate(
     data_dir: str | None = None,
     eval_examples: int = 500,
     verbose: str | int = 0,
+    on_bad_image: str = "error",
 ) -> dict[str, float]:
     """Held-out loss, top-1 and top-5 accuracy of a classifier.
 
@@ -560,6 +578,8 @@ def evaluate(
         eval_examples: size of the ListOps held-out set (as in training).
             Default 500.
         verbose: `Model.evaluate` verbosity. Default 0.
+        on_bad_image: a corrupt image file of "dir:" data: "error" or "skip".
+            Default "error".
 
     Returns:
         {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
@@ -587,6 +607,7 @@ def evaluate(
             training=False,
             one_hot=True,
             data_dir=data_dir,
+            on_bad_image=on_bad_image,
         )
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
@@ -844,16 +865,27 @@ def _fit(
     verbose = _fit_verbosity(config.verbose)
     if verbose:
         _print_header(config, model, data, out)
-    model.fit(
-        data.train,
-        epochs=config.epochs,
-        initial_epoch=last_epoch + 1,
-        steps_per_epoch=config.steps_per_epoch,
-        validation_data=data.validation,
-        callbacks=_callbacks(config, out, backup),
-        shuffle=False,
-        verbose=verbose,
-    )
+    try:
+        model.fit(
+            data.train,
+            epochs=config.epochs,
+            initial_epoch=last_epoch + 1,
+            steps_per_epoch=config.steps_per_epoch,
+            validation_data=data.validation,
+            callbacks=_callbacks(config, out, backup),
+            shuffle=False,
+            verbose=verbose,
+        )
+    except tf.errors.InvalidArgumentError as error:
+        file = unreadable_file(error)
+        if file is None:
+            raise
+        raise UnreadableImageError(
+            f"Cannot decode image file {file!r} of data {config.data!r} (corrupt, truncated or "
+            "not an image): remove or replace it, or pass on_bad_image='skip' "
+            "(--on-bad-image skip) to skip unreadable files. The run keeps its last "
+            "completed epoch."
+        ) from None
     # The epoch selected on the validation split becomes the run's model, and the test split
     # is evaluated once, on it.
     best_path = os.path.join(out, BEST_FILE)
@@ -869,6 +901,7 @@ def _fit(
             batch_size=config.batch_size,
             data_dir=config.data_dir,
             eval_examples=config.eval_examples,
+            on_bad_image=config.on_bad_image,
         )
     write_run_record(out, _record(config, status="finished", metrics=metrics))
     return TrainResult(
