@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_fourier.layers import FourierMixing
 from keras_fourier.models.fnet import (
     FNET_VARIANTS,
     FNet,
@@ -19,7 +20,6 @@ from keras_fourier.models.fnet import (
     FNetEncoderBlock,
     FNetLarge,
 )
-from keras_fourier.layers import FourierMixing
 from tests.harness import random_input, relative_error
 
 TINY = {"hidden_size": 16, "num_layers": 2, "intermediate_size": 32}
@@ -102,6 +102,7 @@ def np_model(model: keras.Model, inputs: dict[str, np.ndarray]) -> dict[str, np.
     return {"sequence_output": x, "pooled_output": pooled}
 
 
+@pytest.mark.single_backend
 def test_parameter_counts_match_the_paper_sizes():
     base = FNetBase()
     assert base.count_params() == 82_861_056

@@ -35,6 +35,7 @@ def test_every_builder_has_an_official_count():
     assert set(OFFICIAL_PARAMS) == set(models.BUILDERS)
 
 
+@pytest.mark.single_backend
 @pytest.mark.parametrize("builder", sorted(OFFICIAL_PARAMS))
 def test_parameter_count_equals_official_code(builder):
     model = getattr(models, builder)()

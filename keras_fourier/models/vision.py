@@ -36,8 +36,8 @@ from keras_fourier.layers import (
     LayerScale,
     Mlp,
     SelfAttention,
+    spectral,
 )
-from keras_fourier.layers import spectral
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.hornet import GnConv
 from keras_fourier.layers.position import PositionEmbedding
