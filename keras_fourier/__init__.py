@@ -3,6 +3,8 @@
 import importlib
 
 from keras_fourier import layers, models
+from keras_fourier.flop_count import flops
+from keras_fourier.imagenet import decode_predictions, preprocess_input
 from keras_fourier.models import (
     AFNONetS4,
     FNet,
@@ -26,6 +28,7 @@ from keras_fourier.models import (
     build_model,
     feature_extractor,
 )
+from keras_fourier.plots import plot_filters, plot_history
 
 __version__ = "0.1.0"
 
@@ -62,9 +65,14 @@ __all__ = [
     "__version__",
     "build_model",
     "data",
+    "decode_predictions",
     "export",
     "feature_extractor",
+    "flops",
     "layers",
     "models",
+    "plot_filters",
+    "plot_history",
+    "preprocess_input",
     "training",
 ]

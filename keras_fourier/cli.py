@@ -20,6 +20,8 @@ from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
     PRECISIONS,
     STRATEGIES,
+    NonFiniteLossError,
+    RunFolderBusyError,
     TrainConfig,
     evaluate,
     model_names,
@@ -27,6 +29,14 @@ from keras_fourier.training import (
 )
 
 _DEFAULTS = TrainConfig()
+# The command-line flag of each TrainConfig field, for error messages.
+FLAGS = {
+    **{
+        field.name: "--" + field.name.replace("_", "-") for field in dataclasses.fields(TrainConfig)
+    },
+    "use_ema": "--ema",
+    "tensorboard": "--no-tensorboard",
+}
 
 
 def _sizes(text: str) -> int | tuple[int, ...]:
@@ -51,10 +61,23 @@ def _train(args: argparse.Namespace) -> int:
         if hasattr(args, field.name)
     }
     options["augment"] = AugmentConfig() if args.augment == "deit" else None
-    options["clipnorm"] = args.clipnorm or None
+    options["clipnorm"] = None if args.clipnorm == 0 else args.clipnorm
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
-    result = train(TrainConfig(**options))
+    try:
+        result = train(TrainConfig(**options), names=FLAGS)
+    except ValueError as error:
+        print(f"keras-fourier train: error: {error}", file=sys.stderr)
+        return 2
+    except (RunFolderBusyError, NonFiniteLossError) as error:
+        print(f"keras-fourier train: error: {error}", file=sys.stderr)
+        return 1
+    if result.already_finished:
+        epochs = len(result.history)
+        print(
+            f"run {result.out!r} is already finished ({epochs} epochs); showing its stored "
+            "result (start a new run with another --out)"
+        )
     replicas = result.model.distribute_strategy.num_replicas_in_sync
     print(f"model saved to {result.model_path} ({replicas} replica(s) in sync)")
     print(f"held-out {args.eval_split!r} split: {_metrics_line(result.metrics)}")
@@ -71,8 +94,9 @@ def _add_train_parser(commands) -> None:
             "Train a classifier with the papers' recipe: AdamW, linear warmup then cosine "
             "decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
             "filters), global gradient clipping 1.0, label smoothing 0.1. Rerunning with the "
-            "same --out resumes a killed run (BackupAndRestore) or only evaluates a finished "
-            "one. Prints test_accuracy=<held-out accuracy> last."
+            "same --out and settings resumes a killed run from its last completed epoch, or "
+            "shows the stored result of a finished one; one run at a time per folder. Prints "
+            "test_accuracy=<held-out accuracy> last."
         ),
     )
     add = parser.add_argument
@@ -204,6 +228,12 @@ def _add_train_parser(commands) -> None:
         help="reproducible data order and augmentation (slower with --augment)",
     )
     add(
+        "--on-bad-image",
+        default=_DEFAULTS.on_bad_image,
+        choices=("error", "skip"),
+        help="a corrupt image file of dir: data: error (naming it), or skip (counted)",
+    )
+    add(
         "--verbose",
         default="auto",
         choices=("auto", "0", "1", "2"),
@@ -293,6 +323,59 @@ def _add_export_parser(commands) -> None:
     parser.set_defaults(func=command.run)
 
 
+def _add_flops_parser(commands) -> None:
+    from keras_fourier import flop_count
+
+    parser = commands.add_parser(
+        "flops",
+        help="count a model's FLOPs in the papers' convention (one multiply-add = one FLOP)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "Print the FLOPs of one input as GFNet's and HorNet's tables count them: "
+            "one multiply-add = one FLOP, plus N*C*ceil(log2 N) per 2D FFT. MODEL is a "
+            ".keras file or a model name built with random weights."
+        ),
+    )
+    flop_count.add_arguments(parser)
+    parser.set_defaults(func=flop_count.run)
+
+
+def _add_bench_parser(commands) -> None:
+    from keras_fourier import bench
+
+    parser = commands.add_parser(
+        "bench",
+        help="measure a model's throughput, latency and memory, or the mixers' scaling",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "Model mode (MODEL: a model name, .keras or .tflite file): inference and "
+            "training-step img/s, batch-1 latency, peak memory, FLOPs and the fraction of "
+            "this machine's matmul rate. Scaling mode (--scaling): one block (mixer + MLP) "
+            "at width 384, latency and peak memory against the token count, plotted. "
+            "Writes JSON and CSV (and PNG) into --out."
+        ),
+    )
+    bench.add_arguments(parser)
+    parser.set_defaults(func=bench.run)
+
+
+def _add_predict_parser(commands) -> None:
+    from keras_fourier.imagenet import predict
+
+    parser = commands.add_parser(
+        "predict",
+        help="print the top ImageNet classes of images, with probabilities",
+        description=(
+            "Print the top ImageNet-1k classes of each IMAGE with their probabilities. Images "
+            "are resized (bicubic) and centre-cropped as the official release was evaluated. "
+            "MODEL is a 1000-class .keras file or a builder name built with --weights "
+            "(default 'imagenet') and --image-size."
+        ),
+    )
+    predict.add_arguments(parser)
+    parser.set_defaults(func=predict.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `keras-fourier`, one subcommand per `_add_*_parser`.
 
@@ -313,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
     _add_export_parser(commands)
+    _add_flops_parser(commands)
+    _add_bench_parser(commands)
+    _add_predict_parser(commands)
     return parser
 
 
@@ -329,7 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["evaluate", "--model", "runs/default/model.keras"])  # doctest: +SKIP
         0
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     return args.func(args)
 
 

@@ -1,4 +1,4 @@
-"""Argument checks shared by the layers and models, with one message format.
+"""Argument checks shared by the layers, models, training and export, with one message format.
 
 Every error names the argument and the received value:
 "`name` must be ... Received: name=value".
@@ -6,6 +6,7 @@ Every error names the argument and the received value:
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Collection
 from typing import Any
@@ -29,4 +30,64 @@ def check_rate(name: str, value: Any) -> float:
     """Returns `value` if it is a number in [0, 1), else raises ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
+    return value
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Returns `value` as a float if it is a finite real number in the given range.
+
+    Args:
+        name: the argument's name, as the user typed it (e.g. "learning_rate"
+            or "--learning-rate").
+        value: the value to check.
+        low: the lower bound. Default None: none.
+        high: the upper bound. Default None: none.
+        low_open: whether `low` itself is excluded. Default False.
+        high_open: whether `high` itself is excluded. Default False.
+
+    Returns:
+        `value` as a float.
+
+    Raises:
+        ValueError: naming the argument and the value, for a bool, a
+            non-number, NaN, an infinity or a value out of range.
+
+    Example:
+        >>> check_number("learning_rate", 3e-3, low=0, low_open=True)
+        0.003
+    """
+    valid = not isinstance(value, bool) and isinstance(value, numbers.Real)
+    valid = valid and math.isfinite(value)
+    if valid and low is not None:
+        valid = value > low if low_open else value >= low
+    if valid and high is not None:
+        valid = value < high if high_open else value <= high
+    if not valid:
+        if low is not None and high is not None:
+            interval = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        elif low is not None:
+            interval = f"{'>' if low_open else '>='} {low}"
+        elif high is not None:
+            interval = f"{'<' if high_open else '<='} {high}"
+        else:
+            interval = ""
+        raise ValueError(
+            f"`{name}` must be a finite number {interval}".rstrip()
+            + f". Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Returns `value` if it is a bool, else raises ValueError."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
     return value

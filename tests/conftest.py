@@ -3,8 +3,8 @@
 The suite runs once per Keras backend (``KERAS_BACKEND=tensorflow|jax|torch``).
 Tests marked ``single_backend`` run only in the TensorFlow run and are
 deselected, not skipped, under the other backends: TensorFlow by nature
-(tf.data, strategies, SavedModel, TFLite, training and the CLI, i.e. every
-test of :data:`SINGLE_BACKEND_MODULES`, plus marked tests elsewhere), shape-only
+(tf.data, strategies, SavedModel, TFLite, training and the CLI: every module
+not in :data:`MULTI_BACKEND_MODULES`, plus marked tests there), shape-only
 checks that no backend can change (parameter counts), and the cross-backend
 parity test, which drives JAX and PyTorch in subprocesses itself.
 """
@@ -16,22 +16,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import pytest
 
-SINGLE_BACKEND_MODULES = {
-    "test_backend_parity.py",
-    "test_cli.py",
-    "test_data_augment.py",
-    "test_data_images.py",
-    "test_data_text.py",
-    "test_examples.py",
-    "test_export.py",
-    "test_training.py",
-    "test_training_distributed.py",
+# The layer, model and weight tests: the modules that run under every backend. Every other
+# module (data, training, export, CLI, benchmarks, parity driver) is single_backend.
+MULTI_BACKEND_MODULES = {
+    "test_afbo.py",
+    "test_checkpoints.py",
+    "test_clear_errors.py",
+    "test_common_layers.py",
+    "test_fnet_models.py",
+    "test_fourier_layers.py",
+    "test_hornet_layers.py",
+    "test_interpolation.py",
+    "test_models.py",
+    "test_spectral.py",
 }
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SINGLE_BACKEND_MODULES:
+        if item.path.name not in MULTI_BACKEND_MODULES:
             item.add_marker(pytest.mark.single_backend)
     if keras.config.backend() == "tensorflow":
         return

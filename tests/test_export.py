@@ -198,7 +198,7 @@ def test_rest_client_requests_are_accepted_by_both_signatures(tmp_path):
     assert body["signature_name"] == "serving_bytes"
     assert set(body["instances"][0]) == {"b64"}
     served = _serve_json(loaded, body)
-    transform = export.image_transform(32, 48)
+    transform = eval_transform((32, 48))
     decoded = np.stack(
         [
             transform(
@@ -325,9 +325,9 @@ def test_failed_checks_write_nothing_and_overwrite_replaces(tmp_path, monkeypatc
 def test_bytes_transform_is_the_evaluation_transform():
     image = tf.constant(_images((50, 70), 1)[0].astype("float32"))
     np.testing.assert_array_equal(
-        export.image_transform(32, 32, crop_pct=0.875)(image), eval_transform(32, 0.875)(image)
+        eval_transform((32, 32), crop_pct=0.875)(image), eval_transform(32, 0.875)(image)
     )
-    assert tuple(export.image_transform(96, 160)(image).shape) == (96, 160, 3)
+    assert tuple(eval_transform((96, 160))(image).shape) == (96, 160, 3)
 
 
 def test_grpc_client_explains_its_optional_dependency(monkeypatch):

@@ -20,6 +20,8 @@ from keras_fourier.data.listops import (
     evaluate_listops,
     generate_listops,
     listops_dataset,
+    listops_eval_dataset,
+    listops_train_dataset,
 )
 from keras_fourier.data.text import ByteTokenizer, WordTokenizer, text_dataset, tokenize_and_pack
 
@@ -36,6 +38,8 @@ __all__ = [
     "generate_listops",
     "get_num_classes",
     "listops_dataset",
+    "listops_eval_dataset",
+    "listops_train_dataset",
     "load_digits",
     "load_image_dataset",
     "text_dataset",

@@ -21,6 +21,8 @@ import dataclasses
 import keras
 import tensorflow as tf
 
+from keras_fourier.validation import check_number
+
 VALUE_RANGE = (0.0, 255.0)
 
 
@@ -235,34 +237,46 @@ class RandomResizedCrop(keras.layers.Layer):
         return config
 
 
-def eval_transform(image_size: int, crop_pct: float = 0.875) -> keras.layers.Pipeline:
+def eval_transform(
+    image_size: int | tuple[int, int], crop_pct: float = 0.875
+) -> keras.layers.Pipeline:
     """Evaluation resize and centre crop, as in timm and DeiT.
 
-    Resizes the shorter side to `floor(image_size / crop_pct)` (bilinear) and
-    crops the centre `image_size` square, using `keras.layers.Resizing` with
-    `crop_to_aspect_ratio=True` followed by `keras.layers.CenterCrop`.
+    Resizes (bilinear, keeping the aspect ratio by cropping) to
+    ``(floor(height / crop_pct), floor(width / crop_pct))`` and crops the
+    centre (height, width), using `keras.layers.Resizing` with
+    `crop_to_aspect_ratio=True` followed by `keras.layers.CenterCrop`. The
+    one evaluation transform of the package: data pipelines and the
+    ``serving_bytes`` export signature both use it.
 
     Args:
-        image_size: output height and width, a positive int.
+        image_size: output size, a positive int (square) or (height, width).
         crop_pct: fraction of the resized image kept, in (0, 1]. Default 0.875.
 
     Returns:
         A `keras.layers.Pipeline` mapping (H, W, C) or (B, H, W, C) images of
-        any size to (..., image_size, image_size, C) float32.
+        any size to (..., height, width, C) float32.
 
     Example:
         >>> transform = eval_transform(32, crop_pct=0.875)
         >>> transform(tf.zeros((40, 60, 3))).shape
         TensorShape([32, 32, 3])
+        >>> eval_transform((96, 160))(tf.zeros((120, 90, 3))).shape
+        TensorShape([96, 160, 3])
     """
-    check_image_size(image_size)
-    if not 0.0 < crop_pct <= 1.0:
-        raise ValueError(f"crop_pct must be in (0, 1]; received crop_pct={crop_pct!r}.")
-    resize_to = max(image_size, int(image_size / crop_pct))
+    if isinstance(image_size, (tuple, list)) and len(image_size) == 2:
+        height, width = (check_image_size(size) for size in image_size)
+    else:
+        height = width = check_image_size(image_size)
+    check_number("crop_pct", crop_pct, low=0, high=1, low_open=True)
     return keras.layers.Pipeline(
         [
-            keras.layers.Resizing(resize_to, resize_to, crop_to_aspect_ratio=True),
-            keras.layers.CenterCrop(image_size, image_size),
+            keras.layers.Resizing(
+                max(height, int(height / crop_pct)),
+                max(width, int(width / crop_pct)),
+                crop_to_aspect_ratio=True,
+            ),
+            keras.layers.CenterCrop(height, width),
         ]
     )
 

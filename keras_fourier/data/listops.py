@@ -242,3 +242,94 @@ def listops_dataset(
         training=training,
         seed=seed,
     )
+
+
+# The held-out ListOps set of `keras-fourier train` is generated with this fixed seed;
+# training examples equal to a held-out one are dropped.
+LISTOPS_EVAL_SEED = 1_000_003
+
+
+def _classifier_examples(sequence_length: int, num_examples: int, seed: int):
+    max_length = sequence_length - 2
+    return generate_listops(
+        num_examples, min_length=max(1, max_length // 4), max_length=max_length, seed=seed
+    )
+
+
+def _one_hot_dataset(texts, labels, sequence_length: int, batch_size: int, **options):
+    dataset = text_dataset(
+        texts,
+        labels,
+        tokenizer=WordTokenizer(LISTOPS_VOCABULARY),
+        sequence_length=sequence_length,
+        batch_size=batch_size,
+        **options,
+    )
+    return dataset.map(lambda features, labels: (features, tf.one_hot(labels, LISTOPS_NUM_CLASSES)))
+
+
+def listops_eval_dataset(
+    sequence_length: int = 128, num_examples: int = 500, batch_size: int = 256
+) -> tf.data.Dataset:
+    """The held-out ListOps set of training, generated with a fixed seed, with one-hot labels.
+
+    Expressions have between (sequence_length - 2) // 4 and
+    sequence_length - 2 tokens (room for [CLS] and [SEP]).
+
+    Args:
+        sequence_length: the model's static sequence length. Default 128.
+        num_examples: number of examples. Default 500.
+        batch_size: global batch size. Default 256.
+
+    Returns:
+        A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
+        (B, 10) one-hot) batches.
+
+    Example:
+        >>> features, labels = next(iter(listops_eval_dataset(32, 8, batch_size=4)))
+        >>> features["token_ids"].shape, labels.shape
+        (TensorShape([4, 32]), TensorShape([4, 10]))
+    """
+    texts, labels = _classifier_examples(sequence_length, num_examples, LISTOPS_EVAL_SEED)
+    return _one_hot_dataset(texts, labels, sequence_length, batch_size)
+
+
+def listops_train_dataset(
+    sequence_length: int = 128,
+    num_examples: int = 4000,
+    *,
+    eval_examples: int = 500,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> tf.data.Dataset:
+    """ListOps training examples that are not in `listops_eval_dataset`, with one-hot labels.
+
+    Args:
+        sequence_length: the model's static sequence length. Default 128.
+        num_examples: examples generated (those equal to a held-out one are
+            dropped). Default 4000.
+        eval_examples: size of the held-out set to exclude. Default 500.
+        batch_size: global batch size. Default 64.
+        seed: generation and shuffle seed. Default 0.
+
+    Returns:
+        A shuffled `tf.data.Dataset` of (features, (B, 10) one-hot) batches,
+        the last partial batch dropped.
+
+    Example:
+        >>> features, labels = next(iter(listops_train_dataset(32, 64, eval_examples=8,
+        ...                                                    batch_size=4)))
+        >>> labels.shape
+        TensorShape([4, 10])
+    """
+    held_out = set(_classifier_examples(sequence_length, eval_examples, LISTOPS_EVAL_SEED)[0])
+    texts, labels = _classifier_examples(sequence_length, num_examples, seed)
+    keep = [index for index, text in enumerate(texts) if text not in held_out]
+    return _one_hot_dataset(
+        [texts[index] for index in keep],
+        labels[keep],
+        sequence_length,
+        batch_size,
+        training=True,
+        seed=seed,
+    )

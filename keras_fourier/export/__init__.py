@@ -3,34 +3,45 @@
 * :func:`saved_model` writes ``<export_dir>/<version>/`` with a
   ``serving_default`` signature (images in 0-255, or FNet's token ids,
   segment ids and mask) and, for vision models, ``serving_bytes`` (encoded
-  JPEG/PNG decoded, resized and centre-cropped in the graph), then reloads it
-  and checks both against Keras.
+  JPEG/PNG up to `MAX_IMAGE_PIXELS`, decoded, resized and centre-cropped in
+  the graph), then reloads it and checks both against Keras.
+* :func:`onnx` converts with the matmul DFT and standard ONNX ops only,
+  runs the file in onnxruntime and reports its error against Keras.
 * :func:`tflite` converts with the matmul DFT and TFLite builtin ops only
   (float32, float16, dynamic-range or full-integer int8), runs the file in
-  LiteRT and reports its error against Keras.
+  LiteRT (the ``export`` extra: ``pip install "keras-fourier[export]"``) and
+  reports its error against Keras.
+
+Each checks every argument before writing anything and leave nothing behind
+when they fail.
 
 The top-level ``export/`` folder of the repository holds the TF Serving
 config, REST and gRPC clients, and the commands to serve the SavedModels.
 """
 
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
+from keras_fourier.export.onnx_export import ONNXReport, onnx
 from keras_fourier.export.savedmodel import SavedModelReport, describe_saved_model, saved_model
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
     DEFAULT_SIGNATURE,
-    image_transform,
+    MAX_IMAGE_PIXELS,
+    header_image_size,
 )
 
 __all__ = [
     "BYTES_INPUT",
     "BYTES_SIGNATURE",
     "DEFAULT_SIGNATURE",
+    "MAX_IMAGE_PIXELS",
     "QUANTIZATIONS",
+    "ONNXReport",
     "SavedModelReport",
     "TFLiteReport",
     "describe_saved_model",
-    "image_transform",
+    "header_image_size",
+    "onnx",
     "saved_model",
     "tflite",
 ]

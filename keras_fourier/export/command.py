@@ -1,31 +1,42 @@
-"""The `keras-fourier export` subcommand: SavedModel and TFLite files of a model.
+"""The `keras-fourier export` subcommand: SavedModel, TFLite and ONNX files of a model.
 
-``keras-fourier export MODEL --format saved_model,tflite --out DIR`` writes,
+``keras-fourier export MODEL --format saved_model,tflite,onnx --out DIR`` writes,
 for a model named NAME (its Keras name; the variant key for builders):
 
 * ``DIR/NAME/<version>/``: the TF Serving SavedModel (``DIR`` is the folder
   mounted as ``/models`` in export/README.md, ``DIR/NAME`` the base path in
   models.config);
-* ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``.
+* ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``;
+* ``DIR/NAME.onnx`` (float32, standard ONNX ops, checked in onnxruntime).
 
 MODEL is a ``.keras`` file or a builder name (``gfnet_ti`` or ``GFNetTi``)
 built with ``--weights`` (None, "imagenet" or a weights file),
 ``--image-size`` and ``--classes``. TensorFlow is imported only when the
 command runs.
+
+All or nothing: every argument and every output's prerequisites (int8
+calibration data with at least one batch, an output folder that is a
+writable folder, free versions and file names, LiteRT for the checks) are
+checked before anything is written; if a later step fails, what this call
+wrote is removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import keras
 
-FORMATS = ("saved_model", "tflite")
+FORMATS = ("saved_model", "tflite", "onnx")
+DEFAULT_FORMATS = ("saved_model", "tflite")
 QUANTIZE_CHOICES = ("none", "float16", "dynamic", "int8")
 
 
@@ -63,8 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         type=_comma_list(FORMATS),
-        default=FORMATS,
-        help="comma-separated: saved_model, tflite (default: both)",
+        default=DEFAULT_FORMATS,
+        help="comma-separated: saved_model, tflite, onnx (default: saved_model,tflite)",
     )
     parser.add_argument(
         "--quantize",
@@ -82,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", choices=("probabilities", "logits"), default="probabilities")
     parser.add_argument("--crop-pct", type=float, default=0.875, help="serving_bytes centre crop")
     parser.add_argument(
+        "--max-pixels",
+        type=int,
+        default=40_000_000,
+        help="serving_bytes refuses images of more pixels (read from the header, before decoding)",
+    )
+    parser.add_argument(
         "--data",
         default=None,
         help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
@@ -90,6 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-split", default="validation")
     parser.add_argument("--num-batches", type=int, default=10, help="batches of 32 per split")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    parser.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="write TFLite files without running them in LiteRT (the 'export' extra)",
+    )
 
 
 def load_model(args: argparse.Namespace) -> keras.Model:
@@ -113,8 +136,6 @@ def load_model(args: argparse.Namespace) -> keras.Model:
         >>> load_model(args).name
         'gfnet_ti'
     """
-    import keras
-
     from keras_fourier import models
 
     builder_options = {"weights": args.weights, "image_size": args.image_size}
@@ -122,7 +143,9 @@ def load_model(args: argparse.Namespace) -> keras.Model:
         given = [f"--{name.replace('_', '-')}" for name, value in builder_options.items() if value]
         if given:
             raise ValueError(f"{', '.join(given)} only apply to builder names, not .keras files.")
-        return keras.saving.load_model(args.model)
+        from keras_fourier.models.weights import load_keras_file
+
+        return load_keras_file(args.model)
     public = {variant: name for name, (variant, _) in models.BUILDERS.items()}
     name = public.get(args.model, args.model)
     if name not in models.BUILDERS:
@@ -155,6 +178,92 @@ def _image_batches(args: argparse.Namespace, model, split: str):
     return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
 
 
+def _check_writable_folder(folder: str) -> None:
+    """Raises ValueError unless `folder` is, or can be created as, a writable folder."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"--out must be a folder; {folder!r} is a file.")
+    existing = os.path.abspath(folder)
+    while not os.path.isdir(existing):
+        parent = os.path.dirname(existing)
+        if os.path.exists(existing) or parent == existing:
+            raise ValueError(f"--out {folder!r} cannot be created: {existing!r} is not a folder.")
+        existing = parent
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=existing)
+    except OSError as error:
+        raise ValueError(
+            f"--out {folder!r} is not writable ({error.strerror}: {existing!r})."
+        ) from error
+    os.close(handle)
+    os.remove(probe)
+
+
+def _outputs(args: argparse.Namespace, name: str) -> list[tuple[str | None, str]]:
+    """(quantization, .tflite path) of every requested TFLite file."""
+    if "tflite" not in args.format:
+        return []
+    outputs = []
+    for quantize in args.quantize:
+        quantization = None if quantize == "none" else quantize
+        suffix = "" if quantization is None else f"_{quantization}"
+        outputs.append((quantization, os.path.join(args.out, f"{name}{suffix}.tflite")))
+    return outputs
+
+
+def _check(args: argparse.Namespace, model) -> None:
+    """Every check that can be made before writing (see the module docstring)."""
+    from keras_fourier.export import litert, savedmodel
+    from keras_fourier.validation import check_number, check_positive_int
+
+    check_positive_int("--num-batches", args.num_batches)
+    check_positive_int("--classes", args.classes)
+    check_positive_int("--max-pixels", args.max_pixels)
+    check_number("--crop-pct", args.crop_pct, low=0, high=1, low_open=True)
+    savedmodel.check_version(args.version, "--version")
+    _check_writable_folder(args.out)
+    if "saved_model" in args.format:
+        savedmodel.version_path(os.path.join(args.out, model.name), args.version, args.overwrite)
+    for quantization, path in _outputs(args, model.name):
+        if quantization == "int8" and args.data is None:
+            raise ValueError(
+                "--quantize int8 needs calibration images: pass --data ('digits', 'dir:PATH' "
+                "or 'tfds:NAME'). Received: --data=None"
+            )
+        if os.path.exists(path) and not args.overwrite:
+            raise ValueError(f"{path!r} already exists; pass --overwrite to replace it.")
+        calibration = args.data if quantization == "int8" else None
+        litert.check_arguments(path, quantization, calibration, True, args.verify)
+    onnx_path = os.path.join(args.out, f"{model.name}.onnx")
+    if "onnx" in args.format and os.path.exists(onnx_path) and not args.overwrite:
+        raise ValueError(f"{onnx_path!r} already exists; pass --overwrite to replace it.")
+
+
+@contextlib.contextmanager
+def _removed_on_failure(args: argparse.Namespace, name: str):
+    """Removes what this export wrote if the body raises."""
+    before = set(os.listdir(args.out)) if os.path.isdir(args.out) else None
+    model_dir = os.path.join(args.out, name)
+    versions = set(os.listdir(model_dir)) if os.path.isdir(model_dir) else None
+    try:
+        yield
+    except BaseException:
+        if before is None:
+            shutil.rmtree(args.out, ignore_errors=True)
+        else:
+            if versions is None:
+                shutil.rmtree(model_dir, ignore_errors=True)
+            elif not args.overwrite:
+                for version in set(os.listdir(model_dir)) - versions:
+                    shutil.rmtree(os.path.join(model_dir, version), ignore_errors=True)
+            for entry in set(os.listdir(args.out)) - before:
+                path = os.path.join(args.out, entry)
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.remove(path)
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier export`: the SavedModel and TFLite files of one model.
 
@@ -162,8 +271,10 @@ def run(args: argparse.Namespace) -> int:
         args: arguments parsed by a parser set up with :func:`add_arguments`.
 
     Returns:
-        0 on success, 2 (after printing the message) on a bad argument, such
-        as an existing version without ``--overwrite``.
+        0 on success; 2 (after printing the message, with nothing written)
+        on a bad argument or missing prerequisite, such as an existing
+        version without ``--overwrite``, ``--quantize int8`` without
+        ``--data``, or a read-only ``--out``.
 
     Example:
         >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
@@ -173,32 +284,45 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         model = load_model(args)
-        if "saved_model" in args.format:
-            export.saved_model(
-                model,
-                os.path.join(args.out, model.name),
-                args.version,
-                output=args.output,
-                crop_pct=args.crop_pct,
-                overwrite=args.overwrite,
-            )
+        _check(args, model)
+        validation_data = calibration = None
         if "tflite" in args.format:
             validation_data = _image_batches(args, model, args.data_split)
-            for quantize in args.quantize:
-                quantization = None if quantize == "none" else quantize
-                suffix = "" if quantization is None else f"_{quantization}"
+            if "int8" in args.quantize:
+                calibration = _image_batches(args, model, "train")
+                if next(iter(calibration), None) is None:
+                    raise ValueError(f"--data {args.data!r} has no calibration images.")
+        with _removed_on_failure(args, model.name):
+            if "saved_model" in args.format:
+                export.saved_model(
+                    model,
+                    os.path.join(args.out, model.name),
+                    args.version,
+                    output=args.output,
+                    crop_pct=args.crop_pct,
+                    max_pixels=args.max_pixels,
+                    overwrite=args.overwrite,
+                )
+            for quantization, path in _outputs(args, model.name):
                 export.tflite(
                     model,
-                    os.path.join(args.out, f"{model.name}{suffix}.tflite"),
+                    path,
                     quantization,
-                    representative_dataset=(
-                        _image_batches(args, model, "train") if quantization == "int8" else None
-                    ),
+                    representative_dataset=calibration if quantization == "int8" else None,
                     validation_data=validation_data,
                     output=args.output,
                     overwrite=args.overwrite,
+                    verify=args.verify,
                 )
-    except ValueError as error:
+            if "onnx" in args.format:
+                export.onnx(
+                    model,
+                    os.path.join(args.out, f"{model.name}.onnx"),
+                    output=args.output,
+                    validation_data=_image_batches(args, model, args.data_split),
+                    overwrite=args.overwrite,
+                )
+    except (ValueError, ImportError) as error:
         print(f"keras-fourier export: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
-import tempfile
-import uuid
+import shutil
 import warnings
 from collections.abc import Iterable
 
@@ -22,6 +22,17 @@ from keras_fourier.export.signatures import (
     sample_inputs,
     serving_model,
 )
+from keras_fourier.fileio import (
+    atomic_save,
+    remove_stale_directories,
+    remove_stale_temporaries,
+    temporary_directory,
+)
+from keras_fourier.validation import check_choice
+
+STAGING_PREFIX = ".tflite-staging-"
+CHECKER = "ai_edge_litert"
+INSTALL_CHECKER = 'pip install "keras-fourier[export]"'
 
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
 FLOAT32_TOLERANCE = 1e-4
@@ -35,27 +46,51 @@ class TFLiteReport:
         path: the `.tflite` file.
         quantization: None (float32), "float16", "dynamic" or "int8".
         size_bytes: file size.
-        max_abs_diff: max |LiteRT - Keras| over every output and example.
+        max_abs_diff: max |LiteRT - Keras| over every output and example;
+            None when the file was not checked (``verify=False``).
         top1_agreement: fraction of examples whose arg-max class is the same
-            in LiteRT and Keras; None without `validation_data` or a
-            classification output.
+            in LiteRT and Keras; None without `validation_data`, a
+            classification output or a check.
         num_examples: examples compared (the sample batch without
-            `validation_data`).
+            `validation_data`); 0 when not checked.
     """
 
     path: str
     quantization: str | None
     size_bytes: int
-    max_abs_diff: float
+    max_abs_diff: float | None
     top1_agreement: float | None
     num_examples: int
 
 
-def _check_arguments(path: str, quantization, representative_dataset, overwrite: bool) -> None:
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(
-            f"`quantization` must be one of {QUANTIZATIONS}. "
-            f"Received: quantization={quantization!r}"
+def checker_available() -> bool:
+    """Whether LiteRT (`ai_edge_litert`), which checks TFLite files, can be imported."""
+    try:
+        importlib.import_module(f"{CHECKER}.interpreter")
+    except ImportError:
+        return False
+    return True
+
+
+def check_arguments(
+    path: str, quantization, representative_dataset, overwrite: bool, verify: bool = True
+) -> None:
+    """Checks what :func:`tflite` needs before converting anything.
+
+    Raises:
+        ValueError: for an unknown `quantization`, "int8" without a
+            `representative_dataset` (or one given to another quantization),
+            a `path` that exists without `overwrite` or is a folder.
+        ImportError: `verify` without LiteRT installed, naming the extra.
+    """
+    check_choice("quantization", quantization, QUANTIZATIONS)
+    if os.path.isdir(path):
+        raise ValueError(f"The TFLite path {path!r} is a folder.")
+    if verify and not checker_available():
+        raise ImportError(
+            f"Checking the TFLite file against Keras needs LiteRT ({CHECKER}), which is not "
+            f"installed: {INSTALL_CHECKER}, or pass verify=False (--no-verify) to write it "
+            "unchecked."
         )
     if quantization == "int8" and representative_dataset is None:
         raise ValueError(
@@ -72,12 +107,14 @@ def _check_arguments(path: str, quantization, representative_dataset, overwrite:
         raise ValueError(f"{path!r} already exists; pass overwrite=True to replace it.")
 
 
-def _convert(serving: ServingModel, quantization: str | None, representative_dataset) -> bytes:
-    """Converts through a temporary SavedModel with TFLite builtin ops only."""
+def _convert(
+    serving: ServingModel, quantization: str | None, representative_dataset, folder: str
+) -> bytes:
+    """Converts through a temporary SavedModel (in `folder`) with TFLite builtin ops only."""
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
     archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
-    with tempfile.TemporaryDirectory(prefix="keras_fourier_tflite_") as directory:
+    with temporary_directory(folder, STAGING_PREFIX) as directory:
         archive.write_out(directory, verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(
             directory, signature_keys=[DEFAULT_SIGNATURE]
@@ -127,6 +164,7 @@ def tflite(
     validation_data: Iterable | tf.data.Dataset | None = None,
     output: str = "probabilities",
     overwrite: bool = False,
+    verify: bool = True,
     verbose: bool = True,
 ) -> TFLiteReport:
     """Converts `model` to a TFLite file with builtin ops only and checks it in LiteRT.
@@ -141,9 +179,13 @@ def tflite(
     dimension; inputs and outputs stay float32 (int32 ids) at every
     quantization.
 
-    After converting, the file runs in `ai_edge_litert` on `validation_data`
-    (or deterministic sample inputs) and is compared with the Keras model;
-    it is written (atomically) only if a float32 file is within 1e-4.
+    After converting, the file runs in `ai_edge_litert` (the ``export``
+    extra) on `validation_data` (or deterministic sample inputs) and is
+    compared with the Keras model; it is written (atomically) only if a
+    float32 file is within 1e-4. Every argument, and LiteRT's presence, is
+    checked before converting; the temporary SavedModel of the conversion
+    lives in a hidden ``.tflite-staging-<pid>-*`` folder next to `path`, and
+    those of killed exports are removed by the next one.
 
     Args:
         model: a functional or Sequential Keras model.
@@ -159,6 +201,8 @@ def tflite(
             one sample batch.
         output: "probabilities" (default) or "logits" for a classifier.
         overwrite: whether an existing `path` may be replaced. Default False.
+        verify: run the file in LiteRT and compare it with Keras. Default
+            True; False writes it unchecked (no LiteRT needed).
         verbose: print the report. Default True.
 
     Returns:
@@ -169,6 +213,7 @@ def tflite(
             a `representative_dataset` (or one given to another
             quantization), or an existing `path` without `overwrite`; nothing
             is written.
+        ImportError: `verify` without LiteRT installed (before converting).
         RuntimeError: if a float32 file differs from Keras by more than 1e-4;
             nothing is written.
 
@@ -179,29 +224,37 @@ def tflite(
     """
     path = os.fspath(path)
     check_output(output)
-    _check_arguments(path, quantization, representative_dataset, overwrite)
-    content = _convert(
-        serving_model(model, output, fft_impl="matmul"), quantization, representative_dataset
-    )
-
-    reference = serving_model(model, output)
-    if validation_data is None:
-        batches = [sample_inputs(reference)]
-    else:
-        batches = (as_input_dict(reference, batch) for batch in validation_data)
-    classify = validation_data is not None and reference.output_name in OUTPUTS
-    max_diff, agreement, count = _compare(content, reference, batches, classify)
-    if quantization is None and not max_diff <= FLOAT32_TOLERANCE:
-        raise RuntimeError(
-            f"The float32 TFLite model differs from Keras by {max_diff:.3g} > "
-            f"{FLOAT32_TOLERANCE}; nothing was written."
+    check_arguments(path, quantization, representative_dataset, overwrite, verify)
+    folder = os.path.dirname(os.path.abspath(path))
+    created = not os.path.isdir(folder)
+    os.makedirs(folder, exist_ok=True)
+    remove_stale_directories(folder, STAGING_PREFIX)
+    remove_stale_temporaries(folder)
+    try:
+        content = _convert(
+            serving_model(model, output, fft_impl="matmul"),
+            quantization,
+            representative_dataset,
+            folder,
         )
+        max_diff, agreement, count = None, None, 0
+        if verify:
+            max_diff, agreement, count = _verify(content, model, output, validation_data)
+            if quantization is None and not max_diff <= FLOAT32_TOLERANCE:
+                raise RuntimeError(
+                    f"The float32 TFLite model differs from Keras by {max_diff:.3g} > "
+                    f"{FLOAT32_TOLERANCE}; nothing was written."
+                )
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    staging = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(staging, "wb") as file:
-        file.write(content)
-    os.replace(staging, path)
+        def write(temporary: str) -> None:
+            with open(temporary, "wb") as file:
+                file.write(content)
+
+        atomic_save(path, write)
+    except BaseException:
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     report = TFLiteReport(
         path=path,
         quantization=quantization,
@@ -211,11 +264,25 @@ def tflite(
         num_examples=count,
     )
     if verbose:
-        line = (
-            f"Wrote TFLite {path} ({quantization or 'float32'}, {len(content):,} bytes): "
-            f"max |LiteRT - Keras| = {max_diff:.3g} on {count} examples"
-        )
+        line = f"Wrote TFLite {path} ({quantization or 'float32'}, {len(content):,} bytes): "
+        if max_diff is None:
+            line += "not checked against Keras (verify=False)"
+        else:
+            line += f"max |LiteRT - Keras| = {max_diff:.3g} on {count} examples"
         if agreement is not None:
             line += f", top-1 agreement {agreement:.2%}"
         print(line)
     return report
+
+
+def _verify(
+    content: bytes, model: keras.Model, output: str, validation_data
+) -> tuple[float, float | None, int]:
+    """(max abs diff, top-1 agreement, examples) of the converted file against Keras."""
+    reference = serving_model(model, output)
+    if validation_data is None:
+        batches = [sample_inputs(reference)]
+    else:
+        batches = (as_input_dict(reference, batch) for batch in validation_data)
+    classify = validation_data is not None and reference.output_name in OUTPUTS
+    return _compare(content, reference, batches, classify)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
-import uuid
 
 import keras
 import numpy as np
@@ -13,17 +13,23 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
+from keras_fourier.data.augment import eval_transform
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
     DEFAULT_SIGNATURE,
+    MAX_IMAGE_PIXELS,
     ServingModel,
-    check_crop_pct,
     decode_images,
-    image_transform,
     sample_inputs,
     serving_model,
 )
+from keras_fourier.fileio import remove_stale_directories, temporary_directory
+from keras_fourier.validation import check_number, check_positive_int
+
+STAGING_PREFIX = ".staging-"
+# Staging folders of keras_fourier 0.1.0 exports, named by version and uuid, not by pid.
+_UNOWNED_STAGING = re.compile(r"\.staging-\d+-[0-9a-f]{32}$")
 
 PARITY_TOLERANCE = 1e-5
 
@@ -45,16 +51,37 @@ class SavedModelReport:
     max_abs_diff: dict[str, float]
 
 
-def _check_version(version: int) -> int:
+def check_version(version: int, name: str = "version") -> int:
+    """Validates a TF Serving version number: a non-negative int (not a bool)."""
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(
-            f"`version` must be a non-negative int (a TF Serving version). Received: {version=!r}"
+            f"`{name}` must be a non-negative int (a TF Serving version). "
+            f"Received: {name}={version!r}"
         )
     return version
 
 
+def version_path(export_dir: str | os.PathLike, version: int, overwrite: bool) -> str:
+    """``<export_dir>/<version>``, after checking it is free (or `overwrite`).
+
+    Raises:
+        ValueError: the version exists and `overwrite` is False, or
+            `export_dir` is a file.
+    """
+    export_dir = os.fspath(export_dir)
+    if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise ValueError(f"The export folder {export_dir!r} is a file, not a folder.")
+    target = os.path.join(export_dir, str(check_version(version)))
+    if os.path.exists(target) and not overwrite:
+        raise ValueError(
+            f"Version {version} already exists at {target!r}; pass overwrite=True to replace "
+            f"it or choose another version. Received: {version=}"
+        )
+    return target
+
+
 def _add_endpoints(
-    archive: keras.export.ExportArchive, serving: ServingModel, crop_pct: float
+    archive: keras.export.ExportArchive, serving: ServingModel, crop_pct: float, max_pixels: int
 ) -> keras.layers.Pipeline | None:
     """Adds serving_default and, for image models, serving_bytes; returns the image transform."""
     serve = tf.function(serving, input_signature=list(serving.input_specs), autograph=False)
@@ -62,10 +89,10 @@ def _add_endpoints(
     if not serving.is_image_model:
         return None
     height, width = serving.image_size
-    transform = image_transform(height, width, crop_pct)
+    transform = eval_transform((height, width), crop_pct)
 
     def serve_bytes(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        return serve(decode_images(image_bytes, transform, height, width))
+        return serve(decode_images(image_bytes, transform, height, width, max_pixels))
 
     archive.add_endpoint(
         BYTES_SIGNATURE,
@@ -170,6 +197,7 @@ def saved_model(
     *,
     output: str = "probabilities",
     crop_pct: float = 0.875,
+    max_pixels: int = MAX_IMAGE_PIXELS,
     overwrite: bool = False,
     verbose: bool = True,
 ) -> SavedModelReport:
@@ -177,10 +205,12 @@ def saved_model(
 
     Writes ``<export_dir>/<version>/saved_model.pb`` and ``variables/``
     with `keras.export.ExportArchive`. The version is first written to a
-    hidden staging directory in `export_dir` (TF Serving only loads numeric
-    directories), reloaded with `tf.saved_model.load`, run on sample inputs
-    (every signature must match Keras within 1e-5), and only then renamed to
-    ``<version>``, so a failed export leaves `export_dir` as it was.
+    hidden staging directory ``.staging-<pid>-*`` in `export_dir` (TF
+    Serving only loads numeric directories), reloaded with
+    `tf.saved_model.load`, run on sample inputs (every signature must match
+    Keras within 1e-5), and only then renamed to ``<version>``, so a failed
+    export leaves `export_dir` as it was (a folder it created is removed).
+    Staging directories of killed exports (dead pids) are removed first.
 
     Signatures (see :mod:`keras_fourier.export.signatures` for output names):
 
@@ -190,9 +220,11 @@ def saved_model(
       FNet: ``token_ids``, ``segment_ids`` and ``padding_mask`` int32 (B, L).
       Output: ``probabilities`` (B, classes), or ``logits``.
     * ``serving_bytes`` (vision models only): ``image_bytes`` string (B,),
-      encoded JPEG, PNG, GIF or BMP images of any size, decoded to RGB and
-      resized and centre-cropped in the graph as in evaluation (see
-      :func:`~keras_fourier.export.signatures.image_transform`); same outputs.
+      encoded JPEG, PNG, GIF or BMP images of any size up to `max_pixels`
+      (read from the header, before decoding; a larger image fails the
+      request), decoded to RGB and resized and centre-cropped in the graph
+      as in evaluation (:func:`keras_fourier.data.eval_transform`); same
+      outputs.
 
     Args:
         model: a functional or Sequential Keras model.
@@ -203,6 +235,8 @@ def saved_model(
         output: "probabilities" (default) or "logits" for a classifier.
         crop_pct: centre-crop fraction of ``serving_bytes``, in (0, 1].
             Default 0.875.
+        max_pixels: largest image (height * width) ``serving_bytes``
+            decodes. Default 40 million (`MAX_IMAGE_PIXELS`).
         overwrite: whether an existing version may be replaced.
             Default False.
         verbose: print the signatures and the parity check. Default True.
@@ -211,8 +245,9 @@ def saved_model(
         A :class:`SavedModelReport`.
 
     Raises:
-        ValueError: for a bad `version`, `output` or `crop_pct`, or an
-            existing version without `overwrite`; nothing is written.
+        ValueError: for a bad `version`, `output`, `crop_pct` or
+            `max_pixels`, an existing version without `overwrite`, or an
+            `export_dir` that is a file; nothing is written.
         RuntimeError: if the reloaded model differs from Keras by more than
             1e-5; nothing is written.
 
@@ -221,29 +256,32 @@ def saved_model(
         >>> sorted(report.max_abs_diff)
         ['serving_bytes', 'serving_default']
     """
-    version = _check_version(version)
-    crop_pct = check_crop_pct(crop_pct)
-    target = os.path.join(os.fspath(export_dir), str(version))
-    if os.path.exists(target) and not overwrite:
-        raise ValueError(
-            f"Version {version} already exists at {target!r}; pass overwrite=True to replace "
-            f"it or choose another version. Received: {version=}"
-        )
+    export_dir = os.fspath(export_dir)
+    target = version_path(export_dir, version, overwrite)
+    crop_pct = check_number("crop_pct", crop_pct, low=0, high=1, low_open=True)
+    check_positive_int("max_pixels", max_pixels)
     serving = serving_model(model, output)
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
-    transform = _add_endpoints(archive, serving, crop_pct)
+    transform = _add_endpoints(archive, serving, crop_pct, max_pixels)
 
-    staging = os.path.join(os.fspath(export_dir), f".staging-{version}-{uuid.uuid4().hex}")
-    os.makedirs(staging)
+    created = not os.path.isdir(export_dir)
+    os.makedirs(export_dir, exist_ok=True)
+    remove_stale_directories(export_dir, STAGING_PREFIX)
+    for entry in os.scandir(export_dir):
+        if _UNOWNED_STAGING.match(entry.name) and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
     try:
-        archive.write_out(staging, verbose=False)
-        diffs = _check_parity(staging, serving, transform)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with temporary_directory(export_dir, STAGING_PREFIX) as staging:
+            archive.write_out(staging, verbose=False)
+            diffs = _check_parity(staging, serving, transform)
+            if os.path.exists(target):
+                shutil.rmtree(target)
+            os.replace(staging, target)
+    except BaseException:
+        if created:
+            shutil.rmtree(export_dir, ignore_errors=True)
+        raise
     report = SavedModelReport(
         path=target, signatures=describe_saved_model(target), max_abs_diff=diffs
     )

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.layers import spectral
+from keras_fourier.validation import check_choice
 
 OUTPUTS = ("probabilities", "logits")
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
@@ -35,6 +36,9 @@ FEATURES = "features"
 BYTES_INPUT = "image_bytes"
 DEFAULT_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
+# Default limit of `decode_images`: larger images are refused before they are decoded.
+MAX_IMAGE_PIXELS = 40_000_000
+_JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
 
 
 def check_output(output: str) -> str:
@@ -53,34 +57,7 @@ def check_output(output: str) -> str:
         >>> check_output("logits")
         'logits'
     """
-    if output not in OUTPUTS:
-        raise ValueError(f"`output` must be one of {OUTPUTS}. Received: output={output!r}")
-    return output
-
-
-def check_crop_pct(crop_pct: float) -> float:
-    """Validates a centre-crop fraction.
-
-    Args:
-        crop_pct: fraction of the resized image kept, in (0, 1].
-
-    Returns:
-        `crop_pct` as a float.
-
-    Raises:
-        ValueError: naming the value if it is not a number in (0, 1].
-
-    Example:
-        >>> check_crop_pct(0.875)
-        0.875
-    """
-    if (
-        isinstance(crop_pct, bool)
-        or not isinstance(crop_pct, (int, float))
-        or not 0 < crop_pct <= 1
-    ):
-        raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
-    return float(crop_pct)
+    return check_choice("output", output, OUTPUTS)
 
 
 def _classifier_head(model: keras.Model) -> keras.layers.Dense | None:
@@ -228,63 +205,106 @@ def serving_model(
     )
 
 
-def image_transform(height: int, width: int, crop_pct: float = 0.875) -> keras.layers.Pipeline:
-    """Evaluation resize and centre crop to (height, width), as in timm and DeiT.
+def _unsigned(header: tf.Tensor, start: int, length: int, big_endian: bool) -> tf.Tensor:
+    """The unsigned integer in header bytes [start, start + length) as int64."""
+    value = tf.constant(0, tf.int64)
+    order = range(start, start + length) if big_endian else reversed(range(start, start + length))
+    for index in order:
+        value = value * 256 + tf.cast(header[index], tf.int64)
+    return value
 
-    Resizes (bilinear, keeping the aspect ratio by cropping) to
-    ``(int(height / crop_pct), int(width / crop_pct))`` and crops the centre
-    (height, width); for a square size this is
-    :func:`keras_fourier.data.eval_transform`.
+
+def header_image_size(data: tf.Tensor) -> tf.Tensor:
+    """(height, width) of one encoded image, read from its header without decoding it.
+
+    JPEG (its SOF marker, `tf.image.extract_jpeg_shape`), PNG (IHDR), GIF
+    (logical screen) and BMP (DIB header); (0, 0) for other formats, which
+    `tf.io.decode_image` rejects.
 
     Args:
-        height: output height.
-        width: output width.
-        crop_pct: fraction of the resized image kept, in (0, 1]. Default 0.875.
+        data: a scalar string tensor, the encoded image.
 
     Returns:
-        A `keras.layers.Pipeline` mapping (h, w, C) or (B, h, w, C) float
-        images of any size to (..., height, width, C).
+        An int64 tensor (2,).
 
     Example:
-        >>> image_transform(96, 160)(tf.zeros((120, 90, 3))).shape
-        TensorShape([96, 160, 3])
+        >>> header_image_size(tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))).numpy()
+        array([40, 60])
     """
-    check_crop_pct(crop_pct)
-    return keras.layers.Pipeline(
+    header = tf.io.decode_raw(
+        tf.strings.substr(tf.strings.join([tf.strings.substr(data, 0, 32), "\0" * 32]), 0, 32),
+        tf.uint8,
+    )
+
+    def starts_with(magic: bytes) -> tf.Tensor:
+        return tf.equal(tf.strings.substr(data, 0, len(magic)), magic)
+
+    def jpeg() -> tf.Tensor:
+        return tf.cast(tf.image.extract_jpeg_shape(data)[:2], tf.int64)
+
+    def png() -> tf.Tensor:
+        return tf.stack([_unsigned(header, 20, 4, True), _unsigned(header, 16, 4, True)])
+
+    def gif() -> tf.Tensor:
+        return tf.stack([_unsigned(header, 8, 2, False), _unsigned(header, 6, 2, False)])
+
+    def bmp() -> tf.Tensor:
+        height = _unsigned(header, 22, 4, False)
+        height = tf.where(height >= 2**31, 2**32 - height, height)  # top-down bitmaps
+        return tf.stack([height, _unsigned(header, 18, 4, False)])
+
+    return tf.case(
         [
-            keras.layers.Resizing(
-                max(height, int(height / crop_pct)),
-                max(width, int(width / crop_pct)),
-                crop_to_aspect_ratio=True,
-            ),
-            keras.layers.CenterCrop(height, width),
-        ]
+            (starts_with(_JPEG), jpeg),
+            (starts_with(_PNG), png),
+            (starts_with(_GIF), gif),
+            (starts_with(_BMP), bmp),
+        ],
+        default=lambda: tf.zeros((2,), tf.int64),
     )
 
 
 def decode_images(
-    image_bytes: tf.Tensor, transform: keras.layers.Pipeline, height: int, width: int
+    image_bytes: tf.Tensor,
+    transform: keras.layers.Pipeline,
+    height: int,
+    width: int,
+    max_pixels: int = MAX_IMAGE_PIXELS,
 ) -> tf.Tensor:
     """Decodes a batch of encoded images (JPEG, PNG, GIF, BMP) to float32 RGB 0-255.
+
+    Each image's size is read from its header first (:func:`header_image_size`);
+    an image of more than `max_pixels` pixels fails with an
+    `InvalidArgumentError` naming its size before it is decoded, so one
+    small request cannot take gigabytes of memory.
 
     Args:
         image_bytes: string tensor (B,) of encoded images of any sizes.
         transform: per-image resize and crop to (height, width), e.g.
-            :func:`image_transform`.
+            :func:`keras_fourier.data.eval_transform`.
         height: output height.
         width: output width.
+        max_pixels: largest accepted height * width. Default
+            `MAX_IMAGE_PIXELS` (40 million).
 
     Returns:
         float32 tensor (B, height, width, 3).
 
     Example:
         >>> png = tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))
-        >>> decode_images(tf.stack([png]), image_transform(32, 48), 32, 48).shape
+        >>> transform = keras_fourier.data.eval_transform((32, 48))
+        >>> decode_images(tf.stack([png]), transform, 32, 48).shape
         TensorShape([1, 32, 48, 3])
     """
 
     def decode(data: tf.Tensor) -> tf.Tensor:
-        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        size = header_image_size(data)
+        check = tf.debugging.Assert(
+            size[0] * size[1] <= max_pixels,
+            ["Image too large: height x width =", size[0], "x", size[1], f"> {max_pixels} pixels"],
+        )
+        with tf.control_dependencies([check]):
+            image = tf.io.decode_image(data, channels=3, expand_animations=False)
         return transform(tf.cast(image, tf.float32))
 
     return tf.map_fn(

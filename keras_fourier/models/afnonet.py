@@ -14,6 +14,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.releases import Release
 from keras_fourier.models.vision import VisionSpec
 
 VARIANTS: dict[str, VisionSpec] = {
@@ -25,3 +26,6 @@ VARIANTS: dict[str, VisionSpec] = {
         pos_embed=True,
     ),
 }
+
+# NVlabs/AFNO-transformer releases no ImageNet checkpoint.
+RELEASES: dict[str, tuple[Release, ...]] = {}

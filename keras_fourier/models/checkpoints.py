@@ -26,13 +26,12 @@ NVlabs/AFNO-transformer) map onto keras_fourier models one tensor at a time:
 
 * :func:`convert_state_dict` does both for a whole state dict, checking that
   every variable of the model is covered and every checkpoint key is used;
-* :func:`read_pth` reads a ``.pth`` file with PyTorch, an optional
-  dependency imported only there.
+* :func:`read_pth` reads a ``.pth`` file without PyTorch
+  (:mod:`keras_fourier.models.pth`, which refuses any code in the pickle).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from collections.abc import Mapping
@@ -41,9 +40,8 @@ import keras
 import numpy as np
 
 from keras_fourier.layers.interpolation import interpolation_matrix, resize_2d
-from keras_fourier.models import afnonet, gfnet, hornet
+from keras_fourier.models import afnonet, gfnet, hornet, pth
 
-TORCH_EXTRA = 'pip install "keras-fourier[torch]"'
 TRANSFORMS = (
     "copy",
     "linear",
@@ -406,7 +404,8 @@ def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
     """The state dict inside a checkpoint: ``checkpoint["model"]`` (or ``"module"``) if nested.
 
     Args:
-        checkpoint: what ``torch.load`` returned.
+        checkpoint: what :func:`keras_fourier.models.pth.read_checkpoint` (or
+            ``torch.load``) returned.
 
     Returns:
         The mapping of parameter names to tensors.
@@ -429,47 +428,42 @@ def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
 
 
 def read_pth(path: str) -> dict[str, np.ndarray]:
-    """Reads an official PyTorch checkpoint into NumPy arrays (needs torch).
+    """Reads an official PyTorch checkpoint into NumPy arrays, without PyTorch.
 
-    The file is read with ``torch.load(weights_only=True)``, so no code in
-    it runs (the training arguments some checkpoints keep, an
-    ``argparse.Namespace``, are allowed); a state dict nested under
-    ``"model"`` or ``"module"`` is unwrapped.
+    The file is read by :func:`keras_fourier.models.pth.read_checkpoint`,
+    whose unpickler accepts only tensors and plain containers (the training
+    arguments some checkpoints keep, an ``argparse.Namespace``, are read as a
+    dict), so no code in the file runs; a state dict nested under ``"model"``
+    or ``"module"`` is unwrapped.
 
     Args:
-        path: a ``.pth``/``.pt`` file.
+        path: a ``.pth``/``.pt`` file written by ``torch.save``.
 
     Returns:
         Official key -> float32 NumPy array.
 
     Raises:
-        ImportError: torch is not installed; the message names the optional
-            extra, ``pip install "keras-fourier[torch]"``.
-        ValueError: the file cannot be read as a state dict of tensors.
+        ValueError: the file cannot be read as a state dict of tensors, or
+            its pickle refers to anything else (
+            :class:`~keras_fourier.models.pth.UnsafeCheckpointError`).
 
     Example:
         >>> read_pth("hornet_tiny_7x7.pth")["head.weight"].shape
         (1000, 512)
     """
     try:
-        import torch
-    except ImportError as error:
-        raise ImportError(
-            f"Reading the PyTorch checkpoint {path!r} needs torch, an optional dependency of "
-            f"keras_fourier: {TORCH_EXTRA}"
-        ) from error
-    try:
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
+        checkpoint = pth.read_checkpoint(path)
+    except pth.UnsafeCheckpointError as error:
+        raise pth.UnsafeCheckpointError(f"{path!r}: {error}") from error
+    except (OSError, ValueError) as error:
         raise ValueError(f"Could not read {path!r} as a PyTorch checkpoint: {error}") from error
     state_dict = unwrap_state_dict(checkpoint)
     not_tensors = sorted(
-        str(key) for key, value in state_dict.items() if not torch.is_tensor(value)
+        str(key) for key, value in state_dict.items() if not isinstance(value, np.ndarray)
     )
     if not_tensors:
         raise ValueError(
             f"{path!r} is not a state dict of tensors; entries that are not tensors: "
             f"{_listing(not_tensors)}"
         )
-    return {str(key): value.detach().cpu().float().numpy() for key, value in state_dict.items()}
+    return {str(key): value.astype(np.float32) for key, value in state_dict.items()}

@@ -15,6 +15,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
 from keras_fourier.models.vision import VisionSpec
 
 _SCALE = 1.0 / 3.0
@@ -46,4 +47,37 @@ VARIANTS: dict[str, VisionSpec] = {
     f"hornet_{size}_{kind}": _hornet(base_dim, kind == "gf", rate)
     for size, base_dim, rate in (("t", 64, 0.2), ("s", 96, 0.4), ("b", 128, 0.5), ("l", 192, 0.5))
     for kind in ("7x7", "gf")
+}
+
+
+def _release(
+    file_name: str, code: str, top1: float | None, classes: int = 1000, resolution: int = 224
+) -> Release:
+    # Evaluated as ConvNeXt: bicubic resize to int(size / 0.875) and centre crop below 384
+    # pixels; at 384, a bicubic resize to 384 x 384 without cropping.
+    return Release(
+        file_name,
+        TSINGHUA_CLOUD.format(code),
+        source="https://github.com/raoyongming/HorNet",
+        license="MIT",
+        classes=classes,
+        resolution=resolution,
+        crop_pct=1.0 if resolution >= 384 else 0.875,
+        top1=top1,
+    )
+
+
+# The model zoo of the official README: ImageNet-1k (T/S/B) and ImageNet-22k (L) checkpoints.
+RELEASES: dict[str, tuple[Release, ...]] = {
+    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1", 82.8),),
+    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3", 83.0),),
+    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857", 83.8),),
+    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49", 84.0),),
+    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704", 84.2),),
+    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1", 84.3),),
+    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", None, 21841),),
+    "hornet_l_gf": (
+        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", None, 21841),
+        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", None, 21841, 384),
+    ),
 }

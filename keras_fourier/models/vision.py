@@ -296,6 +296,12 @@ def build_vision_model(
     shape = _check_input_shape(spec, input_shape, weights)
     inputs = _inputs(input_tensor, shape)
     x = inputs
+    if include_preprocessing and x.shape[-1] != 3:
+        raise ValueError(
+            "include_preprocessing=True normalises RGB images with the ImageNet mean and std, "
+            "so the input needs 3 channels; pass include_preprocessing=False for other inputs. "
+            f"Received: input_shape={tuple(x.shape[1:])!r}"
+        )
     if include_preprocessing:
         x = keras.layers.Normalization(
             mean=[255.0 * m for m in IMAGENET_MEAN],

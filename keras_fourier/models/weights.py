@@ -1,73 +1,33 @@
 """Loading weights into keras_fourier models, all-or-nothing.
 
 `weights` is a `.weights.h5` or `.keras` file saved by keras_fourier, an
-official PyTorch checkpoint (`.pth`/`.pt`, converted by
-:mod:`keras_fourier.models.checkpoints`; needs torch), or "imagenet": the
-official ImageNet checkpoint of the variant, downloaded once into the Keras
-cache (``~/.keras/keras_fourier``) and converted once to a `.weights.h5` file
-next to it. A file that does not match the architecture raises ValueError and
+official PyTorch checkpoint (`.pth`/`.pt`, read without PyTorch by
+:mod:`keras_fourier.models.pth` and converted by
+:mod:`keras_fourier.models.checkpoints`), or "imagenet": the official ImageNet
+checkpoint of the variant, downloaded once into the Keras cache
+(``~/.keras/keras_fourier``, whole or not at all, see
+:func:`keras_fourier.models.download.download`) and converted once to a
+`.weights.h5` file next to it. A file that does not match the architecture raises ValueError and
 leaves the model's weights exactly as they were.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable
 
 import keras
 import numpy as np
 
-from keras_fourier.models import checkpoints
+from keras_fourier.fileio import atomic_save
+from keras_fourier.models import checkpoints, download
+from keras_fourier.models.releases import Release, releases
 
-CACHE_SUBDIR = "keras_fourier"
-_TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
-
-
-@dataclasses.dataclass(frozen=True)
-class OfficialCheckpoint:
-    """One official checkpoint release.
-
-    Attributes:
-        file_name: name of the downloaded file in the Keras cache.
-        url: download link (Tsinghua Cloud, from the official README).
-        classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
-        resolution: image size it was trained at.
-    """
-
-    file_name: str
-    url: str
-    classes: int = 1000
-    resolution: int = 224
-
-
-def _release(file_name: str, code: str, classes: int = 1000, resolution: int = 224):
-    return OfficialCheckpoint(file_name, _TSINGHUA.format(code), classes, resolution)
-
-
-# The model zoos of the GFNet and HorNet READMEs. AFNONet has no released checkpoint.
-IMAGENET_CHECKPOINTS: dict[str, tuple[OfficialCheckpoint, ...]] = {
-    "gfnet_ti": (_release("gfnet-ti.pth", "3d0c1579aa524a0a99dd"),),
-    "gfnet_xs": (_release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2"),),
-    "gfnet_s": (_release("gfnet-s.pth", "e5561fa070c44d9399bf"),),
-    "gfnet_b": (_release("gfnet-b.pth", "2fbf264597af4d72afb3"),),
-    "gfnet_h_ti": (_release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb"),),
-    "gfnet_h_s": (_release("gfnet-h-s.pth", "5229cb4d1daf48e69675"),),
-    "gfnet_h_b": (_release("gfnet-h-b.pth", "954c5af21e824ba6b40c"),),
-    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1"),),
-    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3"),),
-    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857"),),
-    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49"),),
-    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704"),),
-    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1"),),
-    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", 21841),),
-    "hornet_l_gf": (
-        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", 21841),
-        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", 21841, 384),
-    ),
-}
+# The releases of every family (each family module owns its rows).
+IMAGENET_CHECKPOINTS: dict[str, tuple[Release, ...]] = releases()
 
 
 def assign_atomically(model: keras.Model, load: Callable[[], None], source: str) -> None:
@@ -84,8 +44,41 @@ def assign_atomically(model: keras.Model, load: Callable[[], None], source: str)
         ) from error
 
 
+def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
+    """`keras.saving.load_model` with clear errors for missing, empty and truncated files.
+
+    Args:
+        path: a `.keras` file.
+        **kwargs: passed to `keras.saving.load_model` (e.g. ``compile=False``).
+
+    Returns:
+        The model.
+
+    Raises:
+        ValueError: naming the file: it does not exist, is empty, is not a
+            complete `.keras` zip (truncated), or Keras cannot read it.
+
+    Example:
+        >>> load_keras_file("runs/default/model.keras", compile=False).name  # doctest: +SKIP
+        'gfnet_tiny'
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"No .keras file at {path!r}.")
+    size = os.path.getsize(path)
+    if size == 0 or not zipfile.is_zipfile(path):
+        state = "empty (0 bytes)" if size == 0 else f"not a complete .keras zip ({size} bytes)"
+        raise ValueError(
+            f"The .keras file {path!r} is {state}: it was truncated or is not a Keras model."
+        )
+    try:
+        return keras.saving.load_model(path, **kwargs)
+    except (OSError, KeyError, zipfile.BadZipFile) as error:
+        raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
+
+
 def _copy_from_keras_file(model: keras.Model, path: str) -> None:
-    source = keras.saving.load_model(path, compile=False)
+    source = load_keras_file(path, compile=False)
     theirs = {variable.path: variable for variable in source.weights}
     ours = {variable.path: variable for variable in model.weights}
     if theirs.keys() != ours.keys():
@@ -107,22 +100,50 @@ def _check_and_load_weights_file(model: keras.Model, path: str) -> None:
     so a file from a deeper model would load silently; comparing the
     multisets of tensor shapes first rules that out.
     """
+    stored = _tensor_shapes(path)
+    expected = sorted(tuple(variable.shape) for variable in model.weights)
+    if sorted(stored.values()) != expected:
+        raise ValueError(_layout_difference(model, stored))
+    model.load_weights(path)
+
+
+def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """{dataset name: shape} of every tensor in an HDF5 file, in file order."""
     import h5py
 
-    stored: list[tuple[int, ...]] = []
-    with h5py.File(path, "r") as handle:
-        handle.visititems(
-            lambda _, item: (
-                stored.append(tuple(item.shape)) if isinstance(item, h5py.Dataset) else None
+    shapes: dict[str, tuple[int, ...]] = {}
+    try:
+        with h5py.File(path, "r") as handle:
+            handle.visititems(
+                lambda name, item: (
+                    shapes.__setitem__(name, tuple(item.shape))
+                    if isinstance(item, h5py.Dataset)
+                    else None
+                )
             )
-        )
-    expected = sorted(tuple(variable.shape) for variable in model.weights)
-    if sorted(stored) != expected:
+    except OSError as error:
+        size = os.path.getsize(path) if os.path.exists(path) else None
         raise ValueError(
-            f"the file holds {len(stored)} tensors, the model has {len(expected)} "
-            "(or their shapes differ)"
-        )
-    model.load_weights(path)
+            f"it is not a readable .weights.h5 file ({size} bytes; truncated?): {error}"
+        ) from error
+    return shapes
+
+
+def _layout_difference(model: keras.Model, stored: dict[str, tuple[int, ...]]) -> str:
+    """Names the first tensors whose shapes differ between the file and the model's own layout."""
+    with tempfile.TemporaryDirectory(prefix="keras_fourier_layout_") as directory:
+        own = os.path.join(directory, "model.weights.h5")
+        model.save_weights(own)
+        expected = _tensor_shapes(own)
+    differing = [
+        f"{name}: file {stored.get(name, 'missing')}, model {expected.get(name, 'missing')}"
+        for name in sorted(set(stored) | set(expected))
+        if stored.get(name) != expected.get(name)
+    ]
+    return (
+        f"the file holds {len(stored)} tensors, the model {len(expected)}; first differing "
+        f"tensors: {'; '.join(differing[:3])}"
+    )
 
 
 def load_weights_file(model: keras.Model, path: str) -> None:
@@ -145,7 +166,12 @@ def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
 
 
 def _load_official(variant: str, model: keras.Model, path: str) -> None:
-    state_dict = checkpoints.read_pth(path)
+    _assign_official(variant, model, checkpoints.read_pth(path), path)
+
+
+def _assign_official(
+    variant: str, model: keras.Model, state_dict: dict[str, np.ndarray], path: str
+) -> None:
     assign_atomically(
         model,
         lambda: _assign(model, checkpoints.convert_state_dict(variant, state_dict, model)),
@@ -153,7 +179,7 @@ def _load_official(variant: str, model: keras.Model, path: str) -> None:
     )
 
 
-def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
+def imagenet_checkpoint(variant: str, model: keras.Model) -> Release:
     """The official checkpoint that weights="imagenet" loads into `model`.
 
     The release trained at the model's input size if there is one (HorNet-L
@@ -164,7 +190,7 @@ def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
         model: the freshly built model.
 
     Returns:
-        The :class:`OfficialCheckpoint` to download.
+        The :class:`Release` to download.
 
     Raises:
         ValueError: the variant has no official checkpoint (AFNONet, models
@@ -205,33 +231,29 @@ def _cache_path(checkpoint_path: str, variant: str, model: keras.Model) -> str:
 
 
 def _save_atomically(model: keras.Model, path: str) -> None:
-    handle, partial = tempfile.mkstemp(suffix=".weights.h5", dir=os.path.dirname(path))
-    os.close(handle)
-    try:
-        model.save_weights(partial, overwrite=True)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    atomic_save(path, lambda temporary: model.save_weights(temporary, overwrite=True))
 
 
 def _load_imagenet(variant: str, model: keras.Model) -> None:
     release = imagenet_checkpoint(variant, model)
     try:
-        checkpoint_path = keras.utils.get_file(
-            release.file_name, release.url, cache_subdir=CACHE_SUBDIR
-        )
-    except Exception as error:
+        checkpoint_path = download.download(release.url, release.file_name, release.sha256)
+    except ValueError as error:
         raise ValueError(
-            f"Could not download the official checkpoint of {variant!r} from {release.url} "
-            f"({error}). weights='imagenet' needs network access the first time; or download "
-            f"the file yourself and pass its path as `weights`."
+            f"weights='imagenet' for {variant!r} needs network access the first time. {error}"
         ) from error
     cache = _cache_path(checkpoint_path, variant, model)
     if os.path.exists(cache):
         assign_atomically(model, lambda: model.load_weights(cache), cache)
         return
-    _load_official(variant, model, checkpoint_path)
+    try:
+        state_dict = checkpoints.read_pth(checkpoint_path)
+    except ValueError as error:
+        raise ValueError(
+            f"The cached official checkpoint {checkpoint_path!r} cannot be read ({error}); "
+            "delete it to download it again."
+        ) from error
+    _assign_official(variant, model, state_dict, checkpoint_path)
     _save_atomically(model, cache)
 
 
@@ -250,8 +272,6 @@ def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None
         ValueError: unsupported file, a file that does not match the model
             (the model is then unchanged), or "imagenet" for a variant
             without a suitable checkpoint or when the download fails.
-        ImportError: a PyTorch checkpoint (or the first "imagenet" load)
-            without torch installed.
 
     Example:
         >>> model = keras_fourier.models.GFNetTi(include_top=False)

@@ -3,12 +3,21 @@
 `train(TrainConfig(...))` builds a model by name (`model_names()`) inside a
 `tf.distribute` strategy (`get_strategy`), optimises it with AdamW, warmup
 and cosine decay and selective weight decay (`create_optimizer`), resumes
-killed runs (`keras.callbacks.BackupAndRestore` and `ResumableCSVLogger`)
-and evaluates the final model (`evaluate`). The `keras-fourier train` and
+killed runs from crash-safe files (`EpochBackup`, `ModelCheckpoint`,
+`ResumableCSVLogger`), holds its folder alone (`RunLock`), stops on a
+non-finite loss (`StopOnNonFiniteLoss`) and evaluates the final model
+(`evaluate`). The `keras-fourier train` and
 `keras-fourier evaluate` commands are thin wrappers around them.
 """
 
-from keras_fourier.training.callbacks import ResumableCSVLogger, read_history
+from keras_fourier.training.callbacks import (
+    EpochBackup,
+    ModelCheckpoint,
+    NonFiniteLossError,
+    ResumableCSVLogger,
+    StopOnNonFiniteLoss,
+    read_history,
+)
 from keras_fourier.training.catalog import (
     TEXT_PRESETS,
     VISION_PRESETS,
@@ -23,12 +32,12 @@ from keras_fourier.training.recipe import (
     no_weight_decay_variables,
     warmup_cosine_schedule,
 )
+from keras_fourier.training.rundir import RunConfigError, RunFolderBusyError, RunLock
 from keras_fourier.training.strategy import STRATEGIES, get_strategy, worker_id
 from keras_fourier.training.trainer import (
     TrainConfig,
     TrainResult,
     evaluate,
-    listops_eval_dataset,
     train,
 )
 
@@ -37,7 +46,14 @@ __all__ = [
     "STRATEGIES",
     "TEXT_PRESETS",
     "VISION_PRESETS",
+    "EpochBackup",
+    "ModelCheckpoint",
+    "NonFiniteLossError",
     "ResumableCSVLogger",
+    "RunConfigError",
+    "RunFolderBusyError",
+    "RunLock",
+    "StopOnNonFiniteLoss",
     "TrainConfig",
     "TrainResult",
     "create_model",
@@ -45,7 +61,6 @@ __all__ = [
     "evaluate",
     "get_strategy",
     "is_text_model",
-    "listops_eval_dataset",
     "model_names",
     "no_weight_decay_variables",
     "read_history",

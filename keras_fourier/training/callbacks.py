@@ -1,22 +1,63 @@
-"""A CSV history that survives a killed and restarted `fit`."""
+"""Callbacks of a crash-safe run: CSV history, model checkpoints, backups, non-finite losses.
+
+Every file is written atomically (`keras_fourier.fileio.atomic_save`), and
+every reader tolerates a file that something else truncated: a partial
+last CSV row is dropped, an unreadable checkpoint is reported in one
+warning line and skipped. The callbacks use backend-neutral Keras APIs only
+(`model.save`, `model.save_weights`, `model.load_weights`).
+"""
 
 from __future__ import annotations
 
 import csv
+import io
+import json
+import math
 import os
+import re
+import zipfile
+from typing import Any
 
 import keras
+
+from keras_fourier.fileio import atomic_save, atomic_write_text, warn
+
+# Member of a checkpoint's .keras zip holding the epoch and logs it was saved with.
+CHECKPOINT_RECORD = "keras_fourier_checkpoint.json"
+_SLOT = re.compile(r"epoch-(\d+)\.json$")
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or infinite loss."""
+
+
+def _parse_row(row: dict[str, str | None], fields: list[str]) -> dict[str, float] | None:
+    if None in row or any(row.get(key) is None for key in fields):
+        return None
+    try:
+        return {
+            key: int(value) if key == "epoch" else float(value)
+            for key, value in row.items()
+            if value != ""
+        }
+    except ValueError:
+        return None
 
 
 def read_history(filename: str | os.PathLike) -> list[dict[str, float]]:
     """Reads a history CSV written by `ResumableCSVLogger`.
+
+    Rows that do not parse (a partial last row of a file truncated by
+    something else) end the history: they and every row after them are left
+    out.
 
     Args:
         filename: the CSV path.
 
     Returns:
         One dict per row, "epoch" an int and the other columns floats
-        (empty cells left out); an empty list when the file does not exist.
+        (empty cells left out); an empty list when the file does not exist
+        or has no complete header.
 
     Example:
         >>> read_history("no/such/history.csv")
@@ -25,75 +66,270 @@ def read_history(filename: str | os.PathLike) -> list[dict[str, float]]:
     if not os.path.exists(filename):
         return []
     with open(filename, newline="") as file:
-        return [
-            {
-                key: int(value) if key == "epoch" else float(value)
-                for key, value in row.items()
-                if value not in ("", None)
-            }
-            for row in csv.DictReader(file)
-        ]
+        text = file.read()
+    reader = csv.DictReader(io.StringIO(text))
+    fields = list(reader.fieldnames or [])
+    if "epoch" not in fields or not text.split("\n", 1)[0].strip():
+        return []
+    rows = []
+    for raw in reader:
+        row = _parse_row(raw, fields)
+        if row is None or "epoch" not in row or row["epoch"] != len(rows):
+            break
+        rows.append(row)
+    return rows
+
+
+def write_history(filename: str | os.PathLike, rows: list[dict[str, float]]) -> None:
+    """Writes history rows to a CSV atomically (header from the first row's keys)."""
+    buffer = io.StringIO()
+    if rows:
+        fields = list(dict.fromkeys(key for row in rows for key in row))
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    atomic_write_text(filename, buffer.getvalue())
 
 
 class ResumableCSVLogger(keras.callbacks.Callback):
     """Writes one CSV row per completed epoch, exactly once across kills and restarts.
 
     The first column is the (0-based) epoch, then the epoch's logs in sorted
-    order. Each row is flushed to disk at the end of its epoch. When `fit`
-    starts (or resumes, with `keras.callbacks.BackupAndRestore`) at epoch
-    ``e``, rows of epochs ``>= e`` are dropped first: they belong to epochs
-    that ran but whose backup was not saved, and are about to be redone.
-    Place this callback *before* `BackupAndRestore`, so a row is always
-    written before its epoch's backup; a kill between the two redoes the
-    epoch and rewrites its row.
+    order. The whole file is rewritten atomically at the end of every epoch,
+    so it always ends with a complete row. When `fit` starts (or resumes with
+    ``initial_epoch``) at epoch ``e``, rows of epochs ``>= e`` are dropped:
+    they belong to epochs that ran but whose backup was not saved, and are
+    about to be redone. Place it *before* the backup callback, so a row is
+    always written before its epoch's backup.
 
     Args:
-        filename: path of the CSV file; its directory is created.
+        filename: path of the CSV file; its folder must exist.
 
     Example:
         >>> logger = ResumableCSVLogger("runs/demo/history.csv")
-        >>> backup = keras.callbacks.BackupAndRestore("runs/demo/backup")
-        >>> model.fit(dataset, epochs=10, callbacks=[logger, backup])  # doctest: +SKIP
+        >>> model.fit(dataset, epochs=10, callbacks=[logger])  # doctest: +SKIP
     """
 
     def __init__(self, filename: str | os.PathLike):
         super().__init__()
         self.filename = os.fspath(filename)
-        self._resumed = False
+        self._rows: list[dict[str, float]] | None = None
 
     def on_train_begin(self, logs=None):
-        self._resumed = False
-
-    def _rewrite(self, rows: list[dict[str, float]]) -> None:
-        directory = os.path.dirname(self.filename) or "."
-        os.makedirs(directory, exist_ok=True)
-        partial = self.filename + ".partial"
-        with open(partial, "w", newline="") as file:
-            if rows:
-                writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, self.filename)
+        self._rows = None
 
     def on_epoch_begin(self, epoch, logs=None):
-        if self._resumed:
+        if self._rows is not None:
             return
-        self._resumed = True
         rows = read_history(self.filename)
-        kept = [row for row in rows if row["epoch"] < epoch]
-        if len(kept) != len(rows) or not os.path.exists(self.filename):
-            self._rewrite(kept)
+        self._rows = [row for row in rows if row["epoch"] < epoch]
+        if self._rows != rows or not os.path.exists(self.filename):
+            write_history(self.filename, self._rows)
 
     def on_epoch_end(self, epoch, logs=None):
-        row = {"epoch": epoch, **{key: float(logs[key]) for key in sorted(logs or {})}}
-        with open(self.filename, newline="") as file:
-            header = next(csv.reader(file), None)
-        with open(self.filename, "a", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=header or list(row), extrasaction="ignore")
-            if header is None:
-                writer.writeheader()
-            writer.writerow(row)
-            file.flush()
-            os.fsync(file.fileno())
+        if self._rows is None:
+            self.on_epoch_begin(epoch)
+        self._rows.append(
+            {"epoch": epoch, **{k: float(v) for k, v in sorted((logs or {}).items())}}
+        )
+        write_history(self.filename, self._rows)
+
+
+def save_model(model: keras.Model, path: str | os.PathLike, record: dict[str, Any]) -> None:
+    """Saves `model` as a `.keras` file atomically, with `record` stored inside the zip.
+
+    Args:
+        model: the model.
+        path: the `.keras` file.
+        record: JSON-serialisable facts about the checkpoint (epoch, metrics),
+            read back by :func:`read_checkpoint_record`.
+    """
+
+    def write(temporary: str) -> None:
+        model.save(temporary)
+        with zipfile.ZipFile(temporary, "a") as archive:
+            archive.writestr(CHECKPOINT_RECORD, json.dumps(record))
+
+    atomic_save(path, write)
+
+
+def read_checkpoint_record(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The record stored by :func:`save_model`; None if missing or unreadable (with a warning)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return json.loads(archive.read(CHECKPOINT_RECORD))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        warn(f"ignoring unreadable checkpoint {path} ({type(error).__name__}: {error})")
+        return None
+
+
+class ModelCheckpoint(keras.callbacks.Callback):
+    """Saves the model atomically after every epoch, or only when a monitored metric improves.
+
+    Unlike `keras.callbacks.ModelCheckpoint`, the file is never rewritten in
+    place (a kill while saving leaves the previous file), and the epoch and
+    logs are stored inside it, so a resumed run takes its "best so far" from
+    the saved best model (:func:`read_checkpoint_record`).
+
+    Args:
+        filepath: the `.keras` file.
+        monitor: a log key, or None to save every epoch. Default None.
+        mode: "max" or "min" for `monitor`. Default "max".
+
+    Example:
+        >>> best = ModelCheckpoint("runs/a/best.keras", monitor="val_accuracy")
+    """
+
+    def __init__(self, filepath: str | os.PathLike, monitor: str | None = None, mode: str = "max"):
+        super().__init__()
+        self.filepath = os.fspath(filepath)
+        self.monitor = monitor
+        self.mode = mode
+        self.best: float | None = None
+
+    def on_train_begin(self, logs=None):
+        record = read_checkpoint_record(self.filepath) if self.monitor else None
+        value = (record or {}).get("logs", {}).get(self.monitor)
+        self.best = value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+    def _improved(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.best is None:
+            return True
+        return value > self.best if self.mode == "max" else value < self.best
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = {key: float(value) for key, value in (logs or {}).items()}
+        if self.monitor is not None:
+            if self.monitor not in logs or not self._improved(logs[self.monitor]):
+                return
+            self.best = logs[self.monitor]
+        save_model(self.model, self.filepath, {"epoch": epoch, "logs": logs})
+
+
+class EpochBackup(keras.callbacks.Callback):
+    """Backs up the training state after every epoch in two slots; restores the newest intact one.
+
+    After epoch ``e`` it writes ``epoch-<e>.weights.h5`` (`model.save_weights`:
+    the model's and the optimizer's variables, including its step counter)
+    and then ``epoch-<e>.json`` (the history rows so far) into `directory`,
+    each atomically, and deletes every slot but the two newest.
+    :meth:`restore` loads the newest slot whose two files read back, so a
+    truncated or unreadable slot (copied folder, full disk) falls back to the
+    previous one.
+
+    Args:
+        directory: the backup folder, created if missing.
+        history: the CSV history whose rows each slot records.
+
+    Example:
+        >>> backup = EpochBackup("runs/a/backup", "runs/a/history.csv")
+        >>> epoch, rows = backup.restore(model)  # doctest: +SKIP
+        >>> fit = model.fit(data, epochs=9, initial_epoch=epoch + 1, callbacks=[backup])
+    """
+
+    KEEP = 2
+
+    def __init__(self, directory: str | os.PathLike, history: str | os.PathLike):
+        super().__init__()
+        self.directory = os.fspath(directory)
+        self.history = os.fspath(history)
+
+    def _slots(self) -> list[int]:
+        if not os.path.isdir(self.directory):
+            return []
+        epochs = (_SLOT.match(name) for name in os.listdir(self.directory))
+        return sorted((int(match.group(1)) for match in epochs if match), reverse=True)
+
+    def _paths(self, epoch: int) -> tuple[str, str]:
+        stem = os.path.join(self.directory, f"epoch-{epoch:05d}")
+        return f"{stem}.weights.h5", f"{stem}.json"
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.directory, exist_ok=True)
+        weights, record = self._paths(epoch)
+        atomic_save(weights, self.model.save_weights)
+        rows = [row for row in read_history(self.history) if row["epoch"] <= epoch]
+        atomic_write_text(record, json.dumps({"epoch": epoch, "history": rows}))
+        for old in self._slots()[self.KEEP :]:
+            for path in self._paths(old):
+                if os.path.exists(path):
+                    os.remove(path)
+
+    def _read_slot(self, epoch: int) -> list[dict[str, float]]:
+        """The history rows of a slot's record; raises if it is unreadable or inconsistent."""
+        with open(self._paths(epoch)[1]) as file:
+            record = json.load(file)
+        rows = record["history"]
+        if record["epoch"] != epoch or [row["epoch"] for row in rows] != list(range(epoch + 1)):
+            raise ValueError("its history does not end with this epoch")
+        return rows
+
+    def stored_history(self) -> list[dict[str, float]]:
+        """The history rows of the newest slot whose record reads back ([] if none)."""
+        for epoch in self._slots():
+            try:
+                return self._read_slot(epoch)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return []
+
+    def restore(self, model: keras.Model) -> tuple[int, list[dict[str, float]]]:
+        """Loads the newest intact slot into `model` (compiled, optimizer built or not).
+
+        Returns:
+            (last completed epoch, its history rows), or (-1, []) when no
+            slot is intact (the model is then left as it was).
+        """
+        from keras_fourier.models.weights import assign_atomically
+
+        slots = self._slots()
+        if slots and model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        for epoch in slots:
+            weights = self._paths(epoch)[0]
+            try:
+                rows = self._read_slot(epoch)
+                assign_atomically(model, lambda path=weights: model.load_weights(path), weights)
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                warn(
+                    f"cannot resume from backup of epoch {epoch} ({type(error).__name__}: {error})"
+                )
+                continue
+            return epoch, rows
+        if slots:
+            warn(f"no intact backup in {self.directory!r}; training restarts from epoch 0")
+        return -1, []
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Raises `NonFiniteLossError` as soon as a batch's loss is NaN or infinite.
+
+    Raising (unlike `keras.callbacks.TerminateOnNaN`) ends `fit` before the
+    epoch's end, so no checkpoint or backup of the broken weights is written:
+    the run keeps its last good ones. Place it first among the callbacks.
+
+    Example:
+        >>> model.fit(data, callbacks=[StopOnNonFiniteLoss(), backup])  # doctest: +SKIP
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            raise NonFiniteLossError(
+                f"The training loss became {float(loss)} at epoch {self._epoch + 1}, step "
+                f"{batch + 1}; training stopped and kept the last good checkpoint (the backup "
+                "of the last completed epoch). Lower the learning rate or check the data, and "
+                "start a new run."
+            )

@@ -1,19 +1,31 @@
 """`train` and `evaluate`: resumable, distributed training of keras_fourier classifiers.
 
-A run writes to its output directory:
+A run writes to its output directory, every file atomically (a kill, a
+full disk or a crash leaves the previous version of a file, never a broken
+one):
 
+* ``run.json``: the run's identity (model, data, image size,
+  hyper-parameters, package version) and, once finished, its held-out
+  result. Rerunning with other settings fails and lists the fields that
+  differ; rerunning a finished run reports it as finished and returns the
+  stored result;
+* ``run.lock``: held (``fcntl.flock``) by the live run; a second run on the
+  folder fails at once naming the holder's pid; the lock of a killed run is
+  taken over;
 * ``history.csv``: one row per completed epoch (first column the epoch),
   never repeated or lost across a kill and restart;
-* ``backup/``: `keras.callbacks.BackupAndRestore` state (weights, optimizer
-  and epoch), from which a killed run restarts after its last completed
-  epoch;
-* ``last.keras`` and ``best.keras`` (best validation accuracy) checkpoints;
+* ``backup/``: the weights and optimizer state of the two newest completed
+  epochs (:class:`~keras_fourier.training.callbacks.EpochBackup`), from which
+  a killed run resumes; an unreadable newest slot falls back to the other,
+  none restarts from epoch 0 with a warning;
+* ``last.keras`` and ``best.keras`` (best validation accuracy, whose value
+  is stored inside it and is the threshold of a resumed run);
 * ``logs/``: TensorBoard summaries;
-* ``model.keras``: the final model, written when training completes. A run
-  whose ``model.keras`` exists and whose history covers every epoch is
-  complete: training it again only evaluates it.
+* ``model.keras``: the final model, written when training completes.
 
-In a multi-worker run the chief writes there and every other worker under
+A NaN or infinite training loss stops the run with `NonFiniteLossError`
+before anything of the broken epoch is saved. In a multi-worker run the
+chief writes there and every other worker under
 ``workers/<task_type>_<task_id>/`` of the output directory.
 """
 
@@ -22,22 +34,35 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from keras_fourier import __version__
 from keras_fourier.data import (
     LISTOPS_NUM_CLASSES,
     LISTOPS_VOCABULARY,
     AugmentConfig,
     WordTokenizer,
-    generate_listops,
     get_num_classes,
+    listops_eval_dataset,
+    listops_train_dataset,
     load_image_dataset,
-    text_dataset,
 )
-from keras_fourier.training.callbacks import ResumableCSVLogger, read_history
+from keras_fourier.data.checks import BAD_IMAGE_MODES, UnreadableImageError, unreadable_file
+from keras_fourier.fileio import remove_stale_temporaries, warn
+from keras_fourier.models.weights import load_keras_file
+from keras_fourier.training.callbacks import (
+    EpochBackup,
+    ModelCheckpoint,
+    ResumableCSVLogger,
+    StopOnNonFiniteLoss,
+    read_history,
+    save_model,
+    write_history,
+)
 from keras_fourier.training.catalog import (
     ARCHITECTURE_OPTIONS,
     VISION_PRESETS,
@@ -47,13 +72,27 @@ from keras_fourier.training.catalog import (
     vision_stride,
 )
 from keras_fourier.training.recipe import check_precision, create_optimizer, warmup_cosine_schedule
+from keras_fourier.training.rundir import (
+    RunLock,
+    check_identity,
+    normalize,
+    read_run_record,
+    write_run_record,
+)
 from keras_fourier.training.strategy import check_strategy_name, get_strategy, worker_id
+from keras_fourier.validation import (
+    check_bool,
+    check_choice,
+    check_number,
+    check_positive_int,
+)
 
 TEXT_SOURCES = ("listops",)
-# The ListOps held-out set is generated with this fixed seed; training examples equal to
-# a held-out one are dropped.
-LISTOPS_EVAL_SEED = 1_000_003
 MODEL_FILE = "model.keras"
+# Settings that do not change what a run computes: they may differ when resuming.
+NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
+TEXT_ONLY = ("sequence_length", "train_examples", "eval_examples")
+IMAGE_ONLY = ("image_size", "augment", "eval_split", "deterministic", "on_bad_image")
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
 HISTORY_FILE = "history.csv"
@@ -111,6 +150,8 @@ class TrainConfig:
         seed: random seed of weights, data order and augmentation. Default 0.
         deterministic: reproducible image pipelines (same order and
             augmentation every run, slower with augmentation). Default False.
+        on_bad_image: a corrupt image file of "dir:" data: "error" (named)
+            or "skip" (counted and left out). Default "error".
         tensorboard: write TensorBoard logs. Default True.
         verbose: `fit` verbosity ("auto", 0, 1 or 2). Default "auto".
 
@@ -152,6 +193,7 @@ class TrainConfig:
     patch_size: int | None = None
     seed: int = 0
     deterministic: bool = False
+    on_bad_image: str = "error"
     tensorboard: bool = True
     verbose: str | int = "auto"
 
@@ -173,20 +215,32 @@ class TrainConfig:
             if getattr(self, key) is not None
         }
 
-    def validate(self) -> None:
-        """Checks names and sizes before any TensorFlow work.
+    def validate(self, names: Mapping[str, str] | None = None) -> None:
+        """Checks every setting before anything is built or written.
+
+        Args:
+            names: {field: name} used in the messages instead of the field
+                names, e.g. the command-line flags. Default None.
 
         Raises:
-            ValueError: naming the value, for an unknown model, strategy or
-                mixed-precision policy, data that does not suit the model,
-                architecture options of a non-preset model, or a
-                non-positive `epochs` or `batch_size`.
+            ValueError: naming the setting and the value, for an unknown
+                model, strategy or mixed-precision policy, data that does not
+                suit the model, architecture options of a non-preset model,
+                an image size that is not a multiple of the model's stride,
+                or a hyper-parameter out of range (learning rates finite and
+                > 0, label smoothing and drop path in [0, 1), EMA momentum
+                in (0, 1), counts positive, ...).
 
         Example:
-            >>> TrainConfig(strategy="gpu").validate()
+            >>> TrainConfig(learning_rate=float("nan")).validate()
             Traceback (most recent call last):
-            ValueError: Unknown strategy 'gpu'; expected one of (...).
+            ValueError: `learning_rate` must be a finite number > 0. Received: learning_rate=nan
         """
+        names = dict(names or {})
+
+        def name(field: str) -> str:
+            return names.get(field, field)
+
         check_model_name(self.model)
         check_strategy_name(self.strategy)
         check_precision(self.mixed_precision)
@@ -202,10 +256,77 @@ class TrainConfig:
                 f"Architecture options {sorted(self.architecture)} only apply to the presets "
                 f"{sorted(VISION_PRESETS)}; received model {self.model!r}."
             )
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
+            check_positive_int(name(field), getattr(self, field))
+        check_positive_int(name("eval_examples"), self.eval_examples)
+        for field in ("steps_per_epoch", "image_size"):
+            if getattr(self, field) is not None:
+                check_positive_int(name(field), getattr(self, field))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            seed = name("seed")
+            raise ValueError(f"`{seed}` must be a non-negative int. Received: {seed}={self.seed!r}")
+        check_number(name("learning_rate"), self.learning_rate, low=0, low_open=True)
+        check_number(
+            name("min_learning_rate"), self.min_learning_rate, low=0, high=self.learning_rate
+        )
+        check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
+        check_number(name("weight_decay"), self.weight_decay, low=0)
+        if self.clipnorm is not None:
+            check_number(name("clipnorm"), self.clipnorm, low=0, low_open=True)
+        check_number(name("label_smoothing"), self.label_smoothing, low=0, high=1, high_open=True)
+        if self.drop_path_rate is not None:
+            check_number(name("drop_path_rate"), self.drop_path_rate, low=0, high=1, high_open=True)
+        check_number(
+            name("ema_momentum"), self.ema_momentum, low=0, high=1, low_open=True, high_open=True
+        )
+        for field in ("use_ema", "deterministic", "tensorboard"):
+            check_bool(name(field), getattr(self, field))
+        check_choice(name("jit_compile"), self.jit_compile, (True, False, "auto"))
+        check_choice(name("on_bad_image"), self.on_bad_image, BAD_IMAGE_MODES)
+        check_choice(name("verbose"), self.verbose, ("auto", 0, 1, 2))
+        if self.augment is not None and not isinstance(self.augment, AugmentConfig):
+            raise ValueError(
+                f"`{name('augment')}` must be None or an AugmentConfig. "
+                f"Received: {name('augment')}={self.augment!r}"
+            )
+        if not isinstance(self.eval_split, str) or not self.eval_split:
+            raise ValueError(
+                f"`{name('eval_split')}` must be a split name. "
+                f"Received: {name('eval_split')}={self.eval_split!r}"
+            )
+        if not text_model and self.image_size is not None:
+            stride = vision_stride(self.model, **self.architecture)
+            if self.image_size % stride:
+                raise ValueError(
+                    f"`{name('image_size')}` must be a multiple of {stride}, the stride of model "
+                    f"{self.model!r}. Received: {name('image_size')}={self.image_size}"
+                )
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that define what the run computes, as recorded in ``run.json``.
+
+        Returns:
+            Every field but those of `NOT_IDENTITY` and those that do not
+            apply to the model (`TEXT_ONLY` or `IMAGE_ONLY`), with `augment`
+            as a dict and the resolved image size of vision models, as JSON
+            values.
+
+        Example:
+            >>> TrainConfig().identity()["image_size"]
+            16
+        """
+        text = is_text_model(self.model)
+        skipped = (*NOT_IDENTITY, *(IMAGE_ONLY if text else TEXT_ONLY))
+        values = {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name not in skipped
+        }
+        if not text:
+            values["image_size"] = self.resolved_image_size()
+            if self.augment is not None:
+                values["augment"] = dataclasses.asdict(self.augment)
+        return normalize(values)
 
     def resolved_image_size(self) -> int:
         """`image_size`, or its default for the model and data.
@@ -238,6 +359,8 @@ class TrainResult:
         history: the rows of ``history.csv``, one per epoch.
         out: the directory this worker wrote to.
         model_path: path of the saved final model.
+        already_finished: True when the run was finished before this call,
+            which then only loaded it and returned the stored metrics.
     """
 
     model: keras.Model
@@ -245,79 +368,29 @@ class TrainResult:
     history: list[dict[str, float]]
     out: str
     model_path: str
-
-
-def _listops_examples(sequence_length: int, num_examples: int, seed: int):
-    max_length = sequence_length - 2
-    return generate_listops(
-        num_examples, min_length=max(1, max_length // 4), max_length=max_length, seed=seed
-    )
-
-
-def _one_hot(dataset: tf.data.Dataset, num_classes: int) -> tf.data.Dataset:
-    return dataset.map(lambda features, labels: (features, tf.one_hot(labels, num_classes)))
-
-
-def listops_eval_dataset(
-    sequence_length: int = 128, num_examples: int = 500, batch_size: int = 256
-) -> tf.data.Dataset:
-    """The ListOps held-out set, generated with a fixed seed, with one-hot labels.
-
-    Expressions have between (sequence_length - 2) // 4 and
-    sequence_length - 2 tokens (room for [CLS] and [SEP]).
-
-    Args:
-        sequence_length: the model's static sequence length. Default 128.
-        num_examples: number of examples. Default 500.
-        batch_size: global batch size. Default 256.
-
-    Returns:
-        A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
-        (B, 10) one-hot) batches.
-
-    Example:
-        >>> features, labels = next(iter(listops_eval_dataset(32, 8, batch_size=4)))
-        >>> features["token_ids"].shape, labels.shape
-        (TensorShape([4, 32]), TensorShape([4, 10]))
-    """
-    texts, labels = _listops_examples(sequence_length, num_examples, LISTOPS_EVAL_SEED)
-    dataset = text_dataset(
-        texts,
-        labels,
-        tokenizer=WordTokenizer(LISTOPS_VOCABULARY),
-        sequence_length=sequence_length,
-        batch_size=batch_size,
-    )
-    return _one_hot(dataset, LISTOPS_NUM_CLASSES)
-
-
-def _listops_train_dataset(config: TrainConfig) -> tf.data.Dataset:
-    held_out = set(
-        _listops_examples(config.sequence_length, config.eval_examples, LISTOPS_EVAL_SEED)[0]
-    )
-    texts, labels = _listops_examples(config.sequence_length, config.train_examples, config.seed)
-    keep = [index for index, text in enumerate(texts) if text not in held_out]
-    dataset = text_dataset(
-        [texts[index] for index in keep],
-        labels[keep],
-        tokenizer=WordTokenizer(LISTOPS_VOCABULARY),
-        sequence_length=config.sequence_length,
-        batch_size=config.batch_size,
-        training=True,
-        seed=config.seed,
-    )
-    return _one_hot(dataset, LISTOPS_NUM_CLASSES)
+    already_finished: bool = False
 
 
 def _datasets(config: TrainConfig) -> tuple[tf.data.Dataset, tf.data.Dataset, int]:
     if is_text_model(config.model):
-        train_data = _listops_train_dataset(config)
+        train_data = listops_train_dataset(
+            config.sequence_length,
+            config.train_examples,
+            eval_examples=config.eval_examples,
+            batch_size=config.batch_size,
+            seed=config.seed,
+        )
         eval_data = listops_eval_dataset(
             config.sequence_length, config.eval_examples, config.batch_size
         )
         return train_data, eval_data, LISTOPS_NUM_CLASSES
     image_size = config.resolved_image_size()
-    options = {"image_size": image_size, "batch_size": config.batch_size, "one_hot": True}
+    options = {
+        "image_size": image_size,
+        "batch_size": config.batch_size,
+        "one_hot": True,
+        "on_bad_image": config.on_bad_image,
+    }
     train_data = load_image_dataset(
         config.data,
         "train",
@@ -380,7 +453,7 @@ def evaluate(
         ['accuracy', 'loss', 'top5_accuracy']
     """
     if not isinstance(model, keras.Model):
-        model = keras.saving.load_model(model, compile=False)
+        model = load_keras_file(model, compile=False)
     num_classes = model.output_shape[-1]
     if isinstance(model.input, dict) and "token_ids" in model.input:
         if data not in TEXT_SOURCES:
@@ -444,62 +517,110 @@ def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras
     return model
 
 
-def _callbacks(config: TrainConfig, out: str) -> list[keras.callbacks.Callback]:
-    history_path = os.path.join(out, HISTORY_FILE)
-    best_so_far = [
-        row["val_accuracy"] for row in read_history(history_path) if "val_accuracy" in row
-    ]
-    # The CSV row of an epoch is written before its checkpoints and backup (see
-    # ResumableCSVLogger); a kill in between redoes the epoch and rewrites the row.
+def _callbacks(
+    config: TrainConfig, out: str, backup: EpochBackup
+) -> list[keras.callbacks.Callback]:
+    # Order matters: a non-finite loss raises before anything of its epoch is saved, and an
+    # epoch's CSV row is written before its checkpoints and backup; a kill in between redoes
+    # the epoch and rewrites its row.
     callbacks = [
-        ResumableCSVLogger(history_path),
-        keras.callbacks.ModelCheckpoint(os.path.join(out, "last.keras")),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(out, "best.keras"),
-            monitor="val_accuracy",
-            mode="max",
-            save_best_only=True,
-            initial_value_threshold=max(best_so_far, default=None),
-        ),
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup"), delete_checkpoint=False),
+        StopOnNonFiniteLoss(),
+        ResumableCSVLogger(os.path.join(out, HISTORY_FILE)),
+        ModelCheckpoint(os.path.join(out, "last.keras")),
+        ModelCheckpoint(os.path.join(out, "best.keras"), monitor="val_accuracy", mode="max"),
+        backup,
     ]
     if config.use_ema:
-        callbacks.insert(0, keras.callbacks.SwapEMAWeights())
+        callbacks.insert(1, keras.callbacks.SwapEMAWeights())
     if config.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=False))
     return callbacks
 
 
-def _is_complete(out: str, epochs: int) -> bool:
-    history = read_history(os.path.join(out, HISTORY_FILE))
-    return (
-        os.path.exists(os.path.join(out, MODEL_FILE))
-        and bool(history)
-        and (history[-1]["epoch"] >= epochs - 1)
+def _record(config: TrainConfig, **extra: Any) -> dict[str, Any]:
+    return {"identity": config.identity(), "keras_fourier_version": __version__, **extra}
+
+
+def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> dict | None:
+    """The folder's run record after checking it is this run's; None for a new run."""
+    record = read_run_record(out)
+    if record is None:
+        return None
+    stored = record.get("identity")
+    if not isinstance(stored, dict):
+        warn(f"{os.path.join(out, 'run.json')} has no run identity; it is rewritten")
+        return None
+    check_identity(out, stored, config.identity(), names)
+    version = record.get("keras_fourier_version")
+    if version != __version__:
+        warn(f"run folder {out!r} was written by keras_fourier {version}, this is {__version__}")
+    return record
+
+
+def _finished(out: str, record: dict | None) -> TrainResult | None:
+    """The stored result of a finished run, or None (not finished, or its model is unreadable).
+
+    A damaged ``history.csv`` is rewritten from the newest backup's rows.
+    """
+    if record is None or record.get("status") != "finished":
+        return None
+    model_path = os.path.join(out, MODEL_FILE)
+    try:
+        model = load_keras_file(model_path, compile=False)
+    except ValueError as error:
+        warn(f"{error}; resuming from the last backup to rewrite it")
+        return None
+    history_path = os.path.join(out, HISTORY_FILE)
+    history = read_history(history_path)
+    rows = EpochBackup(os.path.join(out, "backup"), history_path).stored_history()
+    if len(rows) > len(history):
+        warn(f"{history_path} was damaged; rewritten from the backup")
+        write_history(history_path, rows)
+        history = rows
+    return TrainResult(
+        model=model,
+        metrics=dict(record["metrics"]),
+        history=history,
+        out=out,
+        model_path=model_path,
+        already_finished=True,
     )
 
 
-def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
-    """Trains (or resumes, or just evaluates a finished run) and evaluates on the held-out split.
+def train(
+    config: TrainConfig | None = None, *, names: Mapping[str, str] | None = None, **overrides: Any
+) -> TrainResult:
+    """Trains (or resumes, or returns a finished run) and evaluates on the held-out split.
 
-    Creates the strategy first, then builds the model and optimizer inside
-    its scope, fits with `keras.callbacks.BackupAndRestore` so that running
-    again after a kill resumes from the last completed epoch, saves the
-    final model and evaluates it (see the module docstring for the files).
-    The global dtype policy is set to `config.mixed_precision` while the
-    model is built and restored afterwards.
+    Checks every setting first (`TrainConfig.validate`), then the output
+    folder: it must not be held by another live run and must hold this
+    run's settings if it holds a run at all; a finished run is returned as
+    stored. Data problems (a `dir:` source with one class or mismatched
+    split folders, a split smaller than a batch) are found before anything
+    is written. Then the strategy is created, the model and optimizer are
+    built inside its scope, restored from the newest intact backup, fitted
+    (resuming after the last completed epoch), saved and evaluated (see the
+    module docstring for the files). The global dtype policy is set to
+    `config.mixed_precision` while the model is built and restored
+    afterwards.
 
     Args:
         config: the run's settings. Default None: `TrainConfig()`, the
             README's main job.
+        names: {field: name} for error messages, e.g. command-line flags.
+            Default None: the field names.
         **overrides: `TrainConfig` fields replacing those of `config`.
 
     Returns:
         A `TrainResult`.
 
     Raises:
-        ValueError: for an unknown model, strategy or mixed-precision value,
-            or a model that does not fit the data.
+        ValueError: for a bad setting or data that cannot make sense;
+            `RunConfigError` (a ValueError) when the folder holds a run with
+            other settings, listing them. Nothing is written.
+        RunFolderBusyError: another live run holds the folder.
+        NonFiniteLossError: the loss became NaN or infinite; the folder
+            keeps the last completed epoch's checkpoints.
 
     Example:
         >>> result = train(epochs=1, out="runs/quick")  # doctest: +SKIP
@@ -507,26 +628,20 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
         True
     """
     config = dataclasses.replace(config or TrainConfig(), **overrides)
-    config.validate()
+    names = dict(names or {})
+    config.validate(names)
     strategy = get_strategy(config.strategy)
     worker = worker_id(strategy)
     out = config.out if worker is None else os.path.join(config.out, "workers", worker)
-    os.makedirs(out, exist_ok=True)
-    keras.utils.set_random_seed(config.seed)
-    model_path = os.path.join(out, MODEL_FILE)
-
-    if _is_complete(out, config.epochs):
-        with strategy.scope():
-            model = keras.saving.load_model(model_path, compile=False)
-            metrics = evaluate(
-                model,
-                config.data,
-                split=config.eval_split,
-                batch_size=config.batch_size,
-                data_dir=config.data_dir,
-                eval_examples=config.eval_examples,
-            )
-    else:
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"`{names.get('out', 'out')}` must be a folder. Received: {out!r}")
+    lock = RunLock(out)
+    try:
+        if os.path.isdir(out):
+            lock.acquire()
+            finished = _finished(out, _check_folder(out, config, names))
+            if finished is not None:
+                return finished
         train_data, eval_data, num_classes = _datasets(config)
         if config.steps_per_epoch:
             train_data = train_data.repeat()
@@ -534,34 +649,74 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
         if steps_per_epoch < 1:
             raise ValueError(
                 f"Cannot infer the steps per epoch of data {config.data!r} "
-                f"(cardinality {steps_per_epoch}); set `steps_per_epoch`."
+                f"(cardinality {steps_per_epoch}); set "
+                f"`{names.get('steps_per_epoch', 'steps_per_epoch')}`."
             )
-        previous_policy = keras.config.dtype_policy()
-        keras.config.set_dtype_policy(config.mixed_precision)
-        try:
-            with strategy.scope():
-                model = _build(config, num_classes, steps_per_epoch)
-        finally:
-            keras.config.set_dtype_policy(previous_policy)
+        if not lock.held:
+            os.makedirs(out, exist_ok=True)
+            lock.acquire()
+            _check_folder(out, config, names)
+        return _fit(config, strategy, out, train_data, eval_data, num_classes, steps_per_epoch)
+    finally:
+        lock.release()
+
+
+def _fit(
+    config: TrainConfig,
+    strategy: tf.distribute.Strategy,
+    out: str,
+    train_data: tf.data.Dataset,
+    eval_data: tf.data.Dataset,
+    num_classes: int,
+    steps_per_epoch: int,
+) -> TrainResult:
+    for folder in (out, os.path.join(out, "backup")):
+        remove_stale_temporaries(folder)
+    write_run_record(out, _record(config, status="running"))
+    keras.utils.set_random_seed(config.seed)
+    history_path = os.path.join(out, HISTORY_FILE)
+    backup = EpochBackup(os.path.join(out, "backup"), history_path)
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(config.mixed_precision)
+    try:
+        with strategy.scope():
+            model = _build(config, num_classes, steps_per_epoch)
+            last_epoch, rows = backup.restore(model)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+    if rows != read_history(history_path)[: len(rows)]:
+        write_history(history_path, rows)
+    try:
         model.fit(
             train_data,
             epochs=config.epochs,
+            initial_epoch=last_epoch + 1,
             steps_per_epoch=config.steps_per_epoch,
             validation_data=eval_data,
-            callbacks=_callbacks(config, out),
+            callbacks=_callbacks(config, out, backup),
             shuffle=False,
             verbose=config.verbose,
         )
-        partial = os.path.join(out, "model.partial.keras")
-        model.save(partial)
-        os.replace(partial, model_path)
-        metrics = model.evaluate(eval_data, verbose=0, return_dict=True)
-        metrics["loss"] = metrics.pop(CROSS_ENTROPY)
-
+    except tf.errors.InvalidArgumentError as error:
+        file = unreadable_file(error)
+        if file is None:
+            raise
+        raise UnreadableImageError(
+            f"Cannot decode image file {file!r} of data {config.data!r} (corrupt, truncated or "
+            "not an image): remove or replace it, or pass on_bad_image='skip' "
+            "(--on-bad-image skip) to skip unreadable files. The run keeps its last "
+            "completed epoch."
+        ) from None
+    model_path = os.path.join(out, MODEL_FILE)
+    metrics = model.evaluate(eval_data, verbose=0, return_dict=True)
+    metrics["loss"] = metrics.pop(CROSS_ENTROPY)
+    metrics = {key: float(value) for key, value in metrics.items()}
+    save_model(model, model_path, {"epoch": config.epochs - 1, "logs": metrics})
+    write_run_record(out, _record(config, status="finished", metrics=metrics))
     return TrainResult(
         model=model,
         metrics=metrics,
-        history=read_history(os.path.join(out, HISTORY_FILE)),
+        history=read_history(history_path),
         out=out,
         model_path=model_path,
     )

@@ -1,0 +1,247 @@
+"""ONNX export with standard ONNX ops only, run in onnxruntime against Keras after converting.
+
+The graph is the one the TFLite export traces (every Fourier layer on the
+matmul DFT, so no FFT op is needed: ONNX has only the contrib ``Rfft`` and
+``DFT`` ops that few runtimes implement), frozen and converted by tf2onnx.
+
+Why not ``model.export(format="onnx")`` (Keras 3.15, TensorFlow 2.21,
+tf2onnx 1.17): it turns every tensor that the traced function captures (the
+ImageNet mean and variance of the preprocessing ``Normalization`` layer) into
+a required graph input, and it has no way to pass tf2onnx a handler for
+``Erfc``, which TensorFlow's exact GELU lowers to and tf2onnx cannot convert.
+Here the function is frozen first (captures become constants), ``Erfc``
+becomes ONNX ``1 - Erf``, and inputs and outputs keep the names of the other
+exports (``images`` -> ``probabilities``, FNet's ids and mask -> ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.export.signatures import (
+    OUTPUTS,
+    ServingModel,
+    as_input_dict,
+    check_output,
+    sample_inputs,
+    serving_model,
+)
+from keras_fourier.fileio import atomic_save
+
+FLOAT32_TOLERANCE = 1e-4
+ONNX_EXTRA = 'pip install "keras-fourier[onnx]"'
+
+
+@dataclasses.dataclass(frozen=True)
+class ONNXReport:
+    """What :func:`onnx` wrote and how closely onnxruntime matches Keras.
+
+    Attributes:
+        path: the `.onnx` file.
+        opset: the ONNX opset of the default domain.
+        size_bytes: file size.
+        op_types: the ONNX operators the graph uses, sorted.
+        max_abs_diff: max |onnxruntime - Keras| over every output and example.
+        top1_agreement: fraction of examples whose arg-max class is the same
+            in onnxruntime and Keras; None without `validation_data` or a
+            classification output.
+        num_examples: examples compared.
+    """
+
+    path: str
+    opset: int
+    size_bytes: int
+    op_types: tuple[str, ...]
+    max_abs_diff: float
+    top1_agreement: float | None
+    num_examples: int
+
+
+def _import_tf2onnx():
+    try:
+        import onnxruntime  # noqa: F401 (checked here so a missing runtime fails before converting)
+        import tf2onnx
+    except ImportError as error:
+        raise ImportError(
+            f"ONNX export needs tf2onnx and onnxruntime, optional dependencies of "
+            f"keras_fourier: {ONNX_EXTRA}"
+        ) from error
+    return tf2onnx
+
+
+def _erfc(ctx, node, name, args):
+    """tf2onnx handler: TensorFlow's Erfc (exact GELU) as ONNX ``1 - Erf(x)``."""
+    from tf2onnx import utils
+
+    del name, args
+    node.type = "Erf"
+    dtype = utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+    one = ctx.make_const(utils.make_name(f"{node.name}_one"), np.array(1, dtype=dtype))
+    ctx.insert_new_node_on_output("Sub", node.output[0], inputs=[one.output[0], node.output[0]])
+    return node
+
+
+def _convert(serving: ServingModel, opset: int | None):
+    """The ONNX ModelProto of `serving`, inputs and outputs named as in the other exports."""
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    tf2onnx = _import_tf2onnx()
+    concrete = tf.function(serving).get_concrete_function(*serving.input_specs)
+    frozen = convert_variables_to_constants_v2(concrete)
+    inputs = [tensor.name for tensor in frozen.inputs if tensor.dtype != tf.resource]
+    outputs = [tensor.name for tensor in frozen.outputs]
+    output_names = sorted(concrete.structured_outputs)  # tf.nest's order of a dict
+    renames = dict(zip(inputs, serving.input_names, strict=True))
+    renames.update(zip(outputs, output_names, strict=True))
+    tf2onnx_logger = logging.getLogger("tf2onnx")
+    level = tf2onnx_logger.level
+    tf2onnx_logger.setLevel(logging.ERROR)
+    try:
+        model_proto, _ = tf2onnx.convert.from_graph_def(
+            frozen.graph.as_graph_def(),
+            input_names=inputs,
+            output_names=outputs,
+            opset=opset,
+            custom_op_handlers={"Erfc": (_erfc, ())},
+            tensors_to_rename=renames,
+        )
+    finally:
+        tf2onnx_logger.setLevel(level)
+    for value in (*model_proto.graph.input, *model_proto.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    return model_proto
+
+
+def _compare(
+    content: bytes, reference: ServingModel, batches: Iterable[dict], classify: bool
+) -> tuple[float, float | None, int]:
+    """(max abs diff, top-1 agreement or None, examples) of onnxruntime against Keras."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(content, providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    max_diff, agree, count = 0.0, 0, 0
+    for inputs in batches:
+        actual = dict(zip(names, session.run(names, inputs), strict=True))
+        expected = reference.run(inputs)
+        if sorted(actual) != sorted(expected):
+            raise RuntimeError(f"The ONNX outputs {sorted(actual)} are not {sorted(expected)}.")
+        for name, value in expected.items():
+            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
+        if classify:
+            (name,) = expected
+            agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
+        count += len(next(iter(inputs.values())))
+    return max_diff, (agree / count if classify and count else None), count
+
+
+def _write_atomically(content: bytes, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as file:
+            file.write(content)
+
+    atomic_save(path, write)
+
+
+def onnx(
+    model: keras.Model,
+    path: str | os.PathLike,
+    *,
+    output: str = "probabilities",
+    validation_data: Iterable | tf.data.Dataset | None = None,
+    opset: int | None = None,
+    overwrite: bool = False,
+    verbose: bool = True,
+) -> ONNXReport:
+    """Converts `model` to an ONNX file of standard ops and checks it in onnxruntime.
+
+    Every Fourier layer is switched to the matmul DFT (a clone with
+    ``fft_impl="matmul"`` and the same weights), so the graph holds MatMul,
+    Conv and element-wise ops of the default ONNX domain only, and runs in
+    any ONNX runtime. Inputs and outputs are those of
+    :func:`~keras_fourier.export.saved_model`'s ``serving_default``: float32
+    ``images`` in 0-255 (or FNet's int32 ``token_ids``, ``segment_ids``,
+    ``padding_mask``) with a free ``batch`` dimension, and
+    ``probabilities``/``logits`` (or the model's output names).
+
+    After converting, the model runs in onnxruntime on `validation_data` (or
+    deterministic sample inputs) and is compared with the Keras model; the
+    file is written (atomically) only if it is within 1e-4.
+
+    Args:
+        model: a functional or Sequential Keras model in float32.
+        path: the `.onnx` file to write; parent directories are created.
+        output: "probabilities" (default) or "logits" for a classifier.
+        validation_data: batches to compare on (an iterable or a
+            `tf.data.Dataset`; a batch is an array, a dict by input name, a
+            list in input order or an ``(x, y)`` tuple); with it, classifiers
+            also report top-1 agreement. Default None: one sample batch.
+        opset: ONNX opset; None (default) for tf2onnx's default.
+        overwrite: whether an existing `path` may be replaced. Default False.
+        verbose: print the report. Default True.
+
+    Returns:
+        An :class:`ONNXReport`.
+
+    Raises:
+        ValueError: unknown `output`, or an existing `path` without
+            `overwrite`; nothing is written.
+        RuntimeError: onnxruntime differs from Keras by more than 1e-4;
+            nothing is written.
+        ImportError: tf2onnx or onnxruntime is missing (the `onnx` extra).
+
+    Example:
+        >>> report = onnx(keras_fourier.GFNetTi(input_shape=(96, 160, 3)), "gfnet.onnx")
+        >>> report.max_abs_diff < 1e-4
+        True
+    """
+    path = os.fspath(path)
+    check_output(output)
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"{path!r} already exists; pass overwrite=True to replace it.")
+    model_proto = _convert(serving_model(model, output, fft_impl="matmul"), opset)
+    content = model_proto.SerializeToString()
+
+    reference = serving_model(model, output)
+    if validation_data is None:
+        batches = [sample_inputs(reference)]
+    else:
+        batches = (as_input_dict(reference, batch) for batch in validation_data)
+    classify = validation_data is not None and reference.output_name in OUTPUTS
+    max_diff, agreement, count = _compare(content, reference, batches, classify)
+    if not max_diff <= FLOAT32_TOLERANCE:
+        raise RuntimeError(
+            f"The ONNX model differs from Keras by {max_diff:.3g} > {FLOAT32_TOLERANCE}; "
+            "nothing was written."
+        )
+    _write_atomically(content, path)
+    opset_version = next(o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx"))
+    report = ONNXReport(
+        path=path,
+        opset=int(opset_version),
+        size_bytes=len(content),
+        op_types=tuple(sorted({node.op_type for node in model_proto.graph.node})),
+        max_abs_diff=max_diff,
+        top1_agreement=agreement,
+        num_examples=count,
+    )
+    if verbose:
+        line = (
+            f"Wrote ONNX {path} (opset {report.opset}, {len(content):,} bytes): "
+            f"max |onnxruntime - Keras| = {max_diff:.3g} on {count} examples"
+        )
+        if agreement is not None:
+            line += f", top-1 agreement {agreement:.2%}"
+        print(line)
+    return report

@@ -1,0 +1,197 @@
+"""`keras-fourier predict IMAGE... --model M --weights W`: the top ImageNet classes of images.
+
+Images are read as the releases were evaluated (the DeiT/timm evaluation
+transform of the official GFNet and HorNet code): the shorter side resized to
+``int(size / crop_pct)`` with bicubic interpolation (antialiased, as PIL),
+then the centre ``size`` x ``size`` crop; crop_pct 0.875 at 224 pixels and
+1.0 at 384 (HorNet's 384-pixel evaluation resizes without cropping).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from keras_fourier.imagenet import NUM_CLASSES, decode_predictions
+
+
+def eval_crop_pct(image_size: int) -> float:
+    """The centre-crop fraction the official code evaluates with at `image_size`.
+
+    Args:
+        image_size: the model's input side.
+
+    Returns:
+        0.875 below 384 pixels, 1.0 from 384 on.
+
+    Example:
+        >>> eval_crop_pct(224)
+        0.875
+    """
+    return 1.0 if image_size >= 384 else 0.875
+
+
+def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> np.ndarray:
+    """Reads an image file as (height, width, 3) float32 RGB in 0-255, resized and centre-cropped.
+
+    Args:
+        path: a JPEG, PNG, GIF or BMP file.
+        height: output height.
+        width: output width.
+        crop_pct: fraction of the resized image kept, in (0, 1]. Default 0.875.
+
+    Returns:
+        float32 array (height, width, 3).
+
+    Raises:
+        ValueError: the file cannot be read or decoded as an image, or
+            `crop_pct` is not in (0, 1].
+
+    Example:
+        >>> load_image("cat.jpg", 224, 224).shape
+        (224, 224, 3)
+    """
+    import tensorflow as tf
+
+    if isinstance(crop_pct, bool) or not 0 < crop_pct <= 1:
+        raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
+    try:
+        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    except (tf.errors.OpError, ValueError) as error:
+        raise ValueError(f"Could not read {path!r} as an image: {error}") from error
+    source_h, source_w = int(image.shape[0]), int(image.shape[1])
+    scale = max(height / crop_pct / source_h, width / crop_pct / source_w)
+    resized_h = max(height, int(source_h * scale))
+    resized_w = max(width, int(source_w * scale))
+    resized = tf.image.resize(
+        tf.cast(image, tf.float32), (resized_h, resized_w), method="bicubic", antialias=True
+    )
+    top, left = (resized_h - height) // 2, (resized_w - width) // 2
+    cropped = tf.clip_by_value(resized[top : top + height, left : left + width], 0.0, 255.0)
+    return cropped.numpy()
+
+
+def _probabilities(model, images: np.ndarray) -> np.ndarray:
+    import keras
+
+    outputs = np.asarray(model.predict(images, verbose=0), dtype=np.float64)
+    head = model.layers[-1]
+    activation = head.get_config().get("activation") if hasattr(head, "get_config") else None
+    if activation != "softmax":
+        outputs = keras.ops.convert_to_numpy(keras.ops.softmax(outputs))
+    return outputs
+
+
+def predict(
+    model, paths: list[str], top: int = 5, crop_pct: float | None = None
+) -> list[list[tuple[str, str, float]]]:
+    """The `top` ImageNet classes of each image file, with probabilities.
+
+    Args:
+        model: an ImageNet classifier of 1000 classes taking 0-255 RGB images
+            (a keras_fourier model with its default preprocessing), of a
+            fixed input size.
+        paths: image files.
+        top: classes per image. Default 5.
+        crop_pct: centre-crop fraction; None (default) uses the official
+            evaluation's (:func:`eval_crop_pct`).
+
+    Returns:
+        For each image, (WordNet id, class name, probability) tuples, best first.
+
+    Raises:
+        ValueError: a model that is not a 1000-class image classifier, or an
+            unreadable image.
+
+    Example:
+        >>> predict(keras_fourier.GFNetTi(weights="imagenet"), ["cat.jpg"], top=1)
+        [[('n02123045', 'tabby', 0.62)]]
+    """
+    shape = model.input_shape
+    if not isinstance(shape, tuple) or len(shape) != 4 or shape[-1] != 3 or None in shape[1:3]:
+        raise ValueError(
+            f"predict needs a model of RGB images of a fixed size. Received: input_shape={shape}"
+        )
+    if model.output_shape != (None, NUM_CLASSES):
+        raise ValueError(
+            f"predict prints ImageNet classes: the model must output {NUM_CLASSES} classes. "
+            f"Received: output_shape={model.output_shape}"
+        )
+    _, height, width, _ = shape
+    crop_pct = eval_crop_pct(min(height, width)) if crop_pct is None else crop_pct
+    images = np.stack([load_image(path, height, width, crop_pct) for path in paths])
+    return decode_predictions(_probabilities(model, images), top=top)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of `keras-fourier predict` to `parser`.
+
+    Args:
+        parser: the subcommand's parser.
+
+    Example:
+        >>> add_arguments(subcommands.add_parser("predict"))
+    """
+    from keras_fourier.export.command import _image_size
+
+    parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
+    parser.add_argument(
+        "--model", required=True, help="a .keras file, or a builder name (gfnet_ti, GFNetTi, ...)"
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help="builders: 'imagenet' (default), an official .pth or a .weights.h5/.keras file",
+    )
+    parser.add_argument(
+        "--image-size", type=_image_size, default=None, help="builders: SIZE or HxW (default 224)"
+    )
+    parser.add_argument("--top", type=int, default=5, help="classes per image (default 5)")
+    parser.add_argument(
+        "--crop-pct",
+        type=float,
+        default=None,
+        help="centre-crop fraction (default: the release's evaluation, 0.875 at 224, 1.0 at 384)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `keras-fourier predict`: prints the top classes of each image.
+
+    Args:
+        args: arguments parsed by a parser set up with :func:`add_arguments`.
+
+    Returns:
+        0 on success, 2 (after printing the message) on a bad argument or an
+        unreadable image.
+
+    Example:
+        >>> run(parser.parse_args(["cat.jpg", "--model", "gfnet_ti"]))
+        0
+    """
+    from keras_fourier.export.command import load_model
+    from keras_fourier.models.weights import imagenet_checkpoint
+
+    missing = [path for path in args.images if not os.path.isfile(path)]
+    try:
+        if missing:
+            raise ValueError(f"No such image file(s): {', '.join(missing)}")
+        if not args.model.endswith(".keras") and args.weights is None:
+            args.weights = "imagenet"
+        args.classes = NUM_CLASSES
+        model = load_model(args)
+        crop_pct = args.crop_pct
+        if crop_pct is None and args.weights == "imagenet":
+            crop_pct = imagenet_checkpoint(model.name, model).crop_pct
+        results = predict(model, args.images, args.top, crop_pct)
+    except ValueError as error:
+        print(f"keras-fourier predict: error: {error}", file=sys.stderr)
+        return 2
+    for path, classes in zip(args.images, results, strict=True):
+        print(path)
+        for rank, (wnid, name, probability) in enumerate(classes, start=1):
+            print(f"  {rank}. {probability:7.2%}  {name} ({wnid})")
+    return 0

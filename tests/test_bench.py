@@ -1,0 +1,74 @@
+"""`keras-fourier bench` runs end to end on tiny models and writes its files (no timings)."""
+
+import csv
+import json
+
+import pytest
+
+import keras_fourier
+from keras_fourier import bench, export
+from keras_fourier.cli import main
+from keras_fourier.training import create_model
+
+
+def _rows(path):
+    with open(path) as file:
+        return list(csv.DictReader(file))
+
+
+def test_model_bench_writes_json_and_csv_per_fft_impl(tmp_path, capsys):
+    argv = ["bench", "gfnet_tiny", "--image-size", "16", "--classes", "10", "--batch-size", "2"]
+    argv += ["--repeats", "1", "--fft-impl", "fft,matmul", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "bench.json").read_text())
+    rows = _rows(tmp_path / "bench.csv")
+    assert [row["fft_impl"] for row in rows] == ["fft", "matmul"]
+    model = create_model("gfnet_tiny", num_classes=10, image_size=16)
+    for row, saved in zip(rows, report["rows"], strict=True):
+        assert float(row["gflops"]) == round(keras_fourier.flops(model) / 1e9, 4)
+        for key in ("predict_img_s", "train_img_s", "latency_ms", "matmul_fraction"):
+            assert float(row[key]) > 0 and saved[key] > 0
+    assert report["machine"]["cpu_count"] >= 1 and report["matmul_gmacs"] > 0
+    assert "predict_img_s" in capsys.readouterr().out
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".partial")]
+
+
+def test_bench_of_a_keras_file_and_a_tflite_file(tmp_path):
+    model = create_model("gfnet_tiny", num_classes=10, image_size=16)
+    model.save(tmp_path / "tiny.keras")
+    export.tflite(model, tmp_path / "tiny.tflite", verbose=False)
+    common = ["--batch-size", "2", "--repeats", "1", "--no-train"]
+    assert main(["bench", str(tmp_path / "tiny.keras"), *common, "--out", str(tmp_path / "k")]) == 0
+    (row,) = _rows(tmp_path / "k" / "bench.csv")
+    assert row["model"] == "gfnet_tiny" and "train_img_s" not in row
+    out = tmp_path / "t"
+    assert main(["bench", str(tmp_path / "tiny.tflite"), *common, "--out", str(out)]) == 0
+    (row,) = _rows(out / "bench.csv")
+    assert (row["runtime"], row["input_dtype"]) == ("tflite", "float32")
+    assert float(row["predict_img_s"]) > 0 and float(row["latency_ms"]) > 0
+
+
+def test_scaling_writes_csv_and_plot_for_every_mixer(tmp_path):
+    argv = ["bench", "--scaling", "--grids", "4,8", "--sequences", "16", "--width", "16"]
+    argv += ["--repeats", "1", "--fft-impl", "fft,matmul", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = _rows(tmp_path / "scaling.csv")
+    expected = {(m, "2d", t) for m in bench.SCALING_MIXERS for t in ("16", "64")}
+    expected |= {("fourier", "1d", "16"), ("attention", "1d", "16")}
+    assert {(r["mixer"], r["layout"], r["tokens"]) for r in rows} == expected
+    impls = {
+        (r["mixer"], r["fft_impl"]) for r in rows if r["tokens"] == "16" and r["layout"] == "2d"
+    }
+    assert ("global_filter", "matmul") in impls and ("attention", "-") in impls
+    assert all(float(r["latency_ms"]) > 0 and int(r["flops_per_sample"]) > 0 for r in rows)
+    assert (tmp_path / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bench"], ["bench", "gfnet_tiny", "--scaling"], ["bench", "gfnet_tiny", "--batch-size", "0"]],
+)
+def test_bench_refuses_bad_arguments_and_writes_nothing(argv, tmp_path):
+    with pytest.raises(SystemExit):
+        main([*argv, "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,65 @@
+"""Clear errors naming the argument and value: damaged .keras files, other weights, channels."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from keras_fourier import cli
+from keras_fourier.models import build_model
+from keras_fourier.models.weights import load_keras_file, load_weights_file
+
+
+def _tiny(dims: int = 16, channels: int = 3, **options):
+    return build_model(
+        "global_filter",
+        depths=1,
+        dims=dims,
+        patch_size=4,
+        input_shape=(16, 16, channels),
+        classes=3,
+        **options,
+    )
+
+
+@pytest.mark.parametrize("how", ["empty", "truncated"])
+def test_damaged_keras_file_is_named(tmp_path, capsys, how):
+    path = tmp_path / "model.keras"
+    _tiny().save(path)
+    data = path.read_bytes()
+    path.write_bytes(b"" if how == "empty" else data[: len(data) // 2])
+    expected = (
+        "empty (0 bytes)" if how == "empty" else f"not a complete .keras zip ({len(data) // 2}"
+    )
+    with pytest.raises(ValueError, match=re.escape(f"{str(path)!r} is {expected}")):
+        load_keras_file(path)
+    assert cli.main(["export", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert str(path) in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match=r"No \.keras file at"):
+        load_keras_file(tmp_path / "missing.keras")
+
+
+def test_weights_file_of_other_shapes_names_the_first_differing_tensors(tmp_path):
+    path = tmp_path / "small.weights.h5"
+    _tiny(dims=16).save_weights(path)
+    model = _tiny(dims=24)
+    before = [weight.copy() for weight in model.get_weights()]
+    with pytest.raises(
+        ValueError, match=r"first differing tensors: layers/\S+: file \(\d+.*model \("
+    ):
+        load_weights_file(model, str(path))
+    for weight, old in zip(model.get_weights(), before, strict=True):
+        np.testing.assert_array_equal(weight, old)
+    truncated = tmp_path / "truncated.weights.h5"
+    truncated.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"not a readable \.weights\.h5 file \(100 bytes"):
+        load_weights_file(model, str(truncated))
+
+
+def test_preprocessing_needs_three_channels():
+    with pytest.raises(ValueError, match=r"needs 3 channels.*input_shape=\(16, 16, 1\)"):
+        _tiny(channels=1)
+    assert _tiny(channels=1, include_preprocessing=False).output_shape == (None, 3)

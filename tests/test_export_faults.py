@@ -1,0 +1,167 @@
+"""Exports under real faults: missing prerequisites, read-only folders, kills, huge images."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier import cli, export
+from keras_fourier.export import litert
+from keras_fourier.models import build_model
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    model = build_model(
+        "global_filter", depths=1, dims=16, patch_size=4, input_shape=(16, 16, 3), classes=3
+    )
+    path = tmp_path_factory.mktemp("model") / "tiny.keras"
+    model.save(path)
+    return str(path), model
+
+
+def _export(model_file, out, *extra) -> int:
+    return cli.main(["export", model_file[0], "--out", str(out), *extra])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--quantize", "int8"], "--quantize int8 needs calibration images: pass --data"),
+        (["--quantize", "int8", "--data", "digits", "--num-batches", "0"], "--num-batches=0"),
+        (["--crop-pct", "0"], "--crop-pct=0.0"),
+        (["--max-pixels", "0"], "--max-pixels=0"),
+    ],
+)
+def test_refused_exports_write_nothing(model_file, tmp_path, capsys, extra, message):
+    out = tmp_path / "models"
+    assert _export(model_file, out, *extra) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _dead_pid() -> int:
+    return int(
+        subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+
+
+def _make_read_only(folder) -> None:
+    """chmod for ordinary users; the immutable attribute for root, whom chmod does not stop."""
+    os.chmod(folder, 0o555)
+    probe = folder / "probe"
+    try:
+        probe.write_text("")
+    except PermissionError:
+        return
+    probe.unlink()
+    subprocess.run(["chattr", "+i", str(folder)], check=True)
+
+
+def test_read_only_or_file_output_is_refused_before_converting(model_file, tmp_path, capsys):
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    _make_read_only(read_only)
+    try:
+        assert _export(model_file, read_only / "models") == 2
+        assert "is not writable" in capsys.readouterr().err
+        assert _export(model_file, read_only) == 2
+        assert "is not writable" in capsys.readouterr().err
+        assert os.listdir(read_only) == []
+    finally:
+        subprocess.run(["chattr", "-i", str(read_only)], check=False, capture_output=True)
+        os.chmod(read_only, 0o755)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert _export(model_file, a_file) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert a_file.read_text() == "x"
+
+
+def test_missing_checker_is_named_before_converting_and_no_verify_keeps_the_file(
+    model_file, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    out = tmp_path / "models"
+    assert _export(model_file, out, "--format", "tflite") == 2
+    assert 'pip install "keras-fourier[export]"' in capsys.readouterr().err
+    assert not out.exists()
+    assert _export(model_file, out, "--format", "tflite", "--no-verify") == 0
+    assert "not checked against Keras" in capsys.readouterr().out
+    name = model_file[1].name
+    assert os.listdir(out) == [f"{name}.tflite"]
+    assert (out / f"{name}.tflite").stat().st_size > 1000
+
+
+def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
+    model_file, tmp_path, capsys, monkeypatch
+):
+    _, model = model_file
+    out = tmp_path / "models"
+    base = out / model.name
+    dead = _dead_pid()
+    for stale in (base / f".staging-{dead}-abc", out / f".tflite-staging-{dead}-abc"):
+        stale.mkdir(parents=True)
+        (stale / "variables.data").write_bytes(b"0" * 1000)
+    (base / f".staging-1-{'0' * 32}").mkdir()  # the naming of version 0.1.0
+    alive = base / f".staging-{os.getpid()}-live"
+    alive.mkdir()
+    (out / f".tiny.tflite.{dead}-abcd.tmp.tflite").write_bytes(b"partial")
+
+    monkeypatch.setattr(litert, "FLOAT32_TOLERANCE", -1.0)
+    with pytest.raises(RuntimeError, match="differs from Keras"):
+        _export(model_file, out)
+    assert sorted(os.listdir(base)) == [alive.name]
+    assert sorted(os.listdir(out)) == [model.name]
+    monkeypatch.undo()
+    assert _export(model_file, out) == 0
+    assert sorted(os.listdir(base)) == sorted(["1", alive.name])
+    assert sorted(os.listdir(out)) == sorted([model.name, f"{model.name}.tflite"])
+
+
+def _png_header(height: int, width: int) -> bytes:
+    """A PNG signature and IHDR chunk claiming height x width RGB pixels, then junk."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + chunk
+        + struct.pack(">I", zlib.crc32(chunk))
+        + b"\0" * 64
+    )
+
+
+def test_header_sizes_and_oversized_png_refused_before_decoding(model_file, tmp_path):
+    pixels = tf.zeros((40, 60, 3), tf.uint8)
+    for encoded in (tf.io.encode_png(pixels), tf.io.encode_jpeg(pixels)):
+        assert export.header_image_size(encoded).numpy().tolist() == [40, 60]
+    assert export.header_image_size(tf.constant(_png_header(20000, 30000))).numpy().tolist() == [
+        20000,
+        30000,
+    ]
+    report = export.saved_model(
+        model_file[1], tmp_path / "serving", max_pixels=100_000, verbose=False
+    )
+    serve = tf.saved_model.load(report.path).signatures[export.BYTES_SIGNATURE]
+    small = tf.io.encode_png(tf.fill((100, 90, 3), tf.constant(7, tf.uint8)))
+    assert serve(image_bytes=tf.stack([small]))["probabilities"].shape == (1, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Image too large.*20000.*20000"):
+        serve(image_bytes=tf.constant([_png_header(20000, 20000)]))
+    big = tf.io.encode_png(tf.zeros((400, 300, 3), tf.uint8))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"> 100000 pixels"):
+        serve(image_bytes=tf.stack([big]))
+    assert np.isfinite(serve(image_bytes=tf.stack([small, small]))["probabilities"]).all()
