@@ -315,10 +315,11 @@ def _add_export_parser(commands) -> None:
 
     parser = commands.add_parser(
         "export",
-        help="export a model as a TF Serving SavedModel and builtin-only TFLite files",
+        help="export a model as a TF Serving SavedModel, builtin-only TFLite and ONNX files",
         description=(
             "Write OUT/NAME/VERSION/ (TF Serving SavedModel, signatures serving_default and "
-            "serving_bytes) and OUT/NAME[_QUANTIZATION].tflite (TFLite builtin ops only), each "
+            "serving_bytes), OUT/NAME[_QUANTIZATION].tflite (TFLite builtin ops only) and, with "
+            "--format ...,onnx, OUT/NAME.onnx (standard ONNX ops, run in onnxruntime), each "
             "reloaded and checked against Keras. MODEL is a .keras file or a builder name "
             "built with --weights, --image-size and --classes; see export/README.md."
         ),

@@ -165,3 +165,10 @@ def test_header_sizes_and_oversized_png_refused_before_decoding(model_file, tmp_
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"> 100000 pixels"):
         serve(image_bytes=tf.stack([big]))
     assert np.isfinite(serve(image_bytes=tf.stack([small, small]))["probabilities"]).all()
+
+
+def test_int8_with_an_empty_calibration_set_writes_nothing(model_file, tmp_path):
+    path = tmp_path / "out" / "tiny_int8.tflite"
+    with pytest.raises(ValueError, match="at least one calibration batch"):
+        export.tflite(model_file[1], path, "int8", representative_dataset=[], verbose=False)
+    assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
 from keras_fourier.models.vision import VisionSpec
 
@@ -78,3 +79,40 @@ RELEASES: dict[str, tuple[Release, ...]] = {
     "gfnet_h_s": _release("gfnet-h-s.pth", "5229cb4d1daf48e69675", 81.5),
     "gfnet_h_b": _release("gfnet-h-b.pth", "954c5af21e824ba6b40c", 82.9),
 }
+
+
+def checkpoint_key(variant: str, path: str) -> str | None:
+    """The key in the official GFNet checkpoints of the Keras variable at `path`.
+
+    Args:
+        variant: a GFNet variant key (isotropic or hierarchical).
+        path: a variable path of the model built from it.
+
+    Returns:
+        The official state-dict key, or None for a variable without one.
+
+    Example:
+        >>> checkpoint_key("gfnet_h_ti", "stage1_block0_mixer/complex_weight")
+        'blocks.1.0.filter.complex_weight'
+    """
+    hierarchical = len(VARIANTS[variant].dims) > 1
+    layer, *inner, name = path.split("/")
+    if layer == "stem_conv":
+        return f"patch_embed.{'0.' if hierarchical else ''}proj.{PARAMETERS[name]}"
+    if layer == "pos_embed":
+        return "pos_embed"
+    downsample = DOWNSAMPLE.fullmatch(layer)
+    if downsample:
+        stage, kind = downsample.groups()
+        if hierarchical and kind == "conv":
+            return f"patch_embed.{stage}.proj.{PARAMETERS[name]}"
+        return None
+    block = BLOCK.fullmatch(layer)
+    if block:
+        stage, index, part = block.groups()
+        prefix = f"blocks.{stage}.{index}" if hierarchical else f"blocks.{index}"
+        if part in ("ls", "ls1", "ls2"):
+            return f"{prefix}.gamma{part[2:]}"
+        module = {"mixer": "filter", "ffn": "mlp"}.get(part, part)
+        return f"{prefix}.{module}.{inner_key(inner, name)}"
+    return common_key(path)

@@ -15,6 +15,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
 from keras_fourier.models.vision import VisionSpec
 
@@ -81,3 +82,42 @@ RELEASES: dict[str, tuple[Release, ...]] = {
         _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", None, 21841, 384),
     ),
 }
+
+
+def checkpoint_key(variant: str, path: str) -> str | None:
+    """The key in the official HorNet checkpoints of the Keras variable at `path`.
+
+    Args:
+        variant: a HorNet variant key.
+        path: a variable path of the model built from it.
+
+    Returns:
+        The official state-dict key, or None for a variable without one.
+
+    Example:
+        >>> checkpoint_key("hornet_t_gf", "stage2_block0_ffn/fc1/kernel")
+        'stages.2.0.pwconv1.weight'
+    """
+    del variant  # every HorNet row has the same naming
+    layer, *inner, name = path.split("/")
+    if layer == "stem_conv":
+        return f"downsample_layers.0.0.{PARAMETERS[name]}"
+    if layer == "stem_norm":
+        return f"downsample_layers.0.1.{PARAMETERS[name]}"
+    downsample = DOWNSAMPLE.fullmatch(layer)
+    if downsample:
+        stage, kind = downsample.groups()
+        return f"downsample_layers.{stage}.{0 if kind == 'norm' else 1}.{PARAMETERS[name]}"
+    block = BLOCK.fullmatch(layer)
+    if block:
+        stage, index, part = block.groups()
+        prefix = f"stages.{stage}.{index}"
+        if part in ("ls", "ls1", "ls2"):
+            return f"{prefix}.gamma{part[2:]}"
+        if part in ("norm1", "norm2"):
+            return f"{prefix}.{part}.{inner_key(inner, name)}"
+        if part == "mixer":
+            return f"{prefix}.gnconv.{inner_key(inner, name)}"
+        ffn_layer = {"fc1": "pwconv1", "fc2": "pwconv2"}[inner[0]]
+        return f"{prefix}.{inner_key([ffn_layer, *inner[1:]], name)}"
+    return common_key(path)
