@@ -174,7 +174,10 @@ def _add_train_parser(commands) -> None:
         "--strategy",
         default=_DEFAULTS.strategy,
         choices=STRATEGIES,
-        help="auto: TPU, else multi-worker (TF_CONFIG), else several GPUs, else default",
+        help="TensorFlow backend: auto = TPU, else multi-worker (TF_CONFIG), else several "
+        "GPUs, else default. KERAS_BACKEND=jax: auto/mirrored = keras.distribution."
+        "DataParallel over every local device, default/one_device = one device. "
+        "KERAS_BACKEND=torch: auto/default/one_device, one device",
     )
     add(
         "--mixed-precision",

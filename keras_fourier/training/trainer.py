@@ -688,8 +688,9 @@ def _fit_verbosity(verbose: str | int) -> int:
     return int(verbose)
 
 
-def _print_header(config: TrainConfig, model: keras.Model, data: _Data, out: str) -> None:
-    strategy = model.distribute_strategy
+def _print_header(
+    config: TrainConfig, model: keras.Model, data: _Data, out: str, strategy: Any
+) -> None:
     replicas = strategy.num_replicas_in_sync
     shape = (
         f"sequences of {config.sequence_length} tokens"
@@ -864,7 +865,7 @@ def _fit(
         write_history(history_path, rows)
     verbose = _fit_verbosity(config.verbose)
     if verbose:
-        _print_header(config, model, data, out)
+        _print_header(config, model, data, out, strategy)
     try:
         model.fit(
             data.train,
