@@ -33,7 +33,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,22 +50,15 @@ SCALING_WIDTH = 384
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Writes `data` to `path` through a synced temporary file and os.replace."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, partial = tempfile.mkstemp(
-        dir=folder, prefix=".partial-", suffix=os.path.basename(path)
-    )
-    try:
-        with os.fdopen(handle, "wb") as file:
+    """Writes `data` to `path` atomically (:func:`keras_fourier.fileio.atomic_save`)."""
+    from keras_fourier.fileio import atomic_save
+
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as file:
             file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_save(path, write)
 
 
 def _csv_bytes(rows: Sequence[dict[str, Any]]) -> bytes:

@@ -30,7 +30,7 @@ def test_model_bench_writes_json_and_csv_per_fft_impl(tmp_path, capsys):
             assert float(row[key]) > 0 and saved[key] > 0
     assert report["machine"]["cpu_count"] >= 1 and report["matmul_gmacs"] > 0
     assert "predict_img_s" in capsys.readouterr().out
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".partial")]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_bench_of_a_keras_file_and_a_tflite_file(tmp_path):
