@@ -6,7 +6,7 @@ Two modes:
   init), a ``.keras`` file or a ``.tflite`` file. Measures inference
   (``predict_on_batch``) and training-step (``train_on_batch`` after a plain
   ``compile(AdamW, cross-entropy)``) images per second at a batch size,
-  batch-1 latency and peak resident memory of each phase, and reports the
+  batch-1 latency and the resident memory each phase adds at its peak, and reports the
   model's FLOPs (:func:`keras_fourier.flops`) with the fraction of this
   machine's measured float32 matmul rate that the inference reaches.
 * scaling mode, ``keras-fourier bench --scaling``: one block (mixer and MLP,
@@ -88,35 +88,46 @@ def write_results(out: str, stem: str, report: dict[str, Any]) -> list[str]:
 
 
 class PeakMemory:
-    """Peak resident memory (MiB) of this process within a `with` block.
+    """Resident memory (MiB) that a `with` block added at its peak.
 
-    On Linux the kernel's high-water mark (VmHWM) is reset on entry through
-    /proc/self/clear_refs, so the figure is the block's own peak; elsewhere it
-    is the process's peak so far.
+    On Linux the kernel's high-water mark (VmHWM) is reset to the current
+    resident size on entry through /proc/self/clear_refs, so the figure is
+    the block's peak minus the resident size at its start. Memory that the
+    allocator kept from earlier work and reuses is not counted again.
+    Elsewhere it is the process's peak so far.
     """
 
     def __enter__(self) -> PeakMemory:
+        self._start = 0.0
         try:
             with open("/proc/self/clear_refs", "w") as file:
                 file.write("5")
+            self._start = _status_mib("VmRSS:") or 0.0
         except OSError:
             pass
         self.mib: float | None = None
         return self
 
     def __exit__(self, *exc) -> None:
-        self.mib = peak_rss_mib()
+        self.mib = max(0.0, peak_rss_mib() - self._start)
+
+
+def _status_mib(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith(field):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def peak_rss_mib() -> float:
     """The process's resident-memory high-water mark in MiB."""
-    try:
-        with open("/proc/self/status") as file:
-            for line in file:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
+    peak = _status_mib("VmHWM:")
+    if peak is not None:
+        return peak
     import resource
 
     scale = 1 if sys.platform == "darwin" else 1024
@@ -376,7 +387,7 @@ def run_scaling(
                     "batch_size": batch_size,
                     "fft_impl": impl,
                     "latency_ms": round(1e3 * seconds, 3),
-                    "peak_mib": round(memory.mib, 1) if memory.mib else None,
+                    "peak_mib": None if memory.mib is None else round(memory.mib, 1),
                     "flops_per_sample": flops(model),
                 }
             )
@@ -407,7 +418,9 @@ def plot_scaling(rows: Sequence[dict[str, Any]], path: str, title: str) -> bool:
         style = "--" if "(1D)" in label else "-"
         axes[0].plot(tokens, [p["latency_ms"] for p in points], style, marker="o", label=label)
         axes[1].plot(tokens, [p["peak_mib"] or math.nan for p in points], style, marker="o")
-    for axis, ylabel in zip(axes, ("latency (ms)", "peak resident memory (MiB)"), strict=True):
+    for axis, ylabel in zip(
+        axes, ("latency (ms)", "resident memory added at peak (MiB)"), strict=True
+    ):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("tokens")
