@@ -228,6 +228,12 @@ def _add_train_parser(commands) -> None:
         help="reproducible data order and augmentation (slower with --augment)",
     )
     add(
+        "--on-bad-image",
+        default=_DEFAULTS.on_bad_image,
+        choices=("error", "skip"),
+        help="a corrupt image file of dir: data: error (naming it), or skip (counted)",
+    )
+    add(
         "--verbose",
         default="auto",
         choices=("auto", "0", "1", "2"),
@@ -305,10 +311,11 @@ def _add_export_parser(commands) -> None:
 
     parser = commands.add_parser(
         "export",
-        help="export a model as a TF Serving SavedModel and builtin-only TFLite files",
+        help="export a model as a TF Serving SavedModel, builtin-only TFLite and ONNX files",
         description=(
             "Write OUT/NAME/VERSION/ (TF Serving SavedModel, signatures serving_default and "
-            "serving_bytes) and OUT/NAME[_QUANTIZATION].tflite (TFLite builtin ops only), each "
+            "serving_bytes), OUT/NAME[_QUANTIZATION].tflite (TFLite builtin ops only) and, with "
+            "--format ...,onnx, OUT/NAME.onnx (standard ONNX ops, run in onnxruntime), each "
             "reloaded and checked against Keras. MODEL is a .keras file or a builder name "
             "built with --weights, --image-size and --classes; see export/README.md."
         ),

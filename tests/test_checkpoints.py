@@ -1,22 +1,27 @@
-"""Official PyTorch checkpoints and weights="imagenet", without torch and without network.
+"""Official PyTorch checkpoints and weights="imagenet", read without torch and without network.
 
 Checkpoints are built here in the official layout (keys, shapes and tensor
 layouts of the GFNet, HorNet and AFNO reference code), independently of the
-key map under test, and read through a stand-in `torch` module.
+key map under test, written by ``torch.save`` (the test extra has PyTorch)
+and read by the package's own PyTorch-free reader.
 """
 
-import contextlib
+import argparse
+import io
 import os
+import subprocess
 import sys
-import types
+import urllib.error
+import urllib.request
 
 import keras
 import numpy as np
 import pytest
+import torch
 
 import keras_fourier.models as km
 from keras_fourier.layers.hornet import GlobalLocalFilter
-from keras_fourier.models import build_model, checkpoints
+from keras_fourier.models import build_model, checkpoints, download
 from keras_fourier.models.weights import imagenet_checkpoint, load_variant_weights
 from tests.harness import random_input
 
@@ -222,59 +227,23 @@ def assign_hornet(model, state):
     _head(model, state)
 
 
-# ------------------------------------------------------------------------- stand-in for torch
-
-
-class FakeTensor:
-    """The few torch.Tensor methods `read_pth` uses."""
-
-    def __init__(self, array):
-        self.array = np.asarray(array)
-
-    def detach(self):
-        return self
-
-    def cpu(self):
-        return self
-
-    def float(self):
-        return FakeTensor(self.array.astype("float32"))
-
-    def numpy(self):
-        return self.array
+# ------------------------------------------------------------------------------- torch.save files
 
 
 @pytest.fixture
-def fake_torch(monkeypatch):
-    """Installs a stand-in `torch`; returns save(path, checkpoint) writing a '.pth' for it."""
-    saved = {}
-    calls = []
-
-    def load(path, map_location=None, weights_only=False):
-        calls.append({"map_location": map_location, "weights_only": weights_only})
-        checkpoint = saved[os.fspath(path)]
-        if isinstance(checkpoint, Exception):
-            raise checkpoint
-        return checkpoint
-
-    module = types.ModuleType("torch")
-    module.load = load
-    module.is_tensor = lambda value: isinstance(value, FakeTensor)
-    module.serialization = types.SimpleNamespace(safe_globals=lambda _: contextlib.nullcontext())
-    module.calls = calls
-    monkeypatch.setitem(sys.modules, "torch", module)
+def save_pth():
+    """save(path, checkpoint): writes `checkpoint` with torch.save; returns the path."""
 
     def save(path, checkpoint):
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"stand-in checkpoint")
-        saved[os.fspath(path)] = checkpoint
+        torch.save(checkpoint, path)
         return os.fspath(path)
 
     return save
 
 
 def tensors(state):
-    return {key: FakeTensor(value) for key, value in state.items()}
+    return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in state.items()}
 
 
 def snapshot(model):
@@ -353,11 +322,11 @@ def _assign_direct(variant, model, state):
 
 
 @pytest.mark.parametrize("variant", sorted(DIRECT_CASES))
-def test_official_checkpoint_loads_like_direct_assignment(variant, tmp_path, fake_torch):
+def test_official_checkpoint_loads_like_direct_assignment(variant, tmp_path, save_pth):
     builder, shape, make_state = DIRECT_CASES[variant]
     state = make_state()
-    nested = {"model": tensors(state), "epoch": 299, "args": {"lr": 1e-3}}
-    path = fake_torch(tmp_path / f"{variant}.pth", nested)
+    nested = {"model": tensors(state), "epoch": 299, "args": argparse.Namespace(lr=1e-3)}
+    path = save_pth(tmp_path / f"{variant}.pth", nested)
     model = builder(weights=path, input_shape=shape, classifier_activation=None)
     x = 255.0 * np.abs(random_input((2, *shape), seed=3))
     loaded_out = np.asarray(model(x, training=False))
@@ -367,12 +336,11 @@ def test_official_checkpoint_loads_like_direct_assignment(variant, tmp_path, fak
     assert_same_weights(model, loaded)
     np.testing.assert_array_equal(np.asarray(model(x, training=False)), loaded_out)
     assert np.std(loaded_out) > 1e-3
-    assert sys.modules["torch"].calls == [{"map_location": "cpu", "weights_only": True}]
 
 
-def test_headless_models_ignore_head_and_unused_final_norm(tmp_path, fake_torch):
+def test_headless_models_ignore_head_and_unused_final_norm(tmp_path, save_pth):
     state = hornet_state(64, gf=False)
-    path = fake_torch(tmp_path / "hornet.pt", {"module": tensors(state)})
+    path = save_pth(tmp_path / "hornet.pt", {"module": tensors(state)})
     features = km.HorNetT7x7(weights=path, input_shape=(32, 32, 3), include_top=False)
     assert "norm" not in {layer.name for layer in features.layers}
     loaded = snapshot(features)
@@ -380,7 +348,7 @@ def test_headless_models_ignore_head_and_unused_final_norm(tmp_path, fake_torch)
     assert_same_weights(features, loaded)
 
     gfnet = gfnet_state((256,), (12,), 16, 2)
-    path = fake_torch(tmp_path / "gfnet.pth", tensors(gfnet))
+    path = save_pth(tmp_path / "gfnet.pth", tensors(gfnet))
     pooled = km.GFNetTi(weights=path, input_shape=(32, 32, 3), include_top=False, pooling="avg")
     np.testing.assert_array_equal(pooled.get_layer("norm").gamma.numpy(), gfnet["norm.weight"])
 
@@ -425,9 +393,9 @@ def test_pos_embed_resize_is_bicubic_without_align_corners():
         checkpoints.resize_pos_embed(tokens[:, :48], (7, 7))
 
 
-def test_gfnet_checkpoint_at_224_loads_at_384(tmp_path, fake_torch):
+def test_gfnet_checkpoint_at_224_loads_at_384(tmp_path, save_pth):
     state = gfnet_state((256,), (12,), 16, 14)
-    path = fake_torch(tmp_path / "gfnet-ti.pth", {"model": tensors(state)})
+    path = save_pth(tmp_path / "gfnet-ti.pth", {"model": tensors(state)})
     model = km.GFNetTi(weights=path, input_shape=(384, 384, 3))
     for index in (0, 11):
         source = state[f"blocks.{index}.filter.complex_weight"]
@@ -440,9 +408,9 @@ def test_gfnet_checkpoint_at_224_loads_at_384(tmp_path, fake_torch):
     np.testing.assert_allclose(pos, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_gfnet_h_checkpoint_loads_at_a_non_square_size(tmp_path, fake_torch):
+def test_gfnet_h_checkpoint_loads_at_a_non_square_size(tmp_path, save_pth):
     state = gfnet_state((64, 128, 256, 512), (3, 3, 10, 3), 4, 16)
-    path = fake_torch(tmp_path / "gfnet-h-ti.pth", {"model": tensors(state)})
+    path = save_pth(tmp_path / "gfnet-h-ti.pth", {"model": tensors(state)})
     model = km.GFNetHTi(weights=path, input_shape=(96, 64, 3))
     for stage, size in enumerate([(24, 9), (12, 5), (6, 3), (3, 2)]):
         source = state[f"blocks.{stage}.0.filter.complex_weight"]
@@ -456,9 +424,9 @@ def test_gfnet_h_checkpoint_loads_at_a_non_square_size(tmp_path, fake_torch):
     )
 
 
-def test_hornet_gf_filters_resize_like_the_official_run_time_resize(tmp_path, fake_torch):
+def test_hornet_gf_filters_resize_like_the_official_run_time_resize(tmp_path, save_pth):
     state = hornet_state(64, gf=True)  # the 224-pixel filters, (14, 8) and (7, 4)
-    path = fake_torch(tmp_path / "hornet_tiny_gf.pth", {"model": tensors(state)})
+    path = save_pth(tmp_path / "hornet_tiny_gf.pth", {"model": tensors(state)})
     model = km.HorNetTGF(weights=path, input_shape=(64, 64, 3))
     for stage, size in ((2, (4, 3)), (3, (2, 2))):
         source = state[f"stages.{stage}.0.gnconv.dwconv.complex_weight"]
@@ -506,11 +474,11 @@ def _mismatch(state):
     ids=["wrong_shape", "missing_key", "extra_key"],
 )
 def test_mismatching_checkpoint_raises_and_leaves_the_model_unchanged(
-    edit, message, small_gfnet, tmp_path, fake_torch
+    edit, message, small_gfnet, tmp_path, save_pth
 ):
     state = gfnet_state((256,), (12,), 16, 2)
     edit(state)
-    path = fake_torch(tmp_path / "bad.pth", {"model": tensors(state)})
+    path = save_pth(tmp_path / "bad.pth", {"model": tensors(state)})
     before = snapshot(small_gfnet)
     with pytest.raises(ValueError, match=message) as info:
         load_variant_weights("gfnet_ti", small_gfnet, path)
@@ -546,34 +514,47 @@ def test_convert_tensor_layouts_and_errors():
         checkpoints.convert_tensor("transpose", linear, (2, 3))
 
 
-def test_read_pth_without_torch_names_the_extra(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "torch", None)
-    path = tmp_path / "gfnet-ti.pth"
-    path.write_bytes(b"not read")
-    extra = r'needs torch, an optional dependency .*: pip install "keras-fourier\[torch\]"'
-    with pytest.raises(ImportError, match=extra):
-        checkpoints.read_pth(os.fspath(path))
-    with pytest.raises(ImportError, match=extra):
-        km.GFNetTi(weights=os.fspath(path), input_shape=(32, 32, 3))
+def test_official_checkpoint_loads_with_torch_unavailable(tmp_path, save_pth):
+    state = gfnet_state((256,), (12,), 16, 2)
+    path = save_pth(tmp_path / "gfnet-ti.pth", {"model": tensors(state)})
+    expected = km.GFNetTi(weights=path, input_shape=(32, 32, 3)).get_layer("head").get_weights()
+    script = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import numpy as np, keras_fourier\n"
+        f"model = keras_fourier.GFNetTi(weights={path!r}, input_shape=(32, 32, 3))\n"
+        f"np.save({os.fspath(tmp_path / 'head.npy')!r}, model.get_layer('head').get_weights()[0])\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "head.npy"), expected[0])
 
 
-def test_read_pth_unwraps_and_checks_the_state_dict(tmp_path, fake_torch):
-    state = {"head.bias": FakeTensor(np.ones(2, dtype="float64"))}
+def test_hostile_checkpoint_is_refused_and_leaves_the_model_unchanged(small_gfnet, tmp_path):
+    path = tmp_path / "hostile.pth"
+    torch.save({"model": {"head.weight": torch.ones(2)}, "hook": io.BytesIO(b"x")}, path)
+    before = snapshot(small_gfnet)
+    with pytest.raises(ValueError, match=r"hostile\.pth.*refers to _io\.BytesIO, which is neither"):
+        load_variant_weights("gfnet_ti", small_gfnet, os.fspath(path))
+    assert_same_weights(small_gfnet, before)
+
+
+def test_read_pth_unwraps_and_checks_the_state_dict(tmp_path, save_pth):
+    state = {"head.bias": torch.ones(2, dtype=torch.float64)}
     for name, checkpoint in (
         ("flat", state),
         ("model", {"model": state}),
         ("module", {"module": state}),
     ):
-        read = checkpoints.read_pth(fake_torch(tmp_path / f"{name}.pth", checkpoint))
+        read = checkpoints.read_pth(save_pth(tmp_path / f"{name}.pth", checkpoint))
         assert list(read) == ["head.bias"]
         assert read["head.bias"].dtype == np.float32
     with pytest.raises(ValueError, match=r"not a state dict of tensors; .* not tensors: epoch"):
-        checkpoints.read_pth(fake_torch(tmp_path / "mixed.pth", {**state, "epoch": 3}))
+        checkpoints.read_pth(save_pth(tmp_path / "mixed.pth", {**state, "epoch": 3}))
     with pytest.raises(ValueError, match=r"must be a state dict \(a mapping\); received list"):
-        checkpoints.read_pth(fake_torch(tmp_path / "list.pth", [state]))
-    broken = fake_torch(tmp_path / "broken.pth", RuntimeError("PytorchStreamReader failed"))
-    with pytest.raises(ValueError, match=r"Could not read .*broken\.pth.* PytorchStreamReader"):
-        checkpoints.read_pth(broken)
+        checkpoints.read_pth(save_pth(tmp_path / "list.pth", [state]))
+    broken = tmp_path / "broken.pth"
+    broken.write_bytes(b"PytorchStreamReader failed")
+    with pytest.raises(ValueError, match=r"Could not read .*broken\.pth.* not a PyTorch zip"):
+        checkpoints.read_pth(os.fspath(broken))
 
 
 def test_unsupported_weights_file_is_refused(small_gfnet, tmp_path):
@@ -608,17 +589,46 @@ def test_imagenet_22k_checkpoints_need_include_top_false():
     assert imagenet_checkpoint("hornet_t_gf", _stub((256, 256, 3), head=True)).resolution == 224
 
 
-def test_imagenet_failed_download_raises_and_writes_nothing(small_gfnet, tmp_path, monkeypatch):
-    def offline(fname, origin, cache_subdir):
-        (tmp_path / cache_subdir).mkdir()
-        raise Exception(f"URL fetch failure on {origin}: None -- [Errno -3] name resolution")
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """The download cache folder, moved under tmp_path."""
+    folder = tmp_path / "keras_fourier"
+    monkeypatch.setattr(download, "cache_dir", lambda: os.fspath(folder))
+    return folder
 
-    monkeypatch.setattr(keras.utils, "get_file", offline)
+
+class _Response(io.BytesIO):
+    def __init__(self, content: bytes, announced: int):
+        super().__init__(content)
+        self.headers = {"Content-Length": str(announced)}
+
+
+def _serve(monkeypatch, tmp_path, checkpoint, calls, cut_at=None):
+    """Serves `checkpoint` (written by torch.save) at any URL; `cut_at` bytes truncate it."""
+    served = tmp_path / "served.pth"
+    torch.save(checkpoint, served)
+    content = served.read_bytes()
+
+    def urlopen(url, timeout):
+        calls.append(url)
+        return _Response(content[:cut_at], len(content))
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+
+
+def test_imagenet_failed_download_raises_and_writes_nothing(
+    small_gfnet, tmp_path, cache, monkeypatch
+):
+    def offline(url, timeout):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
     before = snapshot(small_gfnet)
     message = (
-        r"Could not download the official checkpoint of 'gfnet_ti' from "
-        r"https://cloud\.tsinghua\.edu\.cn/f/3d0c1579aa524a0a99dd/\?dl=1 \(URL fetch failure.*"
-        r"needs network access the first time"
+        r"weights='imagenet' for 'gfnet_ti' needs network access the first time\. Could not "
+        r"download https://cloud\.tsinghua\.edu\.cn/f/3d0c1579aa524a0a99dd/\?dl=1 \(.*name "
+        r"resolution.*nothing was kept\. To work offline, download .* pass the file's path as "
+        r"`weights`"
     )
     with pytest.raises(ValueError, match=message):
         load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
@@ -626,26 +636,22 @@ def test_imagenet_failed_download_raises_and_writes_nothing(small_gfnet, tmp_pat
     assert_same_weights(small_gfnet, before)
 
 
-def _serve(tmp_path, fake_torch, checkpoint, calls):
-    def get_file(fname, origin, cache_subdir):
-        calls.append((fname, origin, cache_subdir))
-        path = tmp_path / cache_subdir / fname
-        if not path.exists():
-            fake_torch(path, checkpoint)
-        return os.fspath(path)
+def test_imagenet_cut_off_download_keeps_nothing(small_gfnet, tmp_path, cache, monkeypatch):
+    state = gfnet_state((256,), (12,), 16, 2)
+    _serve(monkeypatch, tmp_path, {"model": tensors(state)}, [], cut_at=1000)
+    before = snapshot(small_gfnet)
+    with pytest.raises(ValueError, match=r"cut off at 1000 of \d+ bytes\); nothing was kept"):
+        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+    assert list(cache.iterdir()) == []
+    assert_same_weights(small_gfnet, before)
 
-    return get_file
 
-
-def test_imagenet_downloads_and_converts_once(tmp_path, fake_torch, monkeypatch):
+def test_imagenet_downloads_and_converts_once(tmp_path, cache, monkeypatch):
     state = gfnet_state((256,), (12,), 16, 2)
     calls = []
-    monkeypatch.setattr(
-        keras.utils, "get_file", _serve(tmp_path, fake_torch, {"model": tensors(state)}, calls)
-    )
+    _serve(monkeypatch, tmp_path, {"model": tensors(state)}, calls)
     model = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
-    assert calls == [("gfnet-ti.pth", GFNET_TI_URL, "keras_fourier")]
-    cache = tmp_path / "keras_fourier"
+    assert calls == [GFNET_TI_URL]
     converted = sorted(p.name for p in cache.glob("*.weights.h5"))
     assert len(converted) == 1 and converted[0].startswith("gfnet_ti_32x32_")
     assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
@@ -653,38 +659,30 @@ def test_imagenet_downloads_and_converts_once(tmp_path, fake_torch, monkeypatch)
     assign_gfnet(model, state, (12,), hierarchical=False)
     assert_same_weights(model, expected)
 
-    monkeypatch.setitem(sys.modules, "torch", None)  # the cached conversion needs no torch
     again = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+    assert calls == [GFNET_TI_URL]  # cached: no second download
     assert_same_weights(again, expected)
     assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
 
 
 def test_imagenet_mismatching_download_writes_no_conversion(
-    small_gfnet, tmp_path, fake_torch, monkeypatch
+    small_gfnet, tmp_path, cache, monkeypatch
 ):
     state = gfnet_state((256,), (12,), 16, 2)
     del state["pos_embed"]
-    monkeypatch.setattr(
-        keras.utils, "get_file", _serve(tmp_path, fake_torch, {"model": tensors(state)}, [])
-    )
+    _serve(monkeypatch, tmp_path, {"model": tensors(state)}, [])
     before = snapshot(small_gfnet)
     with pytest.raises(ValueError, match=rf"{LEFT_UNCHANGED}.*missing keys \(1\): pos_embed"):
         load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
-    assert [p.name for p in (tmp_path / "keras_fourier").iterdir()] == ["gfnet-ti.pth"]
+    assert [p.name for p in cache.iterdir()] == ["gfnet-ti.pth"]
     assert_same_weights(small_gfnet, before)
 
 
-def test_imagenet_first_load_without_torch_names_the_extra(
-    small_gfnet, tmp_path, fake_torch, monkeypatch
-):
-    state = gfnet_state((256,), (12,), 16, 2)
-    monkeypatch.setattr(
-        keras.utils, "get_file", _serve(tmp_path, fake_torch, {"model": tensors(state)}, [])
-    )
-    monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(ImportError, match=r'gfnet-ti\.pth.*pip install "keras-fourier\[torch\]"'):
+def test_imagenet_damaged_cached_file_says_to_delete_it(small_gfnet, cache):
+    cache.mkdir()
+    (cache / "gfnet-ti.pth").write_bytes(b"left by an old, interrupted download")
+    with pytest.raises(ValueError, match=r"cached official checkpoint .*gfnet-ti\.pth.* delete it"):
         load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
-    assert [p.name for p in (tmp_path / "keras_fourier").iterdir()] == ["gfnet-ti.pth"]
 
 
 def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
@@ -695,7 +693,7 @@ def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
         depths=2, dims=16, patch_size=4, input_shape=(16, 16, 3), classes=3, name="shallow"
     )
     before = [w.numpy() for w in shallow.weights]
-    with pytest.raises(ValueError, match=r"the file holds \d+ tensors, the model has \d+"):
+    with pytest.raises(ValueError, match=r"the file holds \d+ tensors, the model \d+"):
         load_variant_weights("shallow", shallow, path)
     for weight, value in zip(shallow.weights, before, strict=True):
         np.testing.assert_array_equal(weight.numpy(), value)
@@ -705,3 +703,26 @@ def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
     load_variant_weights("same", same, path)
     for ours, theirs in zip(same.weights, deeper.weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_each_family_owns_its_release_rows():
+    from keras_fourier.models import afnonet, gfnet, hornet
+    from keras_fourier.models.releases import releases
+
+    table = releases()
+    assert set(table) == set(gfnet.RELEASES) | set(hornet.RELEASES)
+    assert afnonet.RELEASES == {}
+    assert set(table) <= set(km.VARIANTS)
+    ti = table["gfnet_ti"][0]
+    assert (ti.url, ti.top1, ti.crop_pct, ti.interpolation) == (
+        GFNET_TI_URL,
+        74.6,
+        0.875,
+        "bicubic",
+    )
+    assert ti.source == "https://github.com/raoyongming/GFNet" and ti.license == "MIT"
+    large = table["hornet_l_gf"]
+    assert [(r.resolution, r.crop_pct, r.classes, r.top1) for r in large] == [
+        (224, 0.875, 21841, None),
+        (384, 1.0, 21841, None),
+    ]

@@ -116,6 +116,7 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     for stale in (base / f".staging-{dead}-abc", out / f".tflite-staging-{dead}-abc"):
         stale.mkdir(parents=True)
         (stale / "variables.data").write_bytes(b"0" * 1000)
+    (base / f".staging-1-{'0' * 32}").mkdir()  # the naming of version 0.1.0
     alive = base / f".staging-{os.getpid()}-live"
     alive.mkdir()
     (out / f".tiny.tflite.{dead}-abcd.tmp.tflite").write_bytes(b"partial")
@@ -164,3 +165,10 @@ def test_header_sizes_and_oversized_png_refused_before_decoding(model_file, tmp_
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"> 100000 pixels"):
         serve(image_bytes=tf.stack([big]))
     assert np.isfinite(serve(image_bytes=tf.stack([small, small]))["probabilities"]).all()
+
+
+def test_int8_with_an_empty_calibration_set_writes_nothing(model_file, tmp_path):
+    path = tmp_path / "out" / "tiny_int8.tflite"
+    with pytest.raises(ValueError, match="at least one calibration batch"):
+        export.tflite(model_file[1], path, "int8", representative_dataset=[], verbose=False)
+    assert not (tmp_path / "out").exists()

@@ -11,10 +11,9 @@ import zipfile
 
 import numpy as np
 import pytest
+import torch  # the test extra installs it; the package does not need it
 
 from keras_fourier.models.pth import CheckpointArgs, UnsafeCheckpointError, read_checkpoint
-
-torch = pytest.importorskip("torch")  # the test extra installs it; the package does not need it
 
 
 class Payload:

@@ -141,7 +141,10 @@ def test_killed_run_resumes_from_the_previous_backup_when_the_newest_is_damaged(
     _interrupt(out)
     _damage(out / name, "truncated")
     rerun = train(TrainConfig(out=str(out), **TINY))
-    assert "cannot resume from backup of epoch 1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"cannot resume from the backup of epoch 1: {out / name}" in err
+    assert "resuming after epoch 0 instead" in err
+    assert err.count("keras-fourier: warning:") == 1
     history = read_history(out / "history.csv")
     assert [row["epoch"] for row in history] == [0, 1]
     assert history[0] == result.history[0]
@@ -156,7 +159,9 @@ def test_no_intact_backup_restarts_from_epoch_0_with_one_warning(finished, tmp_p
         _damage(out / "backup" / name, "empty")
     train(TrainConfig(out=str(out), **TINY))
     err = capsys.readouterr().err
-    assert "no intact backup" in err and "restarts from epoch 0" in err
+    assert "no intact backup" in err and "training restarts from epoch 0" in err
+    assert err.count("keras-fourier: warning:") == 1
+    assert str(out / "backup" / "epoch-00001.json") in err
     assert [row["epoch"] for row in read_history(out / "history.csv")] == [0, 1]
 
 

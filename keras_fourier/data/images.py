@@ -18,11 +18,18 @@ Sources:
   supervised keys, e.g. ``"tfds:cifar10"``, ``"tfds:imagenet2012"``,
   ``"tfds:oxford_flowers102"``; `split` is a TFDS split string and
   `data_dir` the TFDS data directory. Needs the `tensorflow-datasets` package.
-* ``"dir:<path>"``: class folders of images read with
-  `keras.utils.image_dataset_from_directory`. If ``<path>/<split>`` exists
-  its class folders are used; otherwise ``<path>`` holds the class folders
-  and split ``"train"`` takes 80% of the files, ``"validation"``/``"test"``
-  the other 20% (Keras's `validation_split`, fixed seed).
+* ``"dir:<path>"``: class folders of images (``.bmp .gif .jpeg .jpg
+  .png``). If ``<path>/<split>`` exists its class folders are used;
+  otherwise ``<path>`` holds the class folders and split ``"train"`` takes
+  80% of the files, ``"validation"``/``"test"`` the other 20% (shuffled with
+  a fixed seed).
+
+Data that cannot make sense is refused with a message naming it (see
+:mod:`keras_fourier.data.checks`): a ``dir:`` source with fewer than two
+class folders or whose split folders hold different class folders, a split
+without images or, when partial batches are dropped, smaller than a batch,
+and a corrupt image file (named; or skipped and counted with
+``on_bad_image="skip"``).
 """
 
 from __future__ import annotations
@@ -42,11 +49,21 @@ from keras_fourier.data.augment import (
     clip_to_value_range,
     eval_transform,
 )
+from keras_fourier.data.checks import (
+    BAD_IMAGE_MODES,
+    check_class_folders,
+    check_split_size,
+    decode_files,
+    find_unreadable,
+    report_skipped,
+)
+from keras_fourier.validation import check_choice
 
 DIGITS_NUM_CLASSES = 10
 DIGITS_SPLITS = {"train": False, "test": True, "validation": True}
 DIRECTORY_SPLIT_SEED = 1337
 DIRECTORY_VALIDATION_FRACTION = 0.2
+IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 AUTOTUNE = tf.data.AUTOTUNE
 
 
@@ -156,38 +173,70 @@ def get_num_classes(
         _, builder = _tfds_builder(value, data_dir)
         return builder.info.features[builder.info.supervised_keys[1]].num_classes
     root, _ = _class_root(value, split)
-    return sum(entry.is_dir() for entry in os.scandir(root))
+    return len(check_class_folders(value, root))
+
+
+def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
+    """The image files of a split of a "dir:" source and their labels."""
+    root, carve = _class_root(path, split)
+    files, labels = [], []
+    for label, name in enumerate(check_class_folders(path, root)):
+        for folder, subfolders, names in sorted(os.walk(os.path.join(root, name))):
+            subfolders.sort()
+            for file in sorted(names):
+                if file.lower().endswith(IMAGE_EXTENSIONS):
+                    files.append(os.path.join(folder, file))
+                    labels.append(label)
+    labels = np.asarray(labels, dtype=np.int32)
+    if carve:
+        order = np.random.RandomState(DIRECTORY_SPLIT_SEED).permutation(len(files))
+        held_out = int(DIRECTORY_VALIDATION_FRACTION * len(files))
+        keep = order[held_out:] if split == "train" else order[:held_out]
+        files, labels = [files[index] for index in keep], labels[keep]
+    return files, labels
 
 
 def _load_source(
-    kind: str, value: str, split: str, image_size: int, crop_pct: float, data_dir, training, seed
-) -> tf.data.Dataset:
+    kind: str,
+    value: str,
+    split: str,
+    image_size: int,
+    crop_pct: float,
+    data_dir,
+    training,
+    seed,
+    on_bad_image: str = "error",
+) -> tuple[tf.data.Dataset, int]:
+    """The split's (image, label) examples, and how many (negative: unknown)."""
     if kind == "digits":
-        return tf.data.Dataset.from_tensor_slices(load_digits(split))
+        images, labels = load_digits(split)
+        return tf.data.Dataset.from_tensor_slices((images, labels)), len(labels)
     if kind == "tfds":
         tfds, builder = _tfds_builder(value, data_dir)
         builder.download_and_prepare()
-        return builder.as_dataset(
+        dataset = builder.as_dataset(
             split=split,
             as_supervised=True,
             shuffle_files=training,
             read_config=tfds.ReadConfig(shuffle_seed=seed),
         )
-    root, carve = _class_root(value, split)
+        return dataset, int(dataset.cardinality())
+    files, labels = _directory_files(value, split)
+    if on_bad_image == "skip":
+        unreadable = set(find_unreadable(files))
+        report_skipped(f"dir:{value}", split, sorted(unreadable), len(files))
+        keep = [index for index, file in enumerate(files) if file not in unreadable]
+        files, labels = [files[index] for index in keep], labels[keep]
     load_size = max(image_size, int(image_size / crop_pct))
-    return keras.utils.image_dataset_from_directory(
-        root,
-        label_mode="int",
-        color_mode="rgb",
-        batch_size=None,
-        image_size=(load_size, load_size),
-        shuffle=carve,
-        seed=DIRECTORY_SPLIT_SEED,
-        validation_split=DIRECTORY_VALIDATION_FRACTION if carve else None,
-        subset=("training" if split == "train" else "validation") if carve else None,
-        crop_to_aspect_ratio=True,
-        verbose=False,
+    resize = keras.layers.Resizing(load_size, load_size, crop_to_aspect_ratio=True)
+    dataset = tf.data.Dataset.from_tensor_slices((tf.constant(files, tf.string), labels))
+    if training:
+        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    dataset = decode_files(dataset).map(
+        lambda image, label: (resize(tf.cast(image, tf.float32)), label),
+        num_parallel_calls=AUTOTUNE,
     )
+    return dataset, len(labels)
 
 
 def _standardize(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -214,6 +263,7 @@ def load_image_dataset(
     deterministic: bool = False,
     seed: int = 0,
     input_context: tf.distribute.InputContext | None = None,
+    on_bad_image: str = "error",
 ) -> tf.data.Dataset:
     """Build a batched image classification pipeline.
 
@@ -253,6 +303,17 @@ def load_image_dataset(
         input_context: a `tf.distribute.InputContext`; shards the data by input
             pipeline, uses the per-replica batch size and offsets the seed by the
             pipeline id. Default None.
+        on_bad_image: what a corrupt or unreadable file of a "dir:" source
+            does: "error" (default) fails the pipeline with an error naming
+            the file; "skip" reads every file once first, prints one warning
+            line counting (and naming) the unreadable ones, and leaves them
+            out.
+
+    Raises:
+        ValueError: for a bad argument; a "dir:" source with fewer than two
+            class folders or split folders with different class folders; a
+            split without images, or smaller than `batch_size` when partial
+            batches are dropped (naming the counts).
 
     Returns:
         A `tf.data.Dataset` of (images, labels) batches.
@@ -278,7 +339,12 @@ def load_image_dataset(
         raise ValueError("MixUp and CutMix mix one-hot labels; one_hot=False is not possible.")
     num_classes = get_num_classes(source, split, data_dir) if one_hot else 0
 
-    ds = _load_source(kind, value, split, image_size, crop_pct, data_dir, training, seed)
+    check_choice("on_bad_image", on_bad_image, BAD_IMAGE_MODES)
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    ds, count = _load_source(
+        kind, value, split, image_size, crop_pct, data_dir, training, seed, on_bad_image
+    )
+    check_split_size(source, split, count, batch_size, drop_remainder)
     if input_context is not None:
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         batch_size = input_context.get_per_replica_batch_size(batch_size)
@@ -300,11 +366,7 @@ def load_image_dataset(
             lambda image, label: (augmenter.augment_image(image), label),
             num_parallel_calls=random_calls,
         )
-    ds = ds.batch(
-        batch_size,
-        drop_remainder=training if drop_remainder is None else drop_remainder,
-        num_parallel_calls=AUTOTUNE,
-    )
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if one_hot:
         ds = ds.map(
             lambda images, labels: (images, tf.one_hot(labels, num_classes)),

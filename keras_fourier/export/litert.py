@@ -126,13 +126,24 @@ def _convert(
             converter.target_spec.supported_types = [tf.float16]
         if quantization == "int8":
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-            converter.representative_dataset = lambda: (
-                as_input_dict(serving, batch) for batch in representative_dataset
-            )
+            calibrated = []
+
+            def calibration_batches():
+                for batch in representative_dataset:
+                    calibrated.append(1)
+                    yield as_input_dict(serving, batch)
+
+            converter.representative_dataset = calibration_batches
         with warnings.catch_warnings():
             # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
             warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
-            return converter.convert()
+            content = converter.convert()
+    if quantization == "int8" and not calibrated:
+        raise ValueError(
+            "quantization='int8' needs at least one calibration batch; the "
+            "`representative_dataset` was empty. Nothing was written."
+        )
+    return content
 
 
 def _compare(

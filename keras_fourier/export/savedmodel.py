@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 
 import keras
@@ -27,6 +28,8 @@ from keras_fourier.fileio import remove_stale_directories, temporary_directory
 from keras_fourier.validation import check_number, check_positive_int
 
 STAGING_PREFIX = ".staging-"
+# Staging folders of keras_fourier 0.1.0 exports, named by version and uuid, not by pid.
+_UNOWNED_STAGING = re.compile(r"\.staging-\d+-[0-9a-f]{32}$")
 
 PARITY_TOLERANCE = 1e-5
 
@@ -265,6 +268,9 @@ def saved_model(
     created = not os.path.isdir(export_dir)
     os.makedirs(export_dir, exist_ok=True)
     remove_stale_directories(export_dir, STAGING_PREFIX)
+    for entry in os.scandir(export_dir):
+        if _UNOWNED_STAGING.match(entry.name) and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
     try:
         with temporary_directory(export_dir, STAGING_PREFIX) as staging:
             archive.write_out(staging, verbose=False)

@@ -154,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--crop-pct",
         type=float,
         default=None,
-        help="centre-crop fraction (default: the official evaluation's, 0.875 at 224, 1.0 at 384)",
+        help="centre-crop fraction (default: the release's evaluation, 0.875 at 224, 1.0 at 384)",
     )
 
 
@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         0
     """
     from keras_fourier.export.command import load_model
+    from keras_fourier.models.weights import imagenet_checkpoint
 
     missing = [path for path in args.images if not os.path.isfile(path)]
     try:
@@ -181,7 +182,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.model.endswith(".keras") and args.weights is None:
             args.weights = "imagenet"
         args.classes = NUM_CLASSES
-        results = predict(load_model(args), args.images, args.top, args.crop_pct)
+        model = load_model(args)
+        crop_pct = args.crop_pct
+        if crop_pct is None and args.weights == "imagenet":
+            crop_pct = imagenet_checkpoint(model.name, model).crop_pct
+        results = predict(model, args.images, args.top, crop_pct)
     except ValueError as error:
         print(f"keras-fourier predict: error: {error}", file=sys.stderr)
         return 2

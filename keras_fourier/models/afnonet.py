@@ -14,6 +14,8 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.keymap import BLOCK, PARAMETERS, common_key, inner_key
+from keras_fourier.models.releases import Release
 from keras_fourier.models.vision import VisionSpec
 
 VARIANTS: dict[str, VisionSpec] = {
@@ -25,3 +27,34 @@ VARIANTS: dict[str, VisionSpec] = {
         pos_embed=True,
     ),
 }
+
+# NVlabs/AFNO-transformer releases no ImageNet checkpoint.
+RELEASES: dict[str, tuple[Release, ...]] = {}
+
+
+def checkpoint_key(variant: str, path: str) -> str | None:
+    """The key in NVlabs/AFNO-transformer's AFNONet state dicts of the variable at `path`.
+
+    Args:
+        variant: an AFNONet variant key.
+        path: a variable path of the model built from it.
+
+    Returns:
+        The official state-dict key, or None for a variable without one.
+
+    Example:
+        >>> checkpoint_key("afnonet_s4", "stage0_block2_mixer/w1")
+        'blocks.2.filter.w1'
+    """
+    del variant
+    layer, *inner, name = path.split("/")
+    if layer == "stem_conv":
+        return f"patch_embed.proj.{PARAMETERS[name]}"
+    if layer == "pos_embed":
+        return "pos_embed"
+    block = BLOCK.fullmatch(layer)
+    if block:
+        _, index, part = block.groups()
+        module = {"mixer": "filter", "ffn": "mlp"}.get(part, part)
+        return f"blocks.{index}.{module}.{inner_key(inner, name)}"
+    return common_key(path)

@@ -5,7 +5,9 @@ NVlabs/AFNO-transformer) map onto keras_fourier models one tensor at a time:
 
 * :func:`official_key_map` gives, for a built model, the official key of each
   Keras variable (``blocks.3.mlp.fc1.weight`` ->
-  ``stage0_block3_ffn/fc1/kernel``);
+  ``stage0_block3_ffn/fc1/kernel``), from the ``checkpoint_key`` of the
+  variant's family module (each family owns its key map and its releases;
+  this module keeps only what is generic);
 * :func:`convert_tensor` changes a tensor's layout: Linear (out, in) to Dense
   (in, out); Conv2d (out, in, kh, kw) to Conv2D (kh, kw, in, out); depthwise
   Conv2d (C, 1, kh, kw) to DepthwiseConv2D (kh, kw, C, 1); ``pos_embed``
@@ -26,24 +28,21 @@ NVlabs/AFNO-transformer) map onto keras_fourier models one tensor at a time:
 
 * :func:`convert_state_dict` does both for a whole state dict, checking that
   every variable of the model is covered and every checkpoint key is used;
-* :func:`read_pth` reads a ``.pth`` file with PyTorch, an optional
-  dependency imported only there.
+* :func:`read_pth` reads a ``.pth`` file without PyTorch
+  (:mod:`keras_fourier.models.pth`, which refuses any code in the pickle).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import re
 from collections.abc import Mapping
 
 import keras
 import numpy as np
 
 from keras_fourier.layers.interpolation import interpolation_matrix, resize_2d
-from keras_fourier.models import afnonet, gfnet, hornet
+from keras_fourier.models import afnonet, gfnet, hornet, keymap, pth
 
-TORCH_EXTRA = 'pip install "keras-fourier[torch]"'
 TRANSFORMS = (
     "copy",
     "linear",
@@ -53,80 +52,16 @@ TRANSFORMS = (
     "global_filter",
     "global_local_filter",
 )
-# Official keys of the final norm and of the head: unused when the model has no such layer.
-OPTIONAL_LAYERS = {"norm": ("norm.weight", "norm.bias"), "head": ("head.weight", "head.bias")}
 _MAX_LISTED = 10
 
-_PARAMETERS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
-_BLOCK = re.compile(r"stage(\d+)_block(\d+)_(norm1|norm2|mixer|ffn|ls|ls1|ls2)")
-_DOWNSAMPLE = re.compile(r"downsample(\d+)_(norm|conv)")
-_STEMS = {
-    "gfnet": "patch_embed.proj",
-    "afnonet": "patch_embed.proj",
-    "gfnet_h": "patch_embed.0.proj",
-    "hornet": "downsample_layers.0.0",
-}
 
-
-def _family(variant: str) -> str:
-    if variant in gfnet.VARIANTS:
-        return "gfnet" if len(gfnet.VARIANTS[variant].dims) == 1 else "gfnet_h"
-    if variant in hornet.VARIANTS:
-        return "hornet"
-    if variant in afnonet.VARIANTS:
-        return "afnonet"
+def _family_module(variant: str):
+    """The family module whose rows include `variant` (it owns the key map)."""
+    for module in (gfnet, hornet, afnonet):
+        if variant in module.VARIANTS:
+            return module
     known = sorted({**gfnet.VARIANTS, **hornet.VARIANTS, **afnonet.VARIANTS})
     raise ValueError(f"Unknown variant {variant!r}; expected one of {known}.")
-
-
-def _inner_key(inner: list[str], name: str) -> str:
-    """``["dwconv", "pre_norm"], "gamma"`` -> ``"dwconv.pre_norm.weight"``."""
-    parts = [re.sub(r"^pws_(\d+)$", r"pws.\1", part) for part in inner]
-    return ".".join([*parts, _PARAMETERS.get(name, name)])
-
-
-def _block_key(family: str, stage: str, index: str, part: str, inner: list[str], name: str) -> str:
-    prefix = {
-        "gfnet": f"blocks.{index}",
-        "afnonet": f"blocks.{index}",
-        "gfnet_h": f"blocks.{stage}.{index}",
-        "hornet": f"stages.{stage}.{index}",
-    }[family]
-    if part in ("ls", "ls1", "ls2"):
-        return f"{prefix}.gamma{part[2:]}"
-    if part in ("norm1", "norm2"):
-        return f"{prefix}.{part}.{_inner_key(inner, name)}"
-    if family == "hornet":
-        if part == "mixer":
-            return f"{prefix}.gnconv.{_inner_key(inner, name)}"
-        ffn_layer = {"fc1": "pwconv1", "fc2": "pwconv2"}[inner[0]]
-        return f"{prefix}.{_inner_key([ffn_layer, *inner[1:]], name)}"
-    module = "filter" if part == "mixer" else "mlp"
-    return f"{prefix}.{module}.{_inner_key(inner, name)}"
-
-
-def _official_key(family: str, path: str) -> str | None:
-    layer, *inner, name = path.split("/")
-    if layer == "stem_conv":
-        return f"{_STEMS[family]}.{_PARAMETERS[name]}"
-    if layer == "stem_norm" and family == "hornet":
-        return f"downsample_layers.0.1.{_PARAMETERS[name]}"
-    if layer == "pos_embed" and family != "hornet":
-        return "pos_embed"
-    if layer in OPTIONAL_LAYERS:
-        return f"{layer}.{_PARAMETERS[name]}"
-    downsample = _DOWNSAMPLE.fullmatch(layer)
-    if downsample:
-        stage, kind = downsample.groups()
-        if family == "hornet":
-            return f"downsample_layers.{stage}.{0 if kind == 'norm' else 1}.{_PARAMETERS[name]}"
-        if family == "gfnet_h" and kind == "conv":
-            return f"patch_embed.{stage}.proj.{_PARAMETERS[name]}"
-        return None
-    block = _BLOCK.fullmatch(layer)
-    if block:
-        return _block_key(family, *block.groups(), inner, name)
-    return None
 
 
 def official_key_map(variant: str, model: keras.Model) -> dict[str, str]:
@@ -150,11 +85,11 @@ def official_key_map(variant: str, model: keras.Model) -> dict[str, str]:
         >>> official_key_map("gfnet_ti", model)["blocks.0.mlp.fc1.weight"]
         'stage0_block0_ffn/fc1/kernel'
     """
-    family = _family(variant)
+    family = _family_module(variant)
     keys = {}
     unmapped = []
     for variable in model.weights:
-        key = _official_key(family, variable.path)
+        key = family.checkpoint_key(variant, variable.path)
         if key is None:
             unmapped.append(variable.path)
         else:
@@ -368,7 +303,7 @@ def convert_state_dict(
     layer_names = {layer.name for layer in model.layers}
     ignored = {
         key
-        for layer, layer_keys in OPTIONAL_LAYERS.items()
+        for layer, layer_keys in keymap.OPTIONAL_LAYERS.items()
         if layer not in layer_names
         for key in layer_keys
     }
@@ -406,7 +341,8 @@ def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
     """The state dict inside a checkpoint: ``checkpoint["model"]`` (or ``"module"``) if nested.
 
     Args:
-        checkpoint: what ``torch.load`` returned.
+        checkpoint: what :func:`keras_fourier.models.pth.read_checkpoint` (or
+            ``torch.load``) returned.
 
     Returns:
         The mapping of parameter names to tensors.
@@ -429,47 +365,42 @@ def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
 
 
 def read_pth(path: str) -> dict[str, np.ndarray]:
-    """Reads an official PyTorch checkpoint into NumPy arrays (needs torch).
+    """Reads an official PyTorch checkpoint into NumPy arrays, without PyTorch.
 
-    The file is read with ``torch.load(weights_only=True)``, so no code in
-    it runs (the training arguments some checkpoints keep, an
-    ``argparse.Namespace``, are allowed); a state dict nested under
-    ``"model"`` or ``"module"`` is unwrapped.
+    The file is read by :func:`keras_fourier.models.pth.read_checkpoint`,
+    whose unpickler accepts only tensors and plain containers (the training
+    arguments some checkpoints keep, an ``argparse.Namespace``, are read as a
+    dict), so no code in the file runs; a state dict nested under ``"model"``
+    or ``"module"`` is unwrapped.
 
     Args:
-        path: a ``.pth``/``.pt`` file.
+        path: a ``.pth``/``.pt`` file written by ``torch.save``.
 
     Returns:
         Official key -> float32 NumPy array.
 
     Raises:
-        ImportError: torch is not installed; the message names the optional
-            extra, ``pip install "keras-fourier[torch]"``.
-        ValueError: the file cannot be read as a state dict of tensors.
+        ValueError: the file cannot be read as a state dict of tensors, or
+            its pickle refers to anything else (
+            :class:`~keras_fourier.models.pth.UnsafeCheckpointError`).
 
     Example:
         >>> read_pth("hornet_tiny_7x7.pth")["head.weight"].shape
         (1000, 512)
     """
     try:
-        import torch
-    except ImportError as error:
-        raise ImportError(
-            f"Reading the PyTorch checkpoint {path!r} needs torch, an optional dependency of "
-            f"keras_fourier: {TORCH_EXTRA}"
-        ) from error
-    try:
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
+        checkpoint = pth.read_checkpoint(path)
+    except pth.UnsafeCheckpointError as error:
+        raise pth.UnsafeCheckpointError(f"{path!r}: {error}") from error
+    except (OSError, ValueError) as error:
         raise ValueError(f"Could not read {path!r} as a PyTorch checkpoint: {error}") from error
     state_dict = unwrap_state_dict(checkpoint)
     not_tensors = sorted(
-        str(key) for key, value in state_dict.items() if not torch.is_tensor(value)
+        str(key) for key, value in state_dict.items() if not isinstance(value, np.ndarray)
     )
     if not_tensors:
         raise ValueError(
             f"{path!r} is not a state dict of tensors; entries that are not tensors: "
             f"{_listing(not_tensors)}"
         )
-    return {str(key): value.detach().cpu().float().numpy() for key, value in state_dict.items()}
+    return {str(key): value.astype(np.float32) for key, value in state_dict.items()}

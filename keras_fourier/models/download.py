@@ -6,9 +6,10 @@ import hashlib
 import os
 import shutil
 import urllib.request
-import uuid
 
 import keras
+
+from keras_fourier.fileio import atomic_save
 
 CACHE_SUBDIR = "keras_fourier"
 _CHUNK = 1 << 20
@@ -51,9 +52,10 @@ def download(
 
     The file is streamed to a temporary name in the cache folder, checked
     (the length the server announced, and `sha256` when known), fsynced and
-    only then renamed to `file_name`: an interrupted, cut-off or wrong
-    download leaves nothing behind under `file_name`, so the next call
-    downloads again. A cached file is checked against `sha256` before use.
+    only then renamed to `file_name` (:func:`keras_fourier.fileio.atomic_save`):
+    an interrupted, cut-off or wrong download leaves nothing behind under
+    `file_name`, so the next call downloads again. A cached file is checked
+    against `sha256` before use.
 
     Args:
         url: where the file is published.
@@ -89,26 +91,23 @@ def download(
             )
         return target
     os.makedirs(folder, exist_ok=True)
-    partial = os.path.join(folder, f".{file_name}.{uuid.uuid4().hex}.part")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
-            shutil.copyfileobj(response, out, _CHUNK)
+
+    def write(temporary: str) -> None:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            with open(temporary, "wb") as out:
+                shutil.copyfileobj(response, out, _CHUNK)
             announced = response.headers.get("Content-Length")
-            out.flush()
-            os.fsync(out.fileno())
-        received = os.path.getsize(partial)
+        received = os.path.getsize(temporary)
         if announced is not None and received != int(announced):
             raise ValueError(f"the download was cut off at {received} of {announced} bytes")
         if sha256 is not None:
-            actual = sha256_of(partial)
+            actual = sha256_of(temporary)
             if actual != sha256:
                 raise ValueError(f"its sha256 is {actual}, the release's is {sha256}")
-        os.replace(partial, target)
-    except BaseException as error:
-        if os.path.exists(partial):
-            os.remove(partial)
-        if not isinstance(error, Exception):
-            raise
+
+    try:
+        atomic_save(target, write)
+    except Exception as error:
         raise ValueError(
             f"Could not download {url} ({error}); nothing was kept. {offline}"
         ) from error

@@ -13,6 +13,8 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
+from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
 from keras_fourier.models.vision import VisionSpec
 
 _FILTER = ("global_filter", {})
@@ -52,3 +54,65 @@ VARIANTS: dict[str, VisionSpec] = {
     "gfnet_h_s": _hierarchical((96, 192, 384, 768), (3, 3, 10, 3), 1e-5, 0.2),
     "gfnet_h_b": _hierarchical((96, 192, 384, 768), (3, 3, 27, 3), 1e-6, 0.4),
 }
+
+
+def _release(file_name: str, code: str, top1: float) -> tuple[Release, ...]:
+    # Evaluated as DeiT/timm: bicubic resize to int(256 / 224 * 224), centre crop 224.
+    return (
+        Release(
+            file_name,
+            TSINGHUA_CLOUD.format(code),
+            source="https://github.com/raoyongming/GFNet",
+            license="MIT",
+            top1=top1,
+        ),
+    )
+
+
+# The model zoo of the official README (ImageNet-1k, 224 pixels).
+RELEASES: dict[str, tuple[Release, ...]] = {
+    "gfnet_ti": _release("gfnet-ti.pth", "3d0c1579aa524a0a99dd", 74.6),
+    "gfnet_xs": _release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2", 78.6),
+    "gfnet_s": _release("gfnet-s.pth", "e5561fa070c44d9399bf", 80.0),
+    "gfnet_b": _release("gfnet-b.pth", "2fbf264597af4d72afb3", 80.7),
+    "gfnet_h_ti": _release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb", 80.1),
+    "gfnet_h_s": _release("gfnet-h-s.pth", "5229cb4d1daf48e69675", 81.5),
+    "gfnet_h_b": _release("gfnet-h-b.pth", "954c5af21e824ba6b40c", 82.9),
+}
+
+
+def checkpoint_key(variant: str, path: str) -> str | None:
+    """The key in the official GFNet checkpoints of the Keras variable at `path`.
+
+    Args:
+        variant: a GFNet variant key (isotropic or hierarchical).
+        path: a variable path of the model built from it.
+
+    Returns:
+        The official state-dict key, or None for a variable without one.
+
+    Example:
+        >>> checkpoint_key("gfnet_h_ti", "stage1_block0_mixer/complex_weight")
+        'blocks.1.0.filter.complex_weight'
+    """
+    hierarchical = len(VARIANTS[variant].dims) > 1
+    layer, *inner, name = path.split("/")
+    if layer == "stem_conv":
+        return f"patch_embed.{'0.' if hierarchical else ''}proj.{PARAMETERS[name]}"
+    if layer == "pos_embed":
+        return "pos_embed"
+    downsample = DOWNSAMPLE.fullmatch(layer)
+    if downsample:
+        stage, kind = downsample.groups()
+        if hierarchical and kind == "conv":
+            return f"patch_embed.{stage}.proj.{PARAMETERS[name]}"
+        return None
+    block = BLOCK.fullmatch(layer)
+    if block:
+        stage, index, part = block.groups()
+        prefix = f"blocks.{stage}.{index}" if hierarchical else f"blocks.{index}"
+        if part in ("ls", "ls1", "ls2"):
+            return f"{prefix}.gamma{part[2:]}"
+        module = {"mixer": "filter", "ffn": "mlp"}.get(part, part)
+        return f"{prefix}.{module}.{inner_key(inner, name)}"
+    return common_key(path)

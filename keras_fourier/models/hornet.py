@@ -15,6 +15,8 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
+from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
 from keras_fourier.models.vision import VisionSpec
 
 _SCALE = 1.0 / 3.0
@@ -47,3 +49,75 @@ VARIANTS: dict[str, VisionSpec] = {
     for size, base_dim, rate in (("t", 64, 0.2), ("s", 96, 0.4), ("b", 128, 0.5), ("l", 192, 0.5))
     for kind in ("7x7", "gf")
 }
+
+
+def _release(
+    file_name: str, code: str, top1: float | None, classes: int = 1000, resolution: int = 224
+) -> Release:
+    # Evaluated as ConvNeXt: bicubic resize to int(size / 0.875) and centre crop below 384
+    # pixels; at 384, a bicubic resize to 384 x 384 without cropping.
+    return Release(
+        file_name,
+        TSINGHUA_CLOUD.format(code),
+        source="https://github.com/raoyongming/HorNet",
+        license="MIT",
+        classes=classes,
+        resolution=resolution,
+        crop_pct=1.0 if resolution >= 384 else 0.875,
+        top1=top1,
+    )
+
+
+# The model zoo of the official README: ImageNet-1k (T/S/B) and ImageNet-22k (L) checkpoints.
+RELEASES: dict[str, tuple[Release, ...]] = {
+    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1", 82.8),),
+    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3", 83.0),),
+    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857", 83.8),),
+    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49", 84.0),),
+    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704", 84.2),),
+    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1", 84.3),),
+    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", None, 21841),),
+    "hornet_l_gf": (
+        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", None, 21841),
+        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", None, 21841, 384),
+    ),
+}
+
+
+def checkpoint_key(variant: str, path: str) -> str | None:
+    """The key in the official HorNet checkpoints of the Keras variable at `path`.
+
+    Args:
+        variant: a HorNet variant key.
+        path: a variable path of the model built from it.
+
+    Returns:
+        The official state-dict key, or None for a variable without one.
+
+    Example:
+        >>> checkpoint_key("hornet_t_gf", "stage2_block0_ffn/fc1/kernel")
+        'stages.2.0.pwconv1.weight'
+    """
+    del variant  # every HorNet row has the same naming
+    layer, *inner, name = path.split("/")
+    if layer == "stem_conv":
+        return f"downsample_layers.0.0.{PARAMETERS[name]}"
+    if layer == "stem_norm":
+        return f"downsample_layers.0.1.{PARAMETERS[name]}"
+    downsample = DOWNSAMPLE.fullmatch(layer)
+    if downsample:
+        stage, kind = downsample.groups()
+        return f"downsample_layers.{stage}.{0 if kind == 'norm' else 1}.{PARAMETERS[name]}"
+    block = BLOCK.fullmatch(layer)
+    if block:
+        stage, index, part = block.groups()
+        prefix = f"stages.{stage}.{index}"
+        if part in ("ls", "ls1", "ls2"):
+            return f"{prefix}.gamma{part[2:]}"
+        if part in ("norm1", "norm2"):
+            return f"{prefix}.{part}.{inner_key(inner, name)}"
+        if part == "mixer":
+            return f"{prefix}.gnconv.{inner_key(inner, name)}"
+        ffn_layer = {"fc1": "pwconv1", "fc2": "pwconv2"}[inner[0]]
+        return f"{prefix}.{inner_key([ffn_layer, *inner[1:]], name)}"
+    return common_key(path)

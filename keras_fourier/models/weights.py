@@ -1,17 +1,18 @@
 """Loading weights into keras_fourier models, all-or-nothing.
 
 `weights` is a `.weights.h5` or `.keras` file saved by keras_fourier, an
-official PyTorch checkpoint (`.pth`/`.pt`, converted by
-:mod:`keras_fourier.models.checkpoints`; needs torch), or "imagenet": the
-official ImageNet checkpoint of the variant, downloaded once into the Keras
-cache (``~/.keras/keras_fourier``) and converted once to a `.weights.h5` file
-next to it. A file that does not match the architecture raises ValueError and
+official PyTorch checkpoint (`.pth`/`.pt`, read without PyTorch by
+:mod:`keras_fourier.models.pth` and converted by
+:mod:`keras_fourier.models.checkpoints`), or "imagenet": the official ImageNet
+checkpoint of the variant, downloaded once into the Keras cache
+(``~/.keras/keras_fourier``, whole or not at all, see
+:func:`keras_fourier.models.download.download`) and converted once to a
+`.weights.h5` file next to it. A file that does not match the architecture raises ValueError and
 leaves the model's weights exactly as they were.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import tempfile
@@ -21,54 +22,12 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-from keras_fourier.models import checkpoints
+from keras_fourier.fileio import atomic_save
+from keras_fourier.models import checkpoints, download
+from keras_fourier.models.releases import Release, releases
 
-CACHE_SUBDIR = "keras_fourier"
-_TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
-
-
-@dataclasses.dataclass(frozen=True)
-class OfficialCheckpoint:
-    """One official checkpoint release.
-
-    Attributes:
-        file_name: name of the downloaded file in the Keras cache.
-        url: download link (Tsinghua Cloud, from the official README).
-        classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
-        resolution: image size it was trained at.
-    """
-
-    file_name: str
-    url: str
-    classes: int = 1000
-    resolution: int = 224
-
-
-def _release(file_name: str, code: str, classes: int = 1000, resolution: int = 224):
-    return OfficialCheckpoint(file_name, _TSINGHUA.format(code), classes, resolution)
-
-
-# The model zoos of the GFNet and HorNet READMEs. AFNONet has no released checkpoint.
-IMAGENET_CHECKPOINTS: dict[str, tuple[OfficialCheckpoint, ...]] = {
-    "gfnet_ti": (_release("gfnet-ti.pth", "3d0c1579aa524a0a99dd"),),
-    "gfnet_xs": (_release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2"),),
-    "gfnet_s": (_release("gfnet-s.pth", "e5561fa070c44d9399bf"),),
-    "gfnet_b": (_release("gfnet-b.pth", "2fbf264597af4d72afb3"),),
-    "gfnet_h_ti": (_release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb"),),
-    "gfnet_h_s": (_release("gfnet-h-s.pth", "5229cb4d1daf48e69675"),),
-    "gfnet_h_b": (_release("gfnet-h-b.pth", "954c5af21e824ba6b40c"),),
-    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1"),),
-    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3"),),
-    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857"),),
-    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49"),),
-    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704"),),
-    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1"),),
-    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", 21841),),
-    "hornet_l_gf": (
-        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", 21841),
-        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", 21841, 384),
-    ),
-}
+# The releases of every family (each family module owns its rows).
+IMAGENET_CHECKPOINTS: dict[str, tuple[Release, ...]] = releases()
 
 
 def assign_atomically(model: keras.Model, load: Callable[[], None], source: str) -> None:
@@ -207,7 +166,12 @@ def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
 
 
 def _load_official(variant: str, model: keras.Model, path: str) -> None:
-    state_dict = checkpoints.read_pth(path)
+    _assign_official(variant, model, checkpoints.read_pth(path), path)
+
+
+def _assign_official(
+    variant: str, model: keras.Model, state_dict: dict[str, np.ndarray], path: str
+) -> None:
     assign_atomically(
         model,
         lambda: _assign(model, checkpoints.convert_state_dict(variant, state_dict, model)),
@@ -215,7 +179,7 @@ def _load_official(variant: str, model: keras.Model, path: str) -> None:
     )
 
 
-def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
+def imagenet_checkpoint(variant: str, model: keras.Model) -> Release:
     """The official checkpoint that weights="imagenet" loads into `model`.
 
     The release trained at the model's input size if there is one (HorNet-L
@@ -226,7 +190,7 @@ def imagenet_checkpoint(variant: str, model: keras.Model) -> OfficialCheckpoint:
         model: the freshly built model.
 
     Returns:
-        The :class:`OfficialCheckpoint` to download.
+        The :class:`Release` to download.
 
     Raises:
         ValueError: the variant has no official checkpoint (AFNONet, models
@@ -267,33 +231,29 @@ def _cache_path(checkpoint_path: str, variant: str, model: keras.Model) -> str:
 
 
 def _save_atomically(model: keras.Model, path: str) -> None:
-    handle, partial = tempfile.mkstemp(suffix=".weights.h5", dir=os.path.dirname(path))
-    os.close(handle)
-    try:
-        model.save_weights(partial, overwrite=True)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    atomic_save(path, lambda temporary: model.save_weights(temporary, overwrite=True))
 
 
 def _load_imagenet(variant: str, model: keras.Model) -> None:
     release = imagenet_checkpoint(variant, model)
     try:
-        checkpoint_path = keras.utils.get_file(
-            release.file_name, release.url, cache_subdir=CACHE_SUBDIR
-        )
-    except Exception as error:
+        checkpoint_path = download.download(release.url, release.file_name, release.sha256)
+    except ValueError as error:
         raise ValueError(
-            f"Could not download the official checkpoint of {variant!r} from {release.url} "
-            f"({error}). weights='imagenet' needs network access the first time; or download "
-            f"the file yourself and pass its path as `weights`."
+            f"weights='imagenet' for {variant!r} needs network access the first time. {error}"
         ) from error
     cache = _cache_path(checkpoint_path, variant, model)
     if os.path.exists(cache):
         assign_atomically(model, lambda: model.load_weights(cache), cache)
         return
-    _load_official(variant, model, checkpoint_path)
+    try:
+        state_dict = checkpoints.read_pth(checkpoint_path)
+    except ValueError as error:
+        raise ValueError(
+            f"The cached official checkpoint {checkpoint_path!r} cannot be read ({error}); "
+            "delete it to download it again."
+        ) from error
+    _assign_official(variant, model, state_dict, checkpoint_path)
     _save_atomically(model, cache)
 
 
@@ -312,8 +272,6 @@ def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None
         ValueError: unsupported file, a file that does not match the model
             (the model is then unchanged), or "imagenet" for a variant
             without a suitable checkpoint or when the download fails.
-        ImportError: a PyTorch checkpoint (or the first "imagenet" load)
-            without torch installed.
 
     Example:
         >>> model = keras_fourier.models.GFNetTi(include_top=False)

@@ -290,19 +290,30 @@ class EpochBackup(keras.callbacks.Callback):
         slots = self._slots()
         if slots and model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
+        unreadable = []
         for epoch in slots:
-            weights = self._paths(epoch)[0]
+            weights, record = self._paths(epoch)
             try:
                 rows = self._read_slot(epoch)
-                assign_atomically(model, lambda path=weights: model.load_weights(path), weights)
             except (OSError, ValueError, KeyError, TypeError) as error:
-                warn(
-                    f"cannot resume from backup of epoch {epoch} ({type(error).__name__}: {error})"
-                )
+                unreadable.append(f"{record} ({type(error).__name__}: {error})")
                 continue
+            try:
+                assign_atomically(model, lambda path=weights: model.load_weights(path), weights)
+            except (OSError, ValueError) as error:
+                unreadable.append(f"{weights} ({type(error).__name__}: {error})")
+                continue
+            if unreadable:
+                warn(
+                    f"cannot resume from the backup of epoch {slots[0]}: "
+                    f"{'; '.join(unreadable)}; resuming after epoch {epoch} instead"
+                )
             return epoch, rows
-        if slots:
-            warn(f"no intact backup in {self.directory!r}; training restarts from epoch 0")
+        if unreadable:
+            warn(
+                f"no intact backup in {self.directory!r} ({'; '.join(unreadable)}); "
+                "training restarts from epoch 0"
+            )
         return -1, []
 
 

@@ -17,6 +17,7 @@ import keras
 
 from keras_fourier.models import BUILDERS, VARIANTS, build_model, make_builder
 from keras_fourier.models.fnet import FNET_VARIANTS, FNet
+from keras_fourier.validation import check_choice
 
 # build_model arguments of the small presets; every one takes >= 16x16 images.
 VISION_PRESETS: dict[str, dict[str, Any]] = {
@@ -90,9 +91,7 @@ def check_model_name(name: str) -> str:
         >>> check_model_name("fnet_tiny")
         'fnet_tiny'
     """
-    if name not in model_names():
-        raise ValueError(f"Unknown model {name!r}; expected one of {model_names()}.")
-    return name
+    return check_choice("model", name, model_names())
 
 
 def is_text_model(name: str) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_fourier.validation import check_choice, check_number, check_positive_int
+
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Variables never decayed whatever their rank: learned position embeddings and the
 # Fourier-domain weights (GFNet/HorNet filters, AFNO's complex block MLP).
@@ -33,9 +35,7 @@ def check_precision(policy: str) -> str:
         >>> check_precision("mixed_bfloat16")
         'mixed_bfloat16'
     """
-    if policy not in PRECISIONS:
-        raise ValueError(f"Unknown mixed precision {policy!r}; expected one of {PRECISIONS}.")
-    return policy
+    return check_choice("mixed_precision", policy, PRECISIONS)
 
 
 def no_weight_decay_variables(model: keras.Model) -> list[keras.Variable]:
@@ -89,11 +89,10 @@ def warmup_cosine_schedule(
         >>> [round(float(schedule(step)), 6) for step in (0, 5, 10, 100)]
         [0.0, 0.0005, 0.001, 1e-05]
     """
-    if not 0 <= warmup_steps < total_steps:
-        raise ValueError(
-            "Need 0 <= warmup_steps < total_steps; received "
-            f"warmup_steps={warmup_steps!r}, total_steps={total_steps!r}."
-        )
+    check_positive_int("total_steps", total_steps)
+    check_number("warmup_steps", warmup_steps, low=0, high=total_steps, high_open=True)
+    check_number("learning_rate", learning_rate, low=0, low_open=True)
+    check_number("min_learning_rate", min_learning_rate, low=0, high=learning_rate)
     return keras.optimizers.schedules.CosineDecay(
         initial_learning_rate=0.0,
         decay_steps=total_steps - warmup_steps,

@@ -17,6 +17,8 @@ import os
 
 import tensorflow as tf
 
+from keras_fourier.validation import check_choice
+
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
 
 
@@ -36,9 +38,7 @@ def check_strategy_name(name: str) -> str:
         >>> check_strategy_name("mirrored")
         'mirrored'
     """
-    if name not in STRATEGIES:
-        raise ValueError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
-    return name
+    return check_choice("strategy", name, STRATEGIES)
 
 
 def _tf_config() -> dict:

@@ -51,6 +51,7 @@ from keras_fourier.data import (
     listops_train_dataset,
     load_image_dataset,
 )
+from keras_fourier.data.checks import BAD_IMAGE_MODES, UnreadableImageError, unreadable_file
 from keras_fourier.fileio import remove_stale_temporaries, warn
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.training.callbacks import (
@@ -91,7 +92,7 @@ MODEL_FILE = "model.keras"
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
 TEXT_ONLY = ("sequence_length", "train_examples", "eval_examples")
-IMAGE_ONLY = ("image_size", "augment", "eval_split", "deterministic")
+IMAGE_ONLY = ("image_size", "augment", "eval_split", "deterministic", "on_bad_image")
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
 HISTORY_FILE = "history.csv"
@@ -149,6 +150,8 @@ class TrainConfig:
         seed: random seed of weights, data order and augmentation. Default 0.
         deterministic: reproducible image pipelines (same order and
             augmentation every run, slower with augmentation). Default False.
+        on_bad_image: a corrupt image file of "dir:" data: "error" (named)
+            or "skip" (counted and left out). Default "error".
         tensorboard: write TensorBoard logs. Default True.
         verbose: `fit` verbosity ("auto", 0, 1 or 2). Default "auto".
 
@@ -190,6 +193,7 @@ class TrainConfig:
     patch_size: int | None = None
     seed: int = 0
     deterministic: bool = False
+    on_bad_image: str = "error"
     tensorboard: bool = True
     verbose: str | int = "auto"
 
@@ -278,6 +282,7 @@ class TrainConfig:
         for field in ("use_ema", "deterministic", "tensorboard"):
             check_bool(name(field), getattr(self, field))
         check_choice(name("jit_compile"), self.jit_compile, (True, False, "auto"))
+        check_choice(name("on_bad_image"), self.on_bad_image, BAD_IMAGE_MODES)
         check_choice(name("verbose"), self.verbose, ("auto", 0, 1, 2))
         if self.augment is not None and not isinstance(self.augment, AugmentConfig):
             raise ValueError(
@@ -380,7 +385,12 @@ def _datasets(config: TrainConfig) -> tuple[tf.data.Dataset, tf.data.Dataset, in
         )
         return train_data, eval_data, LISTOPS_NUM_CLASSES
     image_size = config.resolved_image_size()
-    options = {"image_size": image_size, "batch_size": config.batch_size, "one_hot": True}
+    options = {
+        "image_size": image_size,
+        "batch_size": config.batch_size,
+        "one_hot": True,
+        "on_bad_image": config.on_bad_image,
+    }
     train_data = load_image_dataset(
         config.data,
         "train",
@@ -676,16 +686,27 @@ def _fit(
         keras.config.set_dtype_policy(previous_policy)
     if rows != read_history(history_path)[: len(rows)]:
         write_history(history_path, rows)
-    model.fit(
-        train_data,
-        epochs=config.epochs,
-        initial_epoch=last_epoch + 1,
-        steps_per_epoch=config.steps_per_epoch,
-        validation_data=eval_data,
-        callbacks=_callbacks(config, out, backup),
-        shuffle=False,
-        verbose=config.verbose,
-    )
+    try:
+        model.fit(
+            train_data,
+            epochs=config.epochs,
+            initial_epoch=last_epoch + 1,
+            steps_per_epoch=config.steps_per_epoch,
+            validation_data=eval_data,
+            callbacks=_callbacks(config, out, backup),
+            shuffle=False,
+            verbose=config.verbose,
+        )
+    except tf.errors.InvalidArgumentError as error:
+        file = unreadable_file(error)
+        if file is None:
+            raise
+        raise UnreadableImageError(
+            f"Cannot decode image file {file!r} of data {config.data!r} (corrupt, truncated or "
+            "not an image): remove or replace it, or pass on_bad_image='skip' "
+            "(--on-bad-image skip) to skip unreadable files. The run keeps its last "
+            "completed epoch."
+        ) from None
     model_path = os.path.join(out, MODEL_FILE)
     metrics = model.evaluate(eval_data, verbose=0, return_dict=True)
     metrics["loss"] = metrics.pop(CROSS_ENTROPY)

@@ -1,0 +1,61 @@
+"""Official checkpoint releases as data: the file, its source and licence, how it was evaluated.
+
+Each family module keeps the rows of its own releases (``gfnet.RELEASES``,
+``hornet.RELEASES``), as timm keeps ``default_cfgs`` beside a model; this
+module holds the record type and the table of all families.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+TSINGHUA_CLOUD = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """One official checkpoint release.
+
+    Attributes:
+        file_name: name of the downloaded file in the cache.
+        url: download link (from the official README).
+        source: the repository that publishes it.
+        license: the licence of that repository (and of its released weights).
+        classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
+        resolution: image size it was trained and evaluated at.
+        crop_pct: the evaluation's centre crop: images resized to
+            ``int(resolution / crop_pct)`` (shorter side) then cropped to
+            ``resolution``; 1.0 resizes to the resolution without cropping.
+        interpolation: the evaluation resize's interpolation.
+        top1: published ImageNet-1k top-1 accuracy (%) of this file, or None
+            (ImageNet-22k checkpoints, which the README gives no top-1 for).
+        sha256: hex digest of the file, checked after downloading; None where
+            none is recorded (the official READMEs publish none, and the rows
+            were written without network access to compute one).
+    """
+
+    file_name: str
+    url: str
+    source: str
+    license: str
+    classes: int = 1000
+    resolution: int = 224
+    crop_pct: float = 0.875
+    interpolation: str = "bicubic"
+    top1: float | None = None
+    sha256: str | None = None
+
+
+def releases() -> dict[str, tuple[Release, ...]]:
+    """The official releases of every family, by variant key.
+
+    Returns:
+        Variant key -> its releases (first: the default, 224-pixel one).
+
+    Example:
+        >>> releases()["gfnet_ti"][0].top1
+        74.6
+    """
+    from keras_fourier.models import afnonet, gfnet, hornet
+
+    return {**gfnet.RELEASES, **hornet.RELEASES, **afnonet.RELEASES}
