@@ -337,6 +337,54 @@ def scaling_block(mixer: str, tokens_shape: tuple[int, ...], width: int, fft_imp
     return keras.Model(inputs, x, name=f"{mixer}_block")
 
 
+def _scaling_series(
+    mixer: str,
+    layout: str,
+    shapes: Sequence[tuple[int, ...]],
+    impl: str,
+    width: int,
+    batch_size: int,
+    jit_compile: str,
+    repeats: int,
+    precision: str,
+) -> list[dict[str, Any]]:
+    """One mixer's points in increasing size; run in a fresh process by run_scaling."""
+    import keras
+    import numpy as np
+
+    from keras_fourier import flops
+
+    keras.mixed_precision.set_global_policy(precision)
+    jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
+    baseline = _status_mib("VmRSS:")
+    rows = []
+    for shape in shapes:
+        model = scaling_block(mixer, shape, width, impl if impl != "-" else "auto")
+        model.compile(jit_compile=jit)
+        x = np.random.default_rng(0).standard_normal((batch_size, *shape, width))
+        x = x.astype("float32")
+        seconds = median_seconds(lambda model=model, x=x: model.predict_on_batch(x), repeats)
+        # Points grow, so the process's high-water mark is this point's peak.
+        peak = None if baseline is None else peak_rss_mib() - baseline
+        rows.append(
+            {
+                "mixer": mixer,
+                "layout": layout,
+                "shape": "x".join(map(str, shape)),
+                "tokens": int(np.prod(shape)),
+                "width": width,
+                "batch_size": batch_size,
+                "fft_impl": impl,
+                "latency_ms": round(1e3 * seconds, 3),
+                "peak_mib": None if peak is None else round(peak, 1),
+                "flops_per_sample": flops(model),
+            }
+        )
+        print(_format_row(rows[-1]), flush=True)
+        del model
+    return rows
+
+
 def run_scaling(
     *,
     mixers: Sequence[str] = SCALING_MIXERS,
@@ -345,54 +393,50 @@ def run_scaling(
     width: int = SCALING_WIDTH,
     batch_size: int = 1,
     fft_impls: Sequence[str] = ("auto",),
-    jit_compile: str = "off",
+    jit_compile: str = "auto",
     repeats: int = 5,
+    precision: str = "float32",
 ) -> list[dict[str, Any]]:
     """Latency and peak memory of one block against the token count.
 
-    2D mixers run on (grid, grid) tokens; "fourier" also runs FNet-style on
-    1D sequences of `sequences` tokens, and so does "attention" (the
-    quadratic baseline), where "attention" up to the longest sequence whose
-    score matrices fit.
+    2D mixers run on (grid, grid) tokens; "fourier" and "attention" (the
+    quadratic baseline) also run FNet-style on 1D sequences. Each series (a
+    mixer, a layout and an fft_impl) runs in a fresh process, its points in
+    increasing size, so a point's memory figure is the resident memory above
+    that process's start at the point's peak (weights, activations and
+    workspace), unaffected by the other series.
 
     Returns:
         One row per (mixer, layout, tokens, fft_impl).
     """
-    import numpy as np
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    from keras_fourier import flops
     from keras_fourier.models.vision import FOURIER_MIXERS
 
-    jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
-    points = [(m, "2d", (g, g)) for m in mixers for g in grids]
-    points += [(m, "1d", (n,)) for m in mixers if m in ("fourier", "attention") for n in sequences]
+    series = [(m, "2d", [(g, g) for g in sorted(grids)]) for m in mixers]
+    series += [
+        (m, "1d", [(n,) for n in sorted(sequences)])
+        for m in mixers
+        if m in ("fourier", "attention")
+    ]
     rows = []
-    for mixer, layout, shape in points:
+    context = multiprocessing.get_context("spawn")
+    for mixer, layout, shapes in series:
         for impl in fft_impls if mixer in FOURIER_MIXERS else ("-",):
-            model = scaling_block(mixer, shape, width, impl if impl != "-" else "auto")
-            model.compile(jit_compile=jit)
-            x = np.random.default_rng(0).standard_normal((batch_size, *shape, width))
-            x = x.astype("float32")
-            with PeakMemory() as memory:
-                seconds = median_seconds(
-                    lambda model=model, x=x: model.predict_on_batch(x), repeats
-                )
-            rows.append(
-                {
-                    "mixer": mixer,
-                    "layout": layout,
-                    "shape": "x".join(map(str, shape)),
-                    "tokens": int(np.prod(shape)),
-                    "width": width,
-                    "batch_size": batch_size,
-                    "fft_impl": impl,
-                    "latency_ms": round(1e3 * seconds, 3),
-                    "peak_mib": None if memory.mib is None else round(memory.mib, 1),
-                    "flops_per_sample": flops(model),
-                }
-            )
-            print(_format_row(rows[-1]), flush=True)
-            del model
+            with ProcessPoolExecutor(1, mp_context=context) as pool:
+                rows += pool.submit(
+                    _scaling_series,
+                    mixer,
+                    layout,
+                    shapes,
+                    impl,
+                    width,
+                    batch_size,
+                    jit_compile,
+                    repeats,
+                    precision,
+                ).result()
     return rows
 
 
@@ -555,6 +599,7 @@ def run(args: argparse.Namespace) -> int:
             fft_impls=args.fft_impl,
             jit_compile=args.jit,
             repeats=args.repeats,
+            precision=args.precision,
         )
         print(format_table(rows))
         report = {"mode": "scaling", **settings, "rows": rows}
