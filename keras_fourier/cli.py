@@ -78,8 +78,9 @@ def _train(args: argparse.Namespace) -> int:
             f"run {result.out!r} is already finished ({epochs} epochs); showing its stored "
             "result (start a new run with another --out)"
         )
-    replicas = result.model.distribute_strategy.num_replicas_in_sync
-    print(f"model saved to {result.model_path} ({replicas} replica(s) in sync)")
+    strategy = getattr(result.model, "distribute_strategy", None)  # TensorFlow backend only
+    replicas = f" ({strategy.num_replicas_in_sync} replica(s) in sync)" if strategy else ""
+    print(f"model saved to {result.model_path}{replicas}")
     print(f"held-out {args.eval_split!r} split: {_metrics_line(result.metrics)}")
     print(f"test_accuracy={result.metrics['accuracy']:.4f}")
     return 0
@@ -132,7 +133,10 @@ def _add_train_parser(commands) -> None:
         "--strategy",
         default=_DEFAULTS.strategy,
         choices=STRATEGIES,
-        help="auto: TPU, else multi-worker (TF_CONFIG), else several GPUs, else default",
+        help="TensorFlow backend: auto = TPU, else multi-worker (TF_CONFIG), else several "
+        "GPUs, else default. KERAS_BACKEND=jax: auto/mirrored = keras.distribution."
+        "DataParallel over every local device, default/one_device = one device. "
+        "KERAS_BACKEND=torch: auto/default/one_device, one device",
     )
     add(
         "--mixed-precision",

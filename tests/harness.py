@@ -6,13 +6,18 @@
 * `.keras` save and load give identical outputs,
 * forward under `mixed_float16` and `mixed_bfloat16` is finite, has the
   policy's compute dtype, and is close to float32 with the same weights,
-* `jit_compile=True` forward equals eager, and its gradients are finite and
-  equal eager gradients,
+* compiled forward equals eager, and its gradients are finite and equal
+  eager gradients (TensorFlow: ``tf.function(jit_compile=True)`` under a
+  ``GradientTape``; JAX: ``jax.jit`` of ``jax.value_and_grad`` over
+  ``stateless_call``); PyTorch has no XLA here, so its autograd gradient is
+  checked against a central finite difference instead,
 * the trainable weights are exactly the expected names and shapes,
 * one SGD step lowers a regression loss.
 
-Layer-specific numerics (NumPy references, fft vs matmul) live in the
-per-layer test modules; helpers for them are here too.
+Every check runs on the Keras backend of the process (``KERAS_BACKEND``):
+the suite runs once per backend. Layer-specific numerics (NumPy references,
+fft vs matmul) live in the per-layer test modules; helpers for them are here
+too.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from collections.abc import Callable
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 BASE_CONFIG_KEYS = {"name", "trainable", "dtype"}
 HALF_TOLERANCE = {"mixed_float16": 3e-2, "mixed_bfloat16": 8e-2}
@@ -33,6 +37,11 @@ HALF_TOLERANCE = {"mixed_float16": 3e-2, "mixed_bfloat16": 8e-2}
 def random_input(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     """Deterministic standard-normal float32 input."""
     return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+def to_numpy(x) -> np.ndarray:
+    """A backend tensor (or array) as a NumPy array."""
+    return np.asarray(keras.ops.convert_to_numpy(x))
 
 
 def weight_shapes(layer: keras.layers.Layer, trainable: bool = True) -> dict[str, tuple]:
@@ -85,36 +94,103 @@ def check_mixed_precision(make_layer, shape) -> None:
         layer.build(shape)
         layer.set_weights(reference.get_weights())
         out = layer(x)
-        assert keras.backend.standardize_dtype(out.dtype) == layer.compute_dtype
+        spec = layer.compute_output_spec(keras.KerasTensor(shape))
+        assert keras.backend.standardize_dtype(out.dtype) == spec.dtype
+        assert spec.dtype in (layer.compute_dtype, "float32"), (policy, spec.dtype)
         out = keras.ops.convert_to_numpy(keras.ops.cast(out, "float32"))
         assert np.all(np.isfinite(out)), policy
         error = relative_error(out, expected)
         assert error < tolerance, (policy, error)
 
 
-def _loss_and_grads(layer, x, target):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        out = layer(x, training=False)
-        loss = tf.reduce_mean(tf.square(tf.cast(out, tf.float32) - target))
-    grads = tape.gradient(loss, [x, *list(layer.trainable_weights)])
-    return out, loss, grads
+def _tf_gradients(layer, x, target):
+    import tensorflow as tf
+
+    def loss_and_grads(a, b):
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            out = layer(a, training=False)
+            loss = tf.reduce_mean(tf.square(tf.cast(out, tf.float32) - b))
+        return out, loss, tape.gradient(loss, [a, *list(layer.trainable_weights)])
+
+    x, target = tf.constant(x), tf.constant(target)
+    compiled = tf.function(loss_and_grads, jit_compile=True)
+    return loss_and_grads(x, target), compiled(x, target)
+
+
+def _jax_gradients(layer, x, target):
+    import jax
+    import jax.numpy as jnp
+
+    trainable = [v.value for v in layer.trainable_variables]
+    non_trainable = [v.value for v in layer.non_trainable_variables]
+
+    def loss_fn(a, weights):
+        out, _ = layer.stateless_call(weights, non_trainable, a)
+        return jnp.mean(jnp.square(out.astype("float32") - target)), out
+
+    def loss_and_grads(a, weights):
+        (loss, out), (grad_x, grad_w) = jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)(
+            a, weights
+        )
+        return out, loss, [grad_x, *grad_w]
+
+    x = jnp.asarray(x)
+    with jax.disable_jit():
+        eager = loss_and_grads(x, trainable)
+    return eager, jax.jit(loss_and_grads)(x, trainable)
+
+
+def _torch_gradients(layer, x, target):
+    """Autograd gradients, and the same loss and gradient with the input
+    direction's component checked by a central finite difference."""
+    import torch
+
+    def loss_of(a):
+        out = layer(a, training=False)
+        return out, torch.mean(
+            torch.square(out.float() - torch.as_tensor(target, device=out.device))
+        )
+
+    device = keras.ops.convert_to_tensor(x).device
+    a = torch.tensor(x, device=device, requires_grad=True)
+    out, loss = loss_of(a)
+    grads = torch.autograd.grad(loss, [a, *[v.value for v in layer.trainable_weights]])
+    direction = torch.as_tensor(random_input(x.shape, seed=9), device=device)
+    direction = direction / torch.linalg.vector_norm(direction)
+    eps = 1e-2
+    with torch.no_grad():
+        plus = loss_of(a + eps * direction)[1]
+        minus = loss_of(a - eps * direction)[1]
+    numeric = float((plus - minus) / (2 * eps))
+    analytic = float(torch.sum(grads[0] * direction))
+    assert abs(numeric - analytic) <= 2e-2 * max(abs(analytic), 1e-3), (numeric, analytic)
+    result = (out.detach(), loss.detach(), [g.detach() for g in grads])
+    return result, result
 
 
 def check_xla(make_layer, shape) -> None:
-    x = tf.constant(random_input(shape, seed=3))
+    """Compiled (XLA) forward and gradients equal eager ones; finite-difference on PyTorch."""
+    x = random_input(shape, seed=3)
     layer = make_layer()
     layer.build(shape)
-    target = tf.constant(random_input(tuple(layer.compute_output_shape(shape)), seed=4))
-    eager_out, eager_loss, eager_grads = _loss_and_grads(layer, x, target)
-    compiled = tf.function(lambda a, b: _loss_and_grads(layer, a, b), jit_compile=True)
-    xla_out, xla_loss, xla_grads = compiled(x, target)
-    assert relative_error(xla_out, eager_out) < 1e-5
-    assert abs(float(xla_loss) - float(eager_loss)) <= 1e-5 * max(1.0, abs(float(eager_loss)))
+    target = random_input(tuple(layer.compute_output_shape(shape)), seed=4)
+    gradients = {
+        "tensorflow": _tf_gradients,
+        "jax": _jax_gradients,
+        "torch": _torch_gradients,
+    }[keras.config.backend()]
+    (eager_out, eager_loss, eager_grads), (xla_out, xla_loss, xla_grads) = gradients(
+        layer, x, target
+    )
+    assert relative_error(to_numpy(xla_out), to_numpy(eager_out)) < 1e-5
+    eager_loss, xla_loss = float(to_numpy(eager_loss)), float(to_numpy(xla_loss))
+    assert abs(xla_loss - eager_loss) <= 1e-5 * max(1.0, abs(eager_loss))
+    assert len(eager_grads) == len(xla_grads) == 1 + len(layer.trainable_weights)
     for eager_grad, xla_grad in zip(eager_grads, xla_grads, strict=True):
         assert xla_grad is not None
-        assert np.all(np.isfinite(xla_grad))
-        assert relative_error(xla_grad, eager_grad) < 1e-4
+        assert np.all(np.isfinite(to_numpy(xla_grad)))
+        assert relative_error(to_numpy(xla_grad), to_numpy(eager_grad)) < 1e-4
 
 
 def check_training_step(make_layer, shape, learning_rate: float = 1e-2) -> None:
@@ -183,6 +259,7 @@ def tflite_max_error(make_layer: Callable[..., keras.layers.Layer], shape: tuple
     Returns the max abs difference between the interpreter and Keras.
     Conversion fails (raises) if any op is not a TFLite builtin.
     """
+    import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
     keras.utils.set_random_seed(0)

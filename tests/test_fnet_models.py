@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_fourier.layers import FourierMixing
 from keras_fourier.models.fnet import (
     FNET_VARIANTS,
     FNet,
@@ -101,6 +102,7 @@ def np_model(model: keras.Model, inputs: dict[str, np.ndarray]) -> dict[str, np.
     return {"sequence_output": x, "pooled_output": pooled}
 
 
+@pytest.mark.single_backend
 def test_parameter_counts_match_the_paper_sizes():
     base = FNetBase()
     assert base.count_params() == 82_861_056
@@ -329,3 +331,39 @@ def test_bad_layer_arguments_raise_value_error():
     ids = np.zeros((2, 8), dtype="int32")
     with pytest.raises(ValueError, match=re.escape("max_sequence_length=4")):
         embeddings(ids, ids)
+
+
+def _large_mean_tokens() -> np.ndarray:
+    # FNet-Base's mixing size (L, D) = (512, 768) with mean 0.2: the unnormalised DFT's DC
+    # term is 512 * 768 * 0.2 = 78,643, beyond float16's 65,504.
+    return (0.2 + 0.05 * random_input((1, 512, 768))).astype("float32")
+
+
+def test_fourier_mixing_stays_float32_under_mixed_float16():
+    x = _large_mean_tokens()
+    expected = keras.ops.convert_to_numpy(FourierMixing()(x))
+    assert np.max(np.abs(expected)) > 65504
+    layer = FourierMixing(dtype="mixed_float16")
+    out = layer(x)
+    assert keras.backend.standardize_dtype(out.dtype) == "float32"
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(out), expected, rtol=1e-3, atol=1.0)
+    bf16 = FourierMixing(dtype="mixed_bfloat16")(x)
+    assert keras.backend.standardize_dtype(bf16.dtype) == "bfloat16"
+
+
+def test_fnet_base_block_runs_and_trains_finite_under_mixed_float16():
+    x = _large_mean_tokens()
+    reference = FNetEncoderBlock(intermediate_size=64, dropout=0.0)
+    expected = keras.ops.convert_to_numpy(reference(x))
+    keras.config.set_dtype_policy("mixed_float16")
+    inputs = keras.Input((512, 768))
+    block = FNetEncoderBlock(intermediate_size=64, dropout=0.0)
+    model = keras.Model(inputs, block(inputs))
+    block.set_weights(reference.get_weights())
+    out = keras.ops.convert_to_numpy(keras.ops.cast(model(x), "float32"))
+    assert np.all(np.isfinite(out))
+    assert relative_error(out, expected) < 3e-2
+    model.compile(optimizer="sgd", loss="mse")
+    loss = model.train_on_batch(x, np.zeros_like(x))
+    assert np.isfinite(loss)
+    assert all(np.all(np.isfinite(w)) for w in model.get_weights())

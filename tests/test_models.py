@@ -35,6 +35,7 @@ def test_every_builder_has_an_official_count():
     assert set(OFFICIAL_PARAMS) == set(models.BUILDERS)
 
 
+@pytest.mark.single_backend
 @pytest.mark.parametrize("builder", sorted(OFFICIAL_PARAMS))
 def test_parameter_count_equals_official_code(builder):
     model = getattr(models, builder)()
@@ -245,3 +246,29 @@ def test_builders_have_applications_signature_and_docs():
     assert "GFNetS" in models.GFNetS.__doc__ and "multiples of 16" in models.GFNetS.__doc__
     with pytest.raises(TypeError):
         models.GFNetS(unknown_argument=1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: models.HorNetT7x7(input_shape=(32, 32, 3), fft_impl="bogus"),
+        lambda: models.build_model("gnconv", "mlp", depths=[1], dims=[16], fft_impl="bogus"),
+    ],
+    ids=["hornet_7x7", "gnconv_mixer"],
+)
+def test_fft_impl_is_checked_even_without_fourier_layers(make):
+    with pytest.raises(ValueError, match="Received: fft_impl='bogus'"):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("shape", "match"),
+    [
+        ((40, 32, 3), r"multiples of the model's stride 32.*\(None, 40, 32, 3\)"),
+        ((None, None, 3), r"static height, width and channels.*\(None, None, None, 3\)"),
+    ],
+)
+def test_input_tensor_is_checked_like_input_shape(shape, match):
+    spec = _tiny(models.VARIANTS["hornet_t_gf"])
+    with pytest.raises(ValueError, match=match):
+        build_vision_model(spec, input_tensor=keras.Input(shape))

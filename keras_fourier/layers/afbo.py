@@ -96,7 +96,8 @@ channel g * hidden / G + o. The mapping kernels are Glorot-uniform over one
 block's fans, biases start at zero, the dwconv and proj use Keras defaults.
 
 Both mappings gather input groups into slots and run one matmul per slot
-(tf.gather, tf.transpose, tf.matmul): TFLite builtins and XLA-friendly. A
+(`keras.ops.take` and :func:`~keras_fourier.layers.contraction.contract_axis`):
+every Keras backend, TFLite builtins and XLA-friendly. A
 grouped Conv2D cannot express GCCM, whose weights are shared by two output
 groups.
 """
@@ -108,8 +109,9 @@ from typing import NamedTuple
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.layers.ffn import get_activation
 from keras_fourier.validation import check_choice
 
@@ -169,12 +171,6 @@ def _kernel_shape(branch: _Branch, channels: int, hidden: int) -> tuple[int, int
     group_width = channels // groups
     window = group_width if branch.mapping == "gccm" else (groups - 1) * group_width
     return groups, window, hidden // out_groups
-
-
-def _slot_matmul(slots, kernel):
-    """(N, S, i) x (S, i, o) -> (N, S, o), one matmul per slot."""
-    out = tf.matmul(tf.transpose(slots, [1, 0, 2]), kernel)
-    return tf.transpose(out, [1, 0, 2])
 
 
 class _FactorizedBilinearFFN(keras.layers.Layer):
@@ -247,17 +243,17 @@ class _FactorizedBilinearFFN(keras.layers.Layer):
         kernel = getattr(self, f"{branch.name}_kernel")
         bias = getattr(self, f"{branch.name}_bias")
         channels = inputs.shape[-1]
-        groups = tf.reshape(inputs, [-1, branch.groups, channels // branch.groups])
+        groups = ops.reshape(inputs, (-1, branch.groups, channels // branch.groups))
         num_slots, window, _ = kernel.shape
         if branch.mapping == "gccm":
             num_slots *= 2
-            kernel = tf.concat([kernel, kernel], axis=0)
-        slots = tf.reshape(
-            tf.gather(groups, _slot_indices(branch), axis=1), [-1, num_slots, window]
+            kernel = ops.concatenate([kernel, kernel], axis=0)
+        slots = ops.reshape(
+            ops.take(groups, _slot_indices(branch), axis=1), (-1, num_slots, window)
         )
-        out = _slot_matmul(slots, kernel)
-        out_shape = tf.concat([tf.shape(inputs)[:-1], [bias.shape[0]]], axis=0)
-        return tf.reshape(out, out_shape) + bias
+        out = contract_axis(slots, kernel, axis=-1, group_axis=1)
+        out_shape = (*ops.shape(inputs)[:-1], bias.shape[0])
+        return ops.reshape(out, out_shape) + bias
 
     def _branch(self, inputs, branch: _Branch):
         out = self._channel_mapping(inputs, branch)

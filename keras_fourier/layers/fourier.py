@@ -4,16 +4,21 @@ All take channels-last image tokens (B, H, W, C) and return the same shape;
 `FourierMixing` also takes text tokens (B, L, D). Transforms run in float32
 through :mod:`keras_fourier.layers.spectral` whatever the dtype policy, and
 Fourier parameters are never autocast, so mixed precision keeps full-precision
-filters.
+filters. `FourierMixing` keeps its output in float32 under ``mixed_float16``:
+the unnormalised DFT outgrows float16's range on FNet-Base-sized inputs.
+Every layer runs on every Keras backend (`keras.ops` only).
 """
 
 from __future__ import annotations
 
+import math
+
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from keras_fourier.layers import spectral
+from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.validation import check_positive_int
 
 
@@ -32,12 +37,14 @@ def _static_image_shape(layer: str, input_shape) -> tuple[int, int, int]:
     return int(height), int(width), int(channels)
 
 
-def _check_spatial_match(layer: str, built: tuple[int, int], inputs) -> None:
-    got = (inputs.shape[1], inputs.shape[2])
+def check_built_input(layer: str, built: tuple[int, int, int], inputs) -> None:
+    """Raises ValueError unless `inputs` are (B, H, W, C) with the built (H, W, C)."""
+    got = tuple(inputs.shape[1:])
     if got != built:
         raise ValueError(
-            f"{layer} was built for spatial size {built} and cannot run on inputs of "
-            f"shape {tuple(inputs.shape)}; build a new layer (or model) for this size."
+            f"{layer} was built for inputs (B, H, W, C) with (H, W, C) = {built}; received "
+            f"inputs of shape {tuple(inputs.shape)}. Build a new layer (or model) for this "
+            "size and channel count."
         )
 
 
@@ -80,7 +87,7 @@ class GlobalFilter(keras.layers.Layer):
 
     def build(self, input_shape):
         height, width, channels = _static_image_shape("GlobalFilter", input_shape)
-        self._spatial = (height, width)
+        self._built_input = (height, width, channels)
         self.complex_weight = self.add_weight(
             name="complex_weight",
             shape=(height, width // 2 + 1, channels, 2),
@@ -89,9 +96,9 @@ class GlobalFilter(keras.layers.Layer):
         )
 
     def call(self, inputs):
-        _check_spatial_match("GlobalFilter", self._spatial, inputs)
+        check_built_input("GlobalFilter", self._built_input, inputs)
         out = spectral.global_filter(inputs, self.complex_weight, self.fft_impl)
-        return tf.cast(out, self.compute_dtype)
+        return ops.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -101,16 +108,12 @@ class GlobalFilter(keras.layers.Layer):
 
 
 def _block_matmul(x, weight):
-    """(..., nb, i) x (nb, i, o) -> (..., nb, o) with builtin-friendly ops."""
-    num_blocks, block_in, block_out = weight.shape
-    leading = tf.shape(x)[:-2]
-    flat = tf.transpose(tf.reshape(x, [-1, num_blocks, block_in]), [1, 0, 2])
-    out = tf.transpose(tf.matmul(flat, weight), [1, 0, 2])
-    return tf.reshape(out, tf.concat([leading, [num_blocks, block_out]], axis=0))
+    """(..., nb, i) x (nb, i, o) -> (..., nb, o): one matmul per diagonal block."""
+    return contract_axis(x, weight, axis=-1, group_axis=-2)
 
 
 def _soft_shrink(x, threshold: float):
-    return tf.nn.relu(x - threshold) - tf.nn.relu(-x - threshold)
+    return ops.relu(x - threshold) - ops.relu(-x - threshold)
 
 
 def low_frequency_mask(height: int, width: int, fraction: float) -> np.ndarray:
@@ -188,9 +191,21 @@ class AFNO2D(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         check_positive_int("num_blocks", num_blocks)
-        if sparsity_threshold < 0:
-            raise ValueError(f"`sparsity_threshold` must be >= 0. Received: {sparsity_threshold=}")
-        if not 0 < hard_thresholding_fraction <= 1:
+        if (
+            isinstance(sparsity_threshold, bool)
+            or not isinstance(sparsity_threshold, (int, float))
+            or not math.isfinite(sparsity_threshold)
+            or sparsity_threshold < 0
+        ):
+            raise ValueError(
+                "`sparsity_threshold` must be a finite number >= 0. "
+                f"Received: sparsity_threshold={sparsity_threshold!r}"
+            )
+        if (
+            isinstance(hard_thresholding_fraction, bool)
+            or not isinstance(hard_thresholding_fraction, (int, float))
+            or not 0 < hard_thresholding_fraction <= 1
+        ):
             raise ValueError(
                 "`hard_thresholding_fraction` must be in (0, 1]. "
                 f"Received: {hard_thresholding_fraction=}"
@@ -209,7 +224,7 @@ class AFNO2D(keras.layers.Layer):
                 f"AFNO2D needs channels divisible by `num_blocks`; received {channels} "
                 f"channels with num_blocks={self.num_blocks}."
             )
-        self._spatial = (height, width)
+        self._built_input = (height, width, channels)
         block = channels // self.num_blocks
         hidden = block * self.hidden_size_factor
         init = keras.initializers.RandomNormal(stddev=0.02)
@@ -230,32 +245,30 @@ class AFNO2D(keras.layers.Layer):
             self._mask = low_frequency_mask(height, width, self.hard_thresholding_fraction)
 
     def _complex_block_linear(self, real, imag, weight, bias):
-        weight = tf.cast(weight, tf.float32)
-        bias = tf.cast(bias, tf.float32)
+        weight = ops.cast(weight, "float32")
+        bias = ops.cast(bias, "float32")
         out_real = _block_matmul(real, weight[0]) - _block_matmul(imag, weight[1]) + bias[0]
         out_imag = _block_matmul(imag, weight[0]) + _block_matmul(real, weight[1]) + bias[1]
         return out_real, out_imag
 
     def call(self, inputs):
-        _check_spatial_match("AFNO2D", self._spatial, inputs)
-        channels = inputs.shape[-1]
+        check_built_input("AFNO2D", self._built_input, inputs)
+        height, width, channels = self._built_input
         real, imag = spectral.rfft2(inputs, self.fft_impl)
-        spectrum_shape = tf.shape(real)
-        block_shape = tf.concat(
-            [spectrum_shape[:-1], [self.num_blocks, channels // self.num_blocks]], axis=0
-        )
-        real = tf.reshape(real, block_shape)
-        imag = tf.reshape(imag, block_shape)
+        spectrum_shape = (-1, height, width // 2 + 1, channels)
+        block_shape = (*spectrum_shape[:-1], self.num_blocks, channels // self.num_blocks)
+        real = ops.reshape(real, block_shape)
+        imag = ops.reshape(imag, block_shape)
         real, imag = self._complex_block_linear(real, imag, self.w1, self.b1)
-        real, imag = tf.nn.relu(real), tf.nn.relu(imag)
+        real, imag = ops.relu(real), ops.relu(imag)
         real, imag = self._complex_block_linear(real, imag, self.w2, self.b2)
         if self._mask is not None:
-            mask = tf.constant(self._mask[:, :, None, None])
+            mask = ops.convert_to_tensor(self._mask[:, :, None, None])
             real, imag = real * mask, imag * mask
-        real = tf.reshape(_soft_shrink(real, self.sparsity_threshold), spectrum_shape)
-        imag = tf.reshape(_soft_shrink(imag, self.sparsity_threshold), spectrum_shape)
-        out = spectral.irfft2(real, imag, self._spatial[1], self.fft_impl)
-        return tf.cast(out, self.compute_dtype) + tf.cast(inputs, self.compute_dtype)
+        real = ops.reshape(_soft_shrink(real, self.sparsity_threshold), spectrum_shape)
+        imag = ops.reshape(_soft_shrink(imag, self.sparsity_threshold), spectrum_shape)
+        out = spectral.irfft2(real, imag, width, self.fft_impl)
+        return ops.cast(out, self.compute_dtype) + ops.cast(inputs, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -280,6 +293,13 @@ class FourierMixing(keras.layers.Layer):
     spatial DFT plus the hidden-dimension DFT, ``Re(F_H F_W F_D x)``, as the
     FNet baseline of GFNet's Table 6.
 
+    The DFT is unnormalised, so its output grows with the number of mixed
+    elements: (1, 512, 768) inputs of mean 0.2 give values near 78,600,
+    beyond float16's 65,504. The transform runs in float32, and under a
+    float16 compute dtype (``mixed_float16``) the output stays float32; the
+    residual add and LayerNorm that follow in FNet then run in float32 too.
+    Other policies get their compute dtype (bfloat16 has float32's range).
+
     Args:
         fft_impl: "auto" (default), "fft" or "matmul".
         **kwargs: base `keras.layers.Layer` arguments.
@@ -288,7 +308,8 @@ class FourierMixing(keras.layers.Layer):
         inputs: (B, L, D) or (B, H, W, D) tensor with static non-batch axes.
 
     Returns:
-        Tensor of the same shape and the layer's compute dtype.
+        Tensor of the same shape and the layer's compute dtype, or float32
+        when the compute dtype is float16.
 
     Example:
         >>> layer = FourierMixing()
@@ -312,10 +333,17 @@ class FourierMixing(keras.layers.Layer):
             )
 
     def call(self, inputs):
-        return tf.cast(spectral.fourier_mix_real(inputs, self.fft_impl), self.compute_dtype)
+        out = spectral.fourier_mix_real(inputs, self.fft_impl)
+        return ops.cast(out, self._output_dtype())
+
+    def _output_dtype(self) -> str:
+        return "float32" if self.compute_dtype == "float16" else self.compute_dtype
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(inputs.shape, dtype=self._output_dtype())
 
     def get_config(self):
         return {**super().get_config(), "fft_impl": self.fft_impl}

@@ -7,13 +7,14 @@ checkpoints map onto these layers one tensor at a time.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from keras_fourier.layers import spectral
-from keras_fourier.layers.interpolation import resize_2d_tf
+from keras_fourier.layers.interpolation import resize_2d_tensor
 from keras_fourier.validation import check_choice
 
 SPATIAL_MIXINGS = ("dwconv", "global_local")
@@ -122,6 +123,7 @@ class GlobalLocalFilter(keras.layers.Layer):
                 f"input_shape={tuple(input_shape)} with height={self.height}, width={self.width}."
             )
         half = channels // 2
+        self._channels = channels
         self.pre_norm = keras.layers.LayerNormalization(
             epsilon=1e-6, dtype=self.dtype_policy, name="pre_norm"
         )
@@ -141,20 +143,25 @@ class GlobalLocalFilter(keras.layers.Layer):
         )
         self.post_norm.build(input_shape)
 
-    def _filter(self, spectrum_size: tuple[int, int]) -> tf.Tensor:
+    def _filter(self, spectrum_size: tuple[int, int]):
         """The complex filter as (h, w, C/2, 2) float32, resized to `spectrum_size`."""
-        weight = tf.transpose(tf.cast(self.complex_weight, tf.float32), [1, 2, 0, 3])
-        return resize_2d_tf(weight, spectrum_size, axes=(0, 1), mode="bilinear")
+        weight = ops.transpose(ops.cast(self.complex_weight, "float32"), [1, 2, 0, 3])
+        return resize_2d_tensor(weight, spectrum_size, axes=(0, 1), mode="bilinear")
 
     def call(self, inputs):
+        height, width, channels = inputs.shape[1:]
+        if height is None or width is None or channels != self._channels:
+            raise ValueError(
+                f"GlobalLocalFilter was built for {self._channels} channels and needs static "
+                f"H and W at call time; received inputs of shape {tuple(inputs.shape)}."
+            )
         x = self.pre_norm(inputs)
-        height, width, channels = x.shape[1], x.shape[2], x.shape[3]
         half = channels // 2
         local = self.dw(x[..., :half])
         weight = self._filter((height, width // 2 + 1))
         glob = spectral.global_filter(x[..., half:], weight, self.fft_impl)
-        glob = tf.cast(glob, self.compute_dtype)
-        x = tf.reshape(tf.stack([local, glob], axis=-1), [-1, height, width, channels])
+        glob = ops.cast(glob, self.compute_dtype)
+        x = ops.reshape(ops.stack([local, glob], axis=-1), (-1, height, width, channels))
         return self.post_norm(x)
 
     def compute_output_shape(self, input_shape):
@@ -297,7 +304,8 @@ class GnConv(keras.layers.Layer):
         fused = self.proj_in(inputs)
         p = fused[..., : self._dims[0]]
         mixed = self.dwconv(fused[..., self._dims[0] :]) * self.scale
-        q = tf.split(mixed, self._dims, axis=-1)
+        ends = list(itertools.accumulate(self._dims))
+        q = [mixed[..., end - dim : end] for dim, end in zip(self._dims, ends, strict=True)]
         x = p * q[0]
         for pw, q_k in zip(self.pws, q[1:], strict=True):
             x = pw(x) * q_k

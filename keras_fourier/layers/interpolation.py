@@ -4,10 +4,11 @@ Bilinear and bicubic resizing of a 2D grid are separable: each axis is
 resized by its own (out, in) matrix, so the whole resize is two matrix
 products. :func:`interpolation_matrix` builds those matrices with NumPy,
 :func:`resize_2d` applies them to NumPy arrays (checkpoint conversion) and
-:func:`resize_2d_tf` to TensorFlow tensors (inside layers). The TF version
-uses constant matrices, transposes, reshapes and ``matmul`` only, so it is
-exact, differentiable, and accepted by XLA and by a TFLite converter
-restricted to builtin ops.
+:func:`resize_2d_tensor` to backend tensors (inside layers, on every Keras
+backend). The tensor version contracts each axis with a constant matrix
+through :func:`~keras_fourier.layers.contraction.contract_axis` (transposes,
+reshapes and ``matmul`` only), so it is exact, differentiable, and accepted
+by XLA and by a TFLite converter restricted to builtin ops.
 
 With ``align_corners=True`` output index ``j`` of an axis reads the input at
 ``j * (in - 1) / (out - 1)`` (0 when ``out == 1``), so the first and last
@@ -22,8 +23,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.validation import check_choice, check_positive_int
 
 MODES = ("bilinear", "bicubic")
@@ -148,21 +150,10 @@ def resize_2d(
     return out.astype(dtype)
 
 
-def _matmul_along(x: tf.Tensor, matrix: np.ndarray, axis: int) -> tf.Tensor:
-    """Applies (out, in) `matrix` to static-length `axis` of `x`; the axis keeps its place."""
-    rank = x.shape.rank
-    perm = [i for i in range(rank) if i != axis] + [axis]
-    moved = tf.transpose(x, perm)
-    flat = tf.reshape(moved, [-1, matrix.shape[1]])
-    out = tf.matmul(flat, tf.constant(matrix.T, dtype=x.dtype))
-    out = tf.reshape(out, tf.concat([tf.shape(moved)[:-1], [matrix.shape[0]]], axis=0))
-    return tf.transpose(out, np.argsort(perm).tolist())
-
-
-def resize_2d_tf(
-    x: tf.Tensor, size: tuple[int, int], axes: tuple[int, int] = (0, 1), mode: str = "bilinear"
-) -> tf.Tensor:
-    """TensorFlow version of :func:`resize_2d`: two matmuls with constant matrices.
+def resize_2d_tensor(
+    x, size: tuple[int, int], axes: tuple[int, int] = (0, 1), mode: str = "bilinear"
+):
+    """Backend-tensor version of :func:`resize_2d`: two matmuls with constant matrices.
 
     Args:
         x: floating-point tensor whose two resized axes have static lengths.
@@ -175,18 +166,18 @@ def resize_2d_tf(
         its target is left untouched (the resize is the identity there).
 
     Example:
-        >>> resize_2d_tf(tf.zeros((8, 14, 8, 2)), (24, 13), axes=(1, 2)).shape
-        TensorShape([8, 24, 13, 2])
+        >>> resize_2d_tensor(keras.ops.zeros((8, 14, 8, 2)), (24, 13), axes=(1, 2)).shape
+        (8, 24, 13, 2)
     """
-    x = tf.convert_to_tensor(x)
+    x = ops.convert_to_tensor(x)
     out_sizes = _check_resize_args(size, mode)
-    for axis, out_size in zip(_check_axes(axes, x.shape.rank), out_sizes, strict=True):
+    for axis, out_size in zip(_check_axes(axes, len(x.shape)), out_sizes, strict=True):
         in_size = x.shape[axis]
         if in_size is None:
             raise ValueError(
-                f"resize_2d_tf needs static lengths on `axes`; received shape {x.shape} "
+                f"resize_2d_tensor needs static lengths on `axes`; received shape {x.shape} "
                 f"with axes={tuple(axes)}."
             )
         if in_size != out_size:
-            x = _matmul_along(x, _cached_matrix(in_size, out_size, mode, True), axis)
+            x = contract_axis(x, _cached_matrix(in_size, out_size, mode, True).T, axis)
     return x

@@ -1,15 +1,27 @@
-"""All FFT and DFT code of keras_fourier.
+"""All FFT and DFT code of keras_fourier, on every Keras backend.
 
 Every Fourier layer calls the functions of this module and nothing else for
-its transforms, so the two implementations below stay interchangeable:
+its transforms, so the two implementations below stay interchangeable, and
+this is the only module of the package that reaches a backend's own FFT:
 
-* ``"fft"``: TensorFlow's FFT kernels (``tf.signal``), O(N log N).
+* ``"fft"``: the backend's FFT kernels, O(N log N): ``tf.signal`` on
+  TensorFlow, ``jax.numpy.fft`` on JAX (pocketfft on CPU, cuFFT on GPU),
+  ``torch.fft`` on PyTorch (pocketfft/MKL on CPU, cuFFT on GPU),
+  ``numpy.fft`` on the NumPy backend. Each is called directly rather than
+  composed from `keras.ops.rfft`/`fft` (which act on the last axis only and
+  have no 2D real transforms): the composition needs four transposes and
+  two calls per transform and measured slower on every backend (see the
+  issue-10 note).
 * ``"matmul"``: the same transforms as products with precomputed real DFT
-  matrices (cosine and sine tables). Only real matmuls, transposes, reshapes
-  and element-wise ops appear in the graph, so a TFLite converter restricted to
-  ``TFLITE_BUILTINS`` accepts it, and TPUs run it on their matrix units.
-* ``"auto"``: ``"matmul"`` when the computation is placed on a TPU, else
-  ``"fft"``.
+  matrices (cosine and sine tables) through
+  :func:`keras_fourier.layers.contraction.contract_axis`. Only real matmuls,
+  transposes, reshapes and element-wise `keras.ops` appear, so every
+  backend runs it, a TFLite converter restricted to ``TFLITE_BUILTINS``
+  accepts it, and TPUs run it on their matrix units.
+* ``"auto"``: ``"matmul"`` when the computation is placed on a TPU
+  (TensorFlow: a TPU device or a ``TPUStrategy``; JAX: a TPU default
+  backend) or the backend has no FFT here, else ``"fft"``. PyTorch (CPU,
+  CUDA) and JAX/TensorFlow on CPU or GPU therefore use ``"fft"``.
 
 Complex tensors are passed around as ``(real, imag)`` pairs of float32
 tensors, the convention of ``keras.ops.fft``. Inputs are cast to float32
@@ -21,10 +33,12 @@ Conventions follow the official PyTorch code of the papers:
 
 * :func:`rfft2` / :func:`irfft2` are ``torch.fft.rfft2`` / ``irfft2`` over the
   spatial axes of a channels-last ``(B, H, W, C)`` tensor with
-  ``norm="ortho"``. The inverse treats the input as numpy and PyTorch do:
-  an inverse complex DFT along H, then an inverse real DFT along W that
+  ``norm="ortho"``. The inverse treats the input as numpy and PyTorch on CPU
+  do: an inverse complex DFT along H, then an inverse real DFT along W that
   ignores the imaginary parts of the DC bin and, for even W, of the Nyquist
-  bin.
+  bin. The FFT path makes those columns Hermitian before the call
+  (:func:`_hermitian_edge_columns`), so every backend's kernel, cuFFT
+  included, gets a valid half spectrum and gives the same numbers.
 * :func:`fourier_mix_real` is FNet's ``Re(F_seq(F_hidden(x)))``: the real part
   of the unnormalised DFT over every non-batch axis.
 """
@@ -33,12 +47,15 @@ from __future__ import annotations
 
 import functools
 
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.validation import check_choice
 
 FFT_IMPLS = ("auto", "fft", "matmul")
+FFT_BACKENDS = ("tensorflow", "jax", "torch", "numpy")
 
 
 def validate_fft_impl(fft_impl: str) -> str:
@@ -47,18 +64,38 @@ def validate_fft_impl(fft_impl: str) -> str:
 
 
 def _on_tpu() -> bool:
-    if tf.distribute.has_strategy():
-        strategy = tf.distribute.get_strategy()
-        if isinstance(strategy, tf.distribute.TPUStrategy):
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if tf.distribute.has_strategy() and isinstance(
+            tf.distribute.get_strategy(), tf.distribute.TPUStrategy
+        ):
             return True
-    return bool(tf.config.list_logical_devices("TPU"))
+        return bool(tf.config.list_logical_devices("TPU"))
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "tpu"
+    return False
 
 
 def resolve_fft_impl(fft_impl: str) -> str:
-    """Maps ``"auto"`` to ``"matmul"`` on a TPU and ``"fft"`` elsewhere."""
+    """Maps ``"auto"`` to ``"matmul"`` on a TPU (or a backend without FFT), else ``"fft"``.
+
+    Raises:
+        ValueError: for an unknown name, or ``"fft"`` on a backend with no
+            FFT dispatch here (use ``"matmul"``).
+    """
     validate_fft_impl(fft_impl)
+    backend = keras.config.backend()
     if fft_impl == "auto":
-        return "matmul" if _on_tpu() else "fft"
+        return "matmul" if backend not in FFT_BACKENDS or _on_tpu() else "fft"
+    if fft_impl == "fft" and backend not in FFT_BACKENDS:
+        raise ValueError(
+            f"`fft_impl` must be 'matmul' or 'auto' on the {backend!r} backend, which has no "
+            f"FFT here (FFT backends: {FFT_BACKENDS}). Received: fft_impl='fft'"
+        )
     return fft_impl
 
 
@@ -87,53 +124,110 @@ def _irfft_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return (cos * weight).T, (sin * weight).T
 
 
-def _const(array: np.ndarray) -> tf.Tensor:
-    return tf.constant(array.astype(np.float32))
+def _const(array: np.ndarray):
+    return ops.convert_to_tensor(np.asarray(array, dtype=np.float32))
 
 
-def _matmul_axis(x: tf.Tensor, matrix: np.ndarray, axis: int) -> tf.Tensor:
-    """Contracts `axis` of `x` (length n) with `matrix` (n, m); axis keeps its place."""
-    rank = x.shape.rank
-    axis = axis % rank
-    perm = [i for i in range(rank) if i != axis] + [axis]
-    moved = tf.transpose(x, perm) if axis != rank - 1 else x
-    n, m = matrix.shape
-    flat = tf.reshape(moved, [-1, n])
-    out = tf.matmul(flat, _const(matrix))
-    out_shape = tf.concat([tf.shape(moved)[:-1], [m]], axis=0)
-    out = tf.reshape(out, out_shape)
-    if axis == rank - 1:
-        return out
-    inverse = np.argsort(perm).tolist()
-    return tf.transpose(out, inverse)
+def _float32(x):
+    return ops.cast(x, "float32")
 
 
-def _complex_dft_axis(
-    real: tf.Tensor, imag: tf.Tensor | None, axis: int, inverse: bool = False
-) -> tuple[tf.Tensor, tf.Tensor]:
+def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     """Unnormalised complex DFT (or its unscaled inverse) along `axis` by matmul."""
     n = real.shape[axis]
     cos, sin = _dft_tables(n, n)
     sign = 1.0 if inverse else -1.0
     # (r + i q) (cos + i*sign*sin) = r cos - sign q sin + i (q cos + sign r sin)
-    out_real = _matmul_axis(real, cos, axis)
-    out_imag = sign * _matmul_axis(real, sin, axis)
+    out_real = contract_axis(real, cos, axis)
+    out_imag = contract_axis(real, sign * sin, axis)
     if imag is not None:
-        out_real -= sign * _matmul_axis(imag, sin, axis)
-        out_imag += _matmul_axis(imag, cos, axis)
+        out_real = out_real - contract_axis(imag, sign * sin, axis)
+        out_imag = out_imag + contract_axis(imag, cos, axis)
     return out_real, out_imag
 
 
-def _spatial_size(x: tf.Tensor, name: str) -> tuple[int, int]:
-    height, width = x.shape[1], x.shape[2]
-    if height is None or width is None:
+def _static_dims(x, axes, name: str) -> list[int]:
+    dims = [x.shape[a] for a in axes]
+    if any(d is None for d in dims):
         raise ValueError(
-            f"{name} needs static spatial dimensions; received a tensor of shape {x.shape}."
+            f"{name} needs static spatial dimensions; received a tensor of shape "
+            f"{tuple(x.shape)}. Build the model with a fixed input size."
         )
-    return int(height), int(width)
+    return [int(d) for d in dims]
 
 
-def rfft2(x: tf.Tensor, fft_impl: str = "auto") -> tuple[tf.Tensor, tf.Tensor]:
+def _native_rfft2(x):
+    """Orthonormal rfft2 over axes 1, 2 of float32 (B, H, W, C) with the backend's FFT."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        spectrum = jnp.fft.rfft2(x, axes=(1, 2), norm="ortho")
+        return jnp.real(spectrum), jnp.imag(spectrum)
+    if backend == "torch":
+        import torch
+
+        # pocketfft is about twice as fast on contiguous channels-first planes.
+        spectrum = torch.fft.rfft2(x.permute(0, 3, 1, 2).contiguous(), norm="ortho")
+        spectrum = spectrum.permute(0, 2, 3, 1)
+        return spectrum.real, spectrum.imag
+    if backend == "numpy":
+        spectrum = np.fft.rfft2(x, axes=(1, 2), norm="ortho").astype(np.complex64)
+        return spectrum.real, spectrum.imag
+    import tensorflow as tf
+
+    height, width = x.shape[1], x.shape[2]
+    spectrum = tf.transpose(tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2])), [0, 2, 3, 1])
+    scale = 1.0 / np.sqrt(height * width)
+    return tf.math.real(spectrum) * scale, tf.math.imag(spectrum) * scale
+
+
+def _native_irfft2(real, imag, height: int, width: int):
+    """Orthonormal irfft2 of a Hermitian-edged (B, H, W // 2 + 1, C) spectrum."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        spectrum = jax.lax.complex(real, imag)
+        return jnp.fft.irfft2(spectrum, s=(height, width), axes=(1, 2), norm="ortho")
+    if backend == "torch":
+        import torch
+
+        spectrum = torch.complex(real, imag).permute(0, 3, 1, 2).contiguous()
+        out = torch.fft.irfft2(spectrum, s=(height, width), norm="ortho")
+        return out.permute(0, 2, 3, 1)
+    if backend == "numpy":
+        out = np.fft.irfft2(real + 1j * imag, s=(height, width), axes=(1, 2), norm="ortho")
+        return out.astype(np.float32)
+    import tensorflow as tf
+
+    spectrum = tf.complex(tf.transpose(real, [0, 3, 1, 2]), tf.transpose(imag, [0, 3, 1, 2]))
+    out = tf.signal.irfft2d(spectrum, fft_length=[height, width])
+    return tf.transpose(out, [0, 2, 3, 1]) * np.float32(np.sqrt(height * width))
+
+
+def _native_fft_real(x):
+    """Re of the unnormalised DFT of float32 `x` over every axis but the first."""
+    backend = keras.config.backend()
+    axes = tuple(range(1, len(x.shape)))
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        return jnp.real(jnp.fft.fftn(x, axes=axes))
+    if backend == "torch":
+        import torch
+
+        return torch.fft.fftn(x, dim=axes).real
+    if backend == "numpy":
+        return np.fft.fftn(x, axes=axes).real.astype(np.float32)
+    import tensorflow as tf
+
+    transform = tf.signal.fft2d if len(axes) == 2 else tf.signal.fft3d
+    return tf.math.real(transform(tf.complex(x, tf.zeros_like(x))))
+
+
+def rfft2(x, fft_impl: str = "auto"):
     """Orthonormal 2D real FFT over axes 1 and 2 of a (B, H, W, C) tensor.
 
     Args:
@@ -143,28 +237,24 @@ def rfft2(x: tf.Tensor, fft_impl: str = "auto") -> tuple[tf.Tensor, tf.Tensor]:
     Returns:
         (real, imag), each float32 (B, H, W // 2 + 1, C).
     """
-    height, width = _spatial_size(x, "rfft2")
-    x = tf.cast(x, tf.float32)
-    scale = 1.0 / np.sqrt(height * width)
+    height, width = _static_dims(x, (1, 2), "rfft2")
+    x = _float32(x)
     if resolve_fft_impl(fft_impl) == "fft":
-        spectrum = tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2]))
-        spectrum = tf.transpose(spectrum, [0, 2, 3, 1])
-        return tf.math.real(spectrum) * scale, tf.math.imag(spectrum) * scale
+        return _native_rfft2(x)
+    scale = 1.0 / np.sqrt(height * width)
     cos, sin = _dft_tables(width, width // 2 + 1)
-    real = _matmul_axis(x, cos * scale, axis=2)
-    imag = _matmul_axis(x, -sin * scale, axis=2)
+    real = contract_axis(x, cos * scale, axis=2)
+    imag = contract_axis(x, -sin * scale, axis=2)
     return _complex_dft_axis(real, imag, axis=1)
 
 
-def _hermitian_edge_columns(
-    real: tf.Tensor, imag: tf.Tensor, width: int
-) -> tuple[tf.Tensor, tf.Tensor]:
+def _hermitian_edge_columns(real, imag, width: int):
     """Makes the DC (and even-W Nyquist) column Hermitian along H.
 
     Those columns of a real signal's half spectrum satisfy Z[k] = conj(Z[-k]).
-    A learned filter breaks that; numpy and PyTorch then drop the imaginary
-    part after the inverse DFT along H, which equals replacing each such
-    column by its Hermitian part (Z[k] + conj(Z[-k])) / 2. Doing that
+    A learned filter breaks that; numpy and PyTorch on CPU then drop the
+    imaginary part after the inverse DFT along H, which equals replacing each
+    such column by its Hermitian part (Z[k] + conj(Z[-k])) / 2. Doing that
     explicitly gives every FFT backend (pocketfft on CPU, cuFFT on GPU) a
     valid input, so all of them agree with numpy and with the matmul path.
     """
@@ -173,14 +263,14 @@ def _hermitian_edge_columns(
     edges[..., 0, :] = 1.0
     if width % 2 == 0:
         edges[..., -1, :] = 1.0
-    mirror = [0, *range(height - 1, 0, -1)]
-    real_part = (real + tf.gather(real, mirror, axis=1)) / 2
-    imag_part = (imag - tf.gather(imag, mirror, axis=1)) / 2
-    edges = tf.constant(edges)
+    mirror = np.array([0, *range(height - 1, 0, -1)], dtype="int32")
+    real_part = (real + ops.take(real, mirror, axis=1)) * 0.5
+    imag_part = (imag - ops.take(imag, mirror, axis=1)) * 0.5
+    edges = _const(edges)
     return real + edges * (real_part - real), imag + edges * (imag_part - imag)
 
 
-def irfft2(real: tf.Tensor, imag: tf.Tensor, width: int, fft_impl: str = "auto") -> tf.Tensor:
+def irfft2(real, imag, width: int, fft_impl: str = "auto"):
     """Inverse of :func:`rfft2`: (B, H, W // 2 + 1, C) spectrum to (B, H, W, C).
 
     Args:
@@ -192,23 +282,19 @@ def irfft2(real: tf.Tensor, imag: tf.Tensor, width: int, fft_impl: str = "auto")
     Returns:
         float32 tensor (B, H, W, C).
     """
-    height = real.shape[1]
-    if height is None:
-        raise ValueError(f"irfft2 needs a static height; received shape {real.shape}.")
-    real = tf.cast(real, tf.float32)
-    imag = tf.cast(imag, tf.float32)
-    scale = 1.0 / np.sqrt(height * width)
+    (height,) = _static_dims(real, (1,), "irfft2")
+    real = _float32(real)
+    imag = _float32(imag)
     if resolve_fft_impl(fft_impl) == "fft":
         real, imag = _hermitian_edge_columns(real, imag, width)
-        spectrum = tf.complex(tf.transpose(real, [0, 3, 1, 2]), tf.transpose(imag, [0, 3, 1, 2]))
-        out = tf.signal.irfft2d(spectrum, fft_length=[height, width])
-        return tf.transpose(out, [0, 2, 3, 1]) * (height * width * scale)
+        return _native_irfft2(real, imag, height, width)
+    scale = 1.0 / np.sqrt(height * width)
     real, imag = _complex_dft_axis(real, imag, axis=1, inverse=True)
     cos, sin = _irfft_tables(width)
-    return _matmul_axis(real, cos * scale, axis=2) - _matmul_axis(imag, sin * scale, axis=2)
+    return contract_axis(real, cos * scale, axis=2) - contract_axis(imag, sin * scale, axis=2)
 
 
-def global_filter(x: tf.Tensor, weight: tf.Tensor, fft_impl: str = "auto") -> tf.Tensor:
+def global_filter(x, weight, fft_impl: str = "auto"):
     """GFNet's spectral filtering: ``irfft2(rfft2(x) * K)``, orthonormal.
 
     Args:
@@ -221,18 +307,20 @@ def global_filter(x: tf.Tensor, weight: tf.Tensor, fft_impl: str = "auto") -> tf
         float32 tensor (B, H, W, C).
     """
     real, imag = rfft2(x, fft_impl)
-    weight = tf.cast(weight, tf.float32)
+    weight = _float32(weight)
     w_real, w_imag = weight[..., 0], weight[..., 1]
     out_real = real * w_real - imag * w_imag
     out_imag = real * w_imag + imag * w_real
     return irfft2(out_real, out_imag, x.shape[2], fft_impl)
 
 
-def fourier_mix_real(x: tf.Tensor, fft_impl: str = "auto") -> tf.Tensor:
+def fourier_mix_real(x, fft_impl: str = "auto"):
     """Real part of the unnormalised DFT over every axis but the batch axis.
 
     For (B, L, D) this is FNet's ``Re(F_seq(F_hidden(x)))``; for image tokens
-    (B, H, W, D) it adds the second spatial axis.
+    (B, H, W, D) it adds the second spatial axis. The result grows with the
+    number of mixed elements (up to L * D times the input mean), so it is
+    returned in float32 and may exceed the float16 range.
 
     Args:
         x: real tensor of rank 3 or 4 with static non-batch dimensions.
@@ -241,17 +329,15 @@ def fourier_mix_real(x: tf.Tensor, fft_impl: str = "auto") -> tf.Tensor:
     Returns:
         float32 tensor of the same shape.
     """
-    rank = x.shape.rank
+    rank = len(x.shape)
     if rank not in (3, 4) or any(d is None for d in x.shape[1:]):
         raise ValueError(
             "fourier_mix_real needs a rank-3 or rank-4 tensor with static non-batch "
-            f"dimensions; received shape {x.shape}."
+            f"dimensions; received shape {tuple(x.shape)}."
         )
-    x = tf.cast(x, tf.float32)
+    x = _float32(x)
     if resolve_fft_impl(fft_impl) == "fft":
-        spectrum = tf.complex(x, tf.zeros_like(x))
-        transform = tf.signal.fft2d if rank == 3 else tf.signal.fft3d
-        return tf.math.real(transform(spectrum))
+        return _native_fft_real(x)
     axes = list(range(1, rank))
     real, imag = _complex_dft_axis(x, None, axes[0])
     for axis in axes[1:-1]:
@@ -259,4 +345,4 @@ def fourier_mix_real(x: tf.Tensor, fft_impl: str = "auto") -> tf.Tensor:
     n = x.shape[axes[-1]]
     cos, sin = _dft_tables(n, n)
     # Re((r + i q)(cos - i sin)) = r cos + q sin: the last axis needs only the real part.
-    return _matmul_axis(real, cos, axes[-1]) + _matmul_axis(imag, sin, axes[-1])
+    return contract_axis(real, cos, axes[-1]) + contract_axis(imag, sin, axes[-1])

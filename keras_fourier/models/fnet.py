@@ -274,7 +274,10 @@ class FNetEncoderBlock(keras.layers.Layer):
         mixing_input = inputs
         if padding_mask is not None:
             mixing_input = inputs * keras.ops.cast(padding_mask, inputs.dtype)[..., None]
-        x = self.mixing_norm(inputs + self.mixing(mixing_input))
+        mixed = self.mixing(mixing_input)
+        # float32 under mixed_float16 (see FourierMixing): the residual add and the
+        # LayerNorm run in float32, and the LayerNorm casts back to the compute dtype.
+        x = self.mixing_norm(keras.ops.cast(inputs, mixed.dtype) + mixed)
         hidden = keras.activations.gelu(self.intermediate(x), approximate=True)
         feed_forward = self.output_dropout(self.output_dense(hidden), training=training)
         return self.output_norm(x + feed_forward)

@@ -36,6 +36,7 @@ from keras_fourier.layers import (
     LayerScale,
     Mlp,
     SelfAttention,
+    spectral,
 )
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.hornet import GnConv
@@ -193,6 +194,25 @@ def _block(x, spec: VisionSpec, stage: int, index: int, drop_path: float, fft_im
     return keras.layers.Add(name=f"{prefix}_add")([x, branch(ffn(norm("norm2")(mixed)), "")])
 
 
+def _input_tensor_shape(spec: VisionSpec, input_tensor) -> tuple[int, int, int]:
+    """(H, W, C) of `input_tensor`, checked like `input_shape`."""
+    shape = tuple(input_tensor.shape)
+    if len(shape) != 4 or any(d is None for d in shape[1:]):
+        raise ValueError(
+            "`input_tensor` must be a (batch, height, width, channels) tensor with static "
+            "height, width and channels (the Fourier filters and position embeddings have a "
+            f"fixed size). Received: input_tensor with shape {shape}"
+        )
+    height, width, channels = (int(d) for d in shape[1:])
+    if height % spec.stride or width % spec.stride:
+        raise ValueError(
+            f"`input_tensor` height and width must be multiples of the model's stride "
+            f"{spec.stride}, or the stem and downsampling convolutions drop edge pixels. "
+            f"Received: input_tensor with shape {shape}"
+        )
+    return height, width, channels
+
+
 def _inputs(input_tensor, shape):
     if input_tensor is None:
         return keras.Input(shape, name="images")
@@ -262,6 +282,17 @@ def build_vision_model(
     if drop_path_rate is None:
         drop_path_rate = spec.drop_path_rate
     check_rate("drop_path_rate", drop_path_rate)
+    spectral.validate_fft_impl(fft_impl)
+    if input_tensor is not None:
+        tensor_shape = _input_tensor_shape(spec, input_tensor)
+        if input_shape is None:
+            input_shape = tensor_shape
+        elif tuple(input_shape) != tensor_shape:
+            raise ValueError(
+                "`input_shape` must match the shape of `input_tensor` when both are given. "
+                f"Received: input_shape={tuple(input_shape)!r}, input_tensor with shape "
+                f"{tuple(input_tensor.shape)}"
+            )
     shape = _check_input_shape(spec, input_shape, weights)
     inputs = _inputs(input_tensor, shape)
     x = inputs

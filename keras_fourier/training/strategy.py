@@ -7,19 +7,76 @@ and otherwise TensorFlow's default strategy. Build the model and its
 optimizer inside ``strategy.scope()``; `keras.Model.fit` then splits each
 *global* batch of a `tf.data.Dataset` across the replicas (and shards it
 across workers), so batch sizes given to keras_fourier are always global.
+
+These are TensorFlow strategies, used under ``KERAS_BACKEND=tensorflow``.
+Under the other Keras backends the same names give a backend strategy
+(:class:`BackendStrategy`) with the same ``scope()`` and
+``num_replicas_in_sync``: on JAX, "auto" and "mirrored" train data-parallel
+over every local device through `keras.distribution.DataParallel` (one
+device: no distribution), on PyTorch training runs on one device (the GPU
+when there is one); "tpu" and "multi_worker" are TensorFlow only (see
+:data:`BACKEND_STRATEGIES`). tf.data feeds every backend.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 
+import keras
 import tensorflow as tf
 
 from keras_fourier.validation import check_choice
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
+# The names each non-TensorFlow backend accepts (TensorFlow accepts all of STRATEGIES).
+BACKEND_STRATEGIES = {
+    "jax": ("auto", "default", "one_device", "mirrored"),
+    "torch": ("auto", "default", "one_device"),
+}
+
+
+class BackendStrategy:
+    """A strategy for the JAX and PyTorch backends, with a TF strategy's ``scope()``.
+
+    Args:
+        distribution: a `keras.distribution.Distribution` to enter in
+            ``scope()`` (JAX data parallelism), or None for one device.
+        num_replicas: number of devices the global batch is split across.
+    """
+
+    def __init__(self, distribution=None, num_replicas: int = 1):
+        self.distribution = distribution
+        self.num_replicas_in_sync = num_replicas
+
+    def scope(self):
+        """Context in which the model and optimizer are built and trained."""
+        if self.distribution is None:
+            return contextlib.nullcontext()
+        return self.distribution.scope()
+
+
+def _backend_strategy(name: str) -> BackendStrategy:
+    backend = keras.config.backend()
+    allowed = BACKEND_STRATEGIES.get(backend, ("auto", "default"))
+    if name not in allowed:
+        raise ValueError(
+            f"`strategy` must be one of {allowed} on the {backend!r} Keras backend "
+            f"({name!r} is TensorFlow only; set KERAS_BACKEND=tensorflow). Received: "
+            f"strategy={name!r}"
+        )
+    if backend == "jax" and name in ("auto", "mirrored"):
+        import jax
+
+        devices = jax.devices()
+        if len(devices) > 1:
+            distribution = keras.distribution.DataParallel(
+                devices=keras.distribution.list_devices()
+            )
+            return BackendStrategy(distribution, len(devices))
+    return BackendStrategy()
 
 
 def check_strategy_name(name: str) -> str:
@@ -91,8 +148,8 @@ def _replica_devices() -> list[str]:
     return [device.name for device in gpus or tf.config.list_logical_devices("CPU")]
 
 
-def get_strategy(name: str = "auto") -> tf.distribute.Strategy:
-    """Creates a `tf.distribute.Strategy` by name.
+def get_strategy(name: str = "auto") -> tf.distribute.Strategy | BackendStrategy:
+    """Creates a `tf.distribute.Strategy` by name (a `BackendStrategy` on JAX and PyTorch).
 
     Create it before any other TensorFlow work in the process (multi-worker
     and TPU strategies must initialise the runtime); "auto" only inspects
@@ -108,10 +165,12 @@ def get_strategy(name: str = "auto") -> tf.distribute.Strategy:
             or "tpu" (``TPU_NAME``/Colab TPU, else the local TPU VM).
 
     Returns:
-        The strategy.
+        The strategy; under the JAX and PyTorch backends a
+        :class:`BackendStrategy` (see the module docstring).
 
     Raises:
-        ValueError: when `name` is not one of `STRATEGIES`.
+        ValueError: when `name` is not one of `STRATEGIES`, or not available
+            on the current Keras backend.
 
     Example:
         >>> strategy = get_strategy("default")
@@ -119,6 +178,8 @@ def get_strategy(name: str = "auto") -> tf.distribute.Strategy:
         1
     """
     check_strategy_name(name)
+    if keras.config.backend() != "tensorflow":
+        return _backend_strategy(name)
     if name == "auto":
         if _tpu_reachable():
             name = "tpu"
