@@ -16,9 +16,12 @@ run's files to ``--out``; the others write theirs under
 
 This script does exactly that for N local workers on 127.0.0.1 (free ports),
 so you can try it on one machine; arguments after ``--`` go to
-``keras-fourier train``::
+``keras-fourier train``. Two workers, two epochs of the digits (a few minutes
+on a 2-core machine; the test suite runs this very command)::
 
-    python examples/multi_worker.py --num-workers 2 -- --epochs 5 --out runs/multi_worker
+    python examples/multi_worker.py --num-workers 2 -- --epochs 2 --out runs/multi_worker
+
+Each worker prints its header, one line per epoch and ``test_accuracy=`` last.
 """
 
 from __future__ import annotations

@@ -2,7 +2,12 @@
 
 import importlib
 
-from keras_fourier import layers, models
+# First, before TensorFlow loads: the keras-fourier command hides its C++ start-up lines.
+from keras_fourier import (
+    _startup,  # noqa: F401
+    layers,
+    models,
+)
 from keras_fourier.flop_count import flops
 from keras_fourier.imagenet import decode_predictions, preprocess_input
 from keras_fourier.models import (

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 
+from keras_fourier import _startup
 from keras_fourier.data import AugmentConfig
 from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
@@ -23,9 +25,19 @@ from keras_fourier.training import (
     NonFiniteLossError,
     RunFolderBusyError,
     TrainConfig,
+    TrainResult,
     evaluate,
     model_names,
+    resolve_model_file,
     train,
+)
+from keras_fourier.training.callbacks import read_checkpoint_record
+from keras_fourier.training.trainer import (
+    BEST_FILE,
+    HISTORY_FILE,
+    LAST_FILE,
+    LOGS_FOLDER,
+    MODEL_FILE,
 )
 
 _DEFAULTS = TrainConfig()
@@ -72,18 +84,44 @@ def _train(args: argparse.Namespace) -> int:
     except (RunFolderBusyError, NonFiniteLossError) as error:
         print(f"keras-fourier train: error: {error}", file=sys.stderr)
         return 1
-    if result.already_finished:
-        epochs = len(result.history)
-        print(
-            f"run {result.out!r} is already finished ({epochs} epochs); showing its stored "
-            "result (start a new run with another --out)"
-        )
-    strategy = getattr(result.model, "distribute_strategy", None)  # TensorFlow backend only
-    replicas = f" ({strategy.num_replicas_in_sync} replica(s) in sync)" if strategy else ""
-    print(f"model saved to {result.model_path}{replicas}")
-    print(f"held-out {args.eval_split!r} split: {_metrics_line(result.metrics)}")
+    print("\n".join(_footer(result, args.eval_split)))
     print(f"test_accuracy={result.metrics['accuracy']:.4f}")
     return 0
+
+
+def _footer(result: TrainResult, test_split: str) -> list[str]:
+    """Where the run's files are, which epoch was selected, and the test metrics."""
+    record = read_checkpoint_record(result.model_path) or {}
+    epoch, logs = record.get("epoch"), record.get("logs", {})
+    selected = (
+        f" (epoch {epoch + 1} of {len(result.history)}, val_accuracy={logs['val_accuracy']:.4f})"
+        if isinstance(epoch, int) and "val_accuracy" in logs
+        else ""
+    )
+    files = {
+        MODEL_FILE: f"the model selected on the validation split{selected}",
+        BEST_FILE: "checkpoint of the best validation accuracy",
+        LAST_FILE: "checkpoint of the last epoch",
+        HISTORY_FILE: "one row of metrics per epoch",
+        LOGS_FOLDER + "/": "TensorBoard logs: tensorboard --logdir "
+        + os.path.join(result.out, LOGS_FOLDER),
+    }
+    done = (
+        f"run folder {result.out} is already finished ({len(result.history)} epochs): nothing "
+        "was trained or written; its stored result follows (start a new run with another --out)"
+        if result.already_finished
+        else f"run folder {result.out}:"
+    )
+    return [
+        done,
+        *(
+            f"  {name:<13} {text}"
+            for name, text in files.items()
+            if os.path.exists(os.path.join(result.out, name))
+        ),
+        f"test split {test_split!r}, evaluated once on {MODEL_FILE}: "
+        f"{_metrics_line(result.metrics)}",
+    ]
 
 
 def _add_train_parser(commands) -> None:
@@ -94,10 +132,13 @@ def _add_train_parser(commands) -> None:
         description=(
             "Train a classifier with the papers' recipe: AdamW, linear warmup then cosine "
             "decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
-            "filters), global gradient clipping 1.0, label smoothing 0.1. Rerunning with the "
+            "filters), global gradient clipping 1.0, label smoothing 0.1. Validates after every "
+            "epoch on a validation split held apart from the test split, keeps the best epoch "
+            "as OUT/model.keras and evaluates it once on the test split. Rerunning with the "
             "same --out and settings resumes a killed run from its last completed epoch, or "
-            "shows the stored result of a finished one; one run at a time per folder. Prints "
-            "test_accuracy=<held-out accuracy> last."
+            "shows the stored result of a finished one; one run at a time per folder. Prints a "
+            "header (model, parameters, FLOPs, data splits, output folder), where the run's "
+            "files are, and test_accuracy=<test accuracy> last."
         ),
     )
     add = parser.add_argument
@@ -204,7 +245,16 @@ def _add_train_parser(commands) -> None:
     add(
         "--eval-split",
         default=_DEFAULTS.eval_split,
-        help="held-out image split: validation after each epoch and final evaluation",
+        help="test split: evaluated once, at the end, on the model selected on the "
+        "validation split",
+    )
+    add(
+        "--validation-split",
+        default=None,
+        help="image split evaluated after every epoch to select best.keras; default: the "
+        "source's 'validation' split (digits, and dir: data without a validation folder, hold "
+        "it out of the training images; TFDS data without one holds out the last 10%% of "
+        "'train')",
     )
     add("--data-dir", default=None, help="TFDS data directory")
     add(
@@ -223,7 +273,7 @@ def _add_train_parser(commands) -> None:
         "--eval-examples",
         type=int,
         default=_DEFAULTS.eval_examples,
-        help="ListOps held-out examples",
+        help="ListOps validation and test examples (each)",
     )
     add("--seed", type=int, default=_DEFAULTS.seed, help="seed of weights, data and augmentation")
     add(
@@ -241,13 +291,14 @@ def _add_train_parser(commands) -> None:
         "--verbose",
         default="auto",
         choices=("auto", "0", "1", "2"),
-        help="Keras progress: 1 a progress bar, 2 one line per epoch",
+        help="Keras progress: 0 none (and no header), 1 progress bars, 2 one line per epoch; "
+        "auto: progress bars on a terminal, one line per epoch when output goes to a file",
     )
     add(
-        "--no-tensorboard",
-        dest="tensorboard",
-        action="store_false",
-        help="do not write TensorBoard logs",
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        default=_DEFAULTS.tensorboard,
+        help="write TensorBoard logs to OUT/logs (--no-tensorboard: none)",
     )
     architecture = parser.add_argument_group(
         "build_model overrides of a preset, e.g. --model gfnet_tiny --mixer afno --dims 96"
@@ -268,8 +319,13 @@ def _add_train_parser(commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    try:
+        model_file = resolve_model_file(args.model)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
+        return 2
     metrics = evaluate(
-        args.model,
+        model_file,
         args.data,
         split=args.split,
         batch_size=args.batch_size,
@@ -286,19 +342,25 @@ def _add_evaluate_parser(commands) -> None:
         help="evaluate a saved model: accuracy, top-5 accuracy (more than 5 classes) and loss",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=(
-            "Print the held-out accuracy, top-5 accuracy (models with more than 5 classes) and "
-            "cross-entropy of a .keras classifier; images are resized to its input size."
+            "Print the accuracy, top-5 accuracy (models with more than 5 classes) and "
+            "cross-entropy of a .keras classifier, or of the model of a run folder of train, "
+            "on a split of a data source; images are resized to its input size."
         ),
     )
     add = parser.add_argument
-    add("--model", required=True, metavar="PATH", help="a .keras file saved by train")
+    add(
+        "--model",
+        required=True,
+        metavar="PATH",
+        help="a .keras file, or the run folder that train printed (its model.keras)",
+    )
     add(
         "--data",
         default="digits",
         metavar="SOURCE",
         help="'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models",
     )
-    add("--split", default="test", help="image split")
+    add("--split", default="test", help="image split; 'validation' or 'test' for listops")
     add("--batch-size", type=int, default=256, help="global batch size")
     add("--data-dir", default=None, help="TFDS data directory")
     add(
@@ -404,6 +466,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_flops_parser(commands)
     _add_bench_parser(commands)
     _add_predict_parser(commands)
+    for subcommand in commands.choices.values():
+        subcommand.add_argument(
+            _startup.SHOW_LOGS_FLAG,
+            action="store_true",
+            help="show TensorFlow's C++ log lines, hidden by default (start-up notes, "
+            "'failed call to cuInit' without a GPU, warnings)",
+        )
     return parser
 
 

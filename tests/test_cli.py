@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from keras_fourier import _startup
 from keras_fourier.cli import build_parser, main
 from keras_fourier.training import model_names, read_history
 
@@ -57,24 +58,63 @@ def _last_line(capsys) -> str:
 def test_train_evaluate_and_rerun_of_a_finished_run(tmp_path, capsys):
     out = str(tmp_path)
     argv = ["train", *TINY, "--epochs", "2", "--steps-per-epoch", "3", "--ema", "--out", out]
-    assert main([*argv, "--verbose", "0"]) == 0
-    final = _last_line(capsys)
+    assert main([*argv, "--verbose", "2"]) == 0
+    printed = capsys.readouterr().out
+    final = printed.strip().splitlines()[-1]
     assert re.fullmatch(rf"test_accuracy={METRIC}", final)
+    # The header: model and parameters, three disjoint splits with sizes, output folder.
+    assert re.search(
+        r"model gfnet_tiny: [\d,]+ parameters, [\d.,]+ MFLOPs per example \(papers' "
+        r"convention\), input 16x16x3, 10 classes",
+        printed,
+    )
+    assert "  train       'train', 1,262 images" in printed
+    assert "  validation  'validation', 180 images (selects best.keras)" in printed
+    assert "  test        'test', 355 images (evaluated once, at the end)" in printed
+    assert f"output folder: {out}" in printed
+    # One line per epoch when the output is not a terminal.
+    assert "\x1b" not in printed and "━" not in printed
     history = read_history(tmp_path / "history.csv")
     assert [row["epoch"] for row in history] == [0, 1]
-    for name in ("model.keras", "best.keras", "last.keras", "backup"):
+    best_epoch = max(history, key=lambda row: row["val_accuracy"])["epoch"]
+    assert (
+        f"model.keras   the model selected on the validation split (epoch {best_epoch + 1} of 2"
+        in printed
+    )
+    for name in ("model.keras", "best.keras", "last.keras", "history.csv", "backup"):
         assert (tmp_path / name).exists(), name
+        if name != "backup":
+            assert f"  {name}" in printed, name
 
-    assert main(["evaluate", "--model", str(tmp_path / "model.keras"), "--data", "digits"]) == 0
+    # The run folder that train printed is what evaluate takes.
+    assert main(["evaluate", "--model", out, "--data", "digits"]) == 0
     metrics = _last_line(capsys)
     assert re.fullmatch(rf"accuracy={METRIC} loss={METRIC} top5_accuracy={METRIC}", metrics)
     assert f"accuracy={final.split('=')[1]}" in metrics
+    # model.keras is the epoch selected on validation: it scores that epoch's val_accuracy.
+    assert main(["evaluate", "--model", out, "--split", "validation"]) == 0
+    validation = float(_last_line(capsys).split()[0].split("=")[1])
+    assert validation == pytest.approx(history[best_epoch]["val_accuracy"], abs=1e-4)
 
     modified = os.path.getmtime(tmp_path / "model.keras")
     assert main([*argv, "--verbose", "0"]) == 0
-    assert _last_line(capsys) == final
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1] == final
+    assert f"run folder {out} is already finished (2 epochs): nothing was trained" in printed
     assert os.path.getmtime(tmp_path / "model.keras") == modified
     assert read_history(tmp_path / "history.csv") == history
+
+
+def test_evaluate_refuses_what_is_not_a_model_or_a_finished_run(tmp_path, capsys):
+    assert main(["evaluate", "--model", str(tmp_path / "missing")]) == 2
+    assert "No model file or run folder at" in capsys.readouterr().err
+    (tmp_path / "history.csv").write_text("epoch,loss\n0,1.0\n")
+    assert main(["evaluate", "--model", str(tmp_path)]) == 2
+    assert "has not finished" in capsys.readouterr().err
+    (tmp_path / "history.csv").unlink()
+    (tmp_path / "saved_model.pb").write_bytes(b"")
+    assert main(["evaluate", "--model", str(tmp_path)]) == 2
+    assert "is a SavedModel" in capsys.readouterr().err
 
 
 def test_fnet_trains_on_listops_and_evaluates(tmp_path, capsys):
@@ -96,12 +136,21 @@ def test_fnet_trains_on_listops_and_evaluates(tmp_path, capsys):
         "1",
         "--no-tensorboard",
         "--verbose",
-        "0",
+        "2",
         "--out",
         str(tmp_path),
     ]
     assert main(argv) == 0
-    assert re.fullmatch(rf"test_accuracy={METRIC}", _last_line(capsys))
+    printed = capsys.readouterr().out
+    assert re.fullmatch(rf"test_accuracy={METRIC}", printed.strip().splitlines()[-1])
+    assert "input sequences of 32 tokens, 10 classes" in printed
+    assert (
+        "  validation  32 expressions generated with seed 1000033, less any also in test "
+        "(selects best.keras)"
+    ) in printed
+    assert (
+        "  test        32 expressions generated with seed 1000003 (evaluated once, at the end)"
+    ) in printed
     path = str(tmp_path / "model.keras")
     assert main(["evaluate", "--model", path, "--data", "listops", *held_out]) == 0
     assert re.fullmatch(
@@ -126,3 +175,39 @@ def test_readme_main_job_reaches_95_percent_on_held_out_digits(tmp_path):
     assert float(match.group(1)) >= 0.95
     assert (tmp_path / "runs" / "default" / "model.keras").exists()
     assert len(read_history(tmp_path / "runs" / "default" / "history.csv")) == 20
+
+
+def test_the_command_hides_tensorflows_start_up_lines_but_not_its_own_errors(tmp_path):
+    missing = str(tmp_path / "missing.keras")
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_fourier.cli", "evaluate", "--model", missing],
+        env={key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        f"keras-fourier evaluate: error: No model file or run folder at {missing!r}.\n"
+    )
+
+
+def test_tensorflow_log_lines_are_told_from_python_output():
+    log_lines = [
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        b"I0000 00:00:1795431198.319884    5289 cudart_stub.cc:31] Could not find cuda drivers",
+        b"E0000 00:00:1795431203.027078    5289 cuda_platform.cc:52] failed call to cuInit: x",
+        b"2026-11-23 10:00:00.123456: W tensorflow/core/framework/op_kernel.cc:1] warning",
+        b"To enable the following instructions: AVX2 FMA, in other operations, rebuild "
+        b"TensorFlow with the appropriate compiler flags.",
+    ]
+    python_lines = [
+        b"Traceback (most recent call last):",
+        b"ValueError: Unknown strategy 'gpu'",
+        b"/x.py:3: UserWarning: something",
+        b"WARNING:tensorflow:From x.py:1: deprecated",
+    ]
+    assert [_startup.tensorflow_log_line(line) for line in log_lines] == [True] * 5
+    assert not any(_startup.tensorflow_log_line(line) for line in python_lines)
+    assert not _startup.is_command_line()
+    assert build_parser().parse_args(["evaluate", "--model", "m.keras", "--tf-logs"]).tf_logs

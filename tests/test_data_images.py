@@ -8,7 +8,14 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_fourier.data import AugmentConfig, get_num_classes, load_digits, load_image_dataset
+from keras_fourier.data import (
+    AugmentConfig,
+    count_examples,
+    get_num_classes,
+    load_digits,
+    load_image_dataset,
+    training_splits,
+)
 
 DEIT_AUGMENT = AugmentConfig()
 LIGHT_AUGMENT = AugmentConfig(rand_augment=False, horizontal_flip=False)
@@ -19,19 +26,37 @@ def _collect(ds: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
 
 
-def test_digits_arrays_sizes_classes_and_range():
-    train_images, train_labels = load_digits("train")
-    test_images, test_labels = load_digits("test")
-    assert train_images.shape == (1442, 8, 8, 1) and test_images.shape == (355, 8, 8, 1)
-    assert len(train_labels) + len(test_labels) == 1797
-    assert set(train_labels) == set(test_labels) == set(range(10))
-    # Stratified: every class keeps 4/5 of its images in train (within one image).
-    counts = np.bincount(train_labels, minlength=10) + np.bincount(test_labels, minlength=10)
-    assert np.abs(np.bincount(test_labels) - counts / 5).max() < 1
-    for images in (train_images, test_images):
+def _pixel_rows(images: np.ndarray) -> set[bytes]:
+    return {image.tobytes() for image in images}
+
+
+def test_digits_train_validation_and_test_are_disjoint_stratified_splits():
+    splits = {split: load_digits(split) for split in ("train", "validation", "test")}
+    assert {split: len(labels) for split, (_, labels) in splits.items()} == {
+        "train": 1262,
+        "validation": 180,
+        "test": 355,
+    }
+    assert sum(len(labels) for _, labels in splits.values()) == 1797
+    counts = sum(np.bincount(labels, minlength=10) for _, labels in splits.values())
+    # Stratified: a fifth of every class is test, a tenth validation (within one image).
+    assert np.abs(np.bincount(splits["test"][1]) - counts / 5).max() < 1
+    assert np.abs(np.bincount(splits["validation"][1]) - counts / 10).max() < 1
+    for images, labels in splits.values():
+        assert images.shape[1:] == (8, 8, 1) and set(labels) == set(range(10))
         assert images.dtype == np.float32 and images.min() == 0.0 and images.max() == 255.0
-    validation_images, _ = load_digits("validation")
-    np.testing.assert_array_equal(validation_images, test_images)
+    train, validation, test = (_pixel_rows(splits[name][0]) for name in splits)
+    assert not train & validation and not train & test and not validation & test
+    with pytest.raises(ValueError, match="'holdout'"):
+        load_digits("holdout")
+
+
+def test_training_splits_keep_the_test_split_unseen():
+    assert training_splits("digits") == ("train", "validation")
+    assert training_splits("dir:anything") == ("train", "validation")
+    with pytest.raises(ValueError, match=r"'validation'.*also its validation split"):
+        training_splits("digits", test_split="validation")
+    assert count_examples("digits", "validation") == 180
 
 
 def test_digits_eval_pipeline_shapes_labels_range_and_determinism():
@@ -56,7 +81,7 @@ def test_digits_training_pipeline_covers_the_train_split_in_shuffled_order():
         load_image_dataset("digits", "train", image_size=16, batch_size=256, drop_remainder=False)
     )
     expected = load_digits("train")[1]
-    assert images.shape == (1442, 16, 16, 3)
+    assert images.shape == (1262, 16, 16, 3)
     np.testing.assert_array_equal(np.sort(labels), np.sort(expected))
     assert not np.array_equal(labels, expected)
 
@@ -135,6 +160,11 @@ def test_cache_in_memory_and_on_disk(tmp_path):
 def test_tfds_source_on_mock_data(tmp_path):
     with tfds.testing.mock_data(num_examples=6):
         assert get_num_classes("tfds:cifar10", data_dir=str(tmp_path)) == 10
+        # CIFAR-10 has no validation split: the last 10% of train is held out.
+        assert training_splits("tfds:cifar10", data_dir=str(tmp_path)) == (
+            "train[:90%]",
+            "train[90%:]",
+        )
         train = load_image_dataset(
             "tfds:cifar10",
             "train",
@@ -159,8 +189,13 @@ def _write_pngs(folder, count, shape, value):
         tf.io.write_file(os.path.join(folder, f"{index}.png"), tf.io.encode_png(image))
 
 
-def test_directory_with_split_folders(tmp_path):
-    for split, count in (("train", 3), ("val", 2)):
+def _first_pixels(source, split) -> set[float]:
+    ds = load_image_dataset(source, split, image_size=8, drop_remainder=False, training=False)
+    return set(np.round(_collect(ds)[0][:, 0, 0, 0]).tolist())
+
+
+def test_directory_with_split_folders_holds_validation_out_of_train(tmp_path):
+    for split, count in (("train", 4), ("val", 2)):
         for label, name in enumerate(("cat", "dog")):
             _write_pngs(tmp_path / split / name, count, (20, 30, 3), 100 * label)
     source = f"dir:{tmp_path}"
@@ -170,19 +205,31 @@ def test_directory_with_split_folders(tmp_path):
     np.testing.assert_allclose(images[labels == 1].min(), 100.0)
     train = load_image_dataset(source, "train", image_size=12, batch_size=2, augment=LIGHT_AUGMENT)
     assert next(iter(train))[1].shape == (2, 2)
+    # No validation folder: the fourth image of each class (file 3.png) is held out of train.
+    assert _first_pixels(source, "validation") == {3.0, 103.0}
+    assert _first_pixels(source, "train") == {0.0, 1.0, 2.0, 100.0, 101.0, 102.0}
+    assert count_examples(source, "train") == 6 and count_examples(source, "validation") == 2
+    _write_pngs(tmp_path / "validation" / "cat", 1, (20, 30, 3), 50)
+    _write_pngs(tmp_path / "validation" / "dog", 1, (20, 30, 3), 150)
+    assert _first_pixels(source, "validation") == {50.0, 150.0}
+    assert count_examples(source, "train") == 8
+    with pytest.raises(ValueError, match="'test'"):
+        load_image_dataset(source, "test")
 
 
-def test_directory_of_class_folders_is_split_80_20(tmp_path):
+def test_directory_of_class_folders_is_split_into_train_validation_and_test(tmp_path):
     for label, name in enumerate(("a", "b", "c")):
-        _write_pngs(tmp_path / name, 5, (16, 16, 1), 50 * label)
+        _write_pngs(tmp_path / name, 10, (16, 16, 1), 50 * label)
     source = f"dir:{tmp_path}"
     assert get_num_classes(source) == 3
     train = _collect(load_image_dataset(source, "train", image_size=8, drop_remainder=False))
-    test = _collect(load_image_dataset(source, "test", image_size=8))
-    assert len(train[1]) == 12 and len(test[1]) == 3
-    assert train[0].shape[1:] == (8, 8, 3)
-    pixel_sets = [set(np.round(images[:, 0, 0, 0]).tolist()) for images in (train[0], test[0])]
-    assert not pixel_sets[0] & pixel_sets[1], "train and test share no image"
+    assert len(train[1]) == 21 and train[0].shape[1:] == (8, 8, 3)
+    pixels = {split: _first_pixels(source, split) for split in ("train", "validation", "test")}
+    assert pixels["test"] == {4.0, 9.0, 54.0, 59.0, 104.0, 109.0}
+    assert pixels["validation"] == {3.0, 53.0, 103.0}
+    assert len(pixels["train"]) == 21 and not pixels["train"] & (
+        pixels["test"] | pixels["validation"]
+    )
     with pytest.raises(ValueError, match="'holdout'"):
         load_image_dataset(source, "holdout")
 

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import sys
 
 import keras
@@ -350,10 +351,18 @@ def test_cli_exports_a_keras_file_with_int8_calibrated_on_digits(digits_model, t
     assert "top-1 agreement" in printed
     name = model.name
     assert os.path.isfile(out / name / "4" / "saved_model.pb")
-    assert sorted(os.listdir(out)) == sorted([name, f"{name}.tflite", f"{name}_int8.tflite"])
+    assert sorted(os.listdir(out)) == sorted(
+        [name, f"{name}.tflite", f"{name}_int8.tflite", "models.config"]
+    )
+    # models.config names the exported model as its folder, so TF Serving serves it as is.
+    config = (out / "models.config").read_text()
+    assert f'name: "{name}"' in config and f'base_path: "/models/{name}"' in config
+    assert config.count("config {") == 1
+    assert f"TF Serving: {out / 'models.config'} lists {name};" in printed
 
     assert cli.main([*argv, "--format", "saved_model"]) == 2
-    assert "Version 4 already exists" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "Version 4 already exists" in error and "pass --overwrite" in error
     assert cli.main(["export", str(tmp_path / "digits.keras"), "--weights", "x", "--out", "o"]) == 2
     assert "--weights only apply to builder names" in capsys.readouterr().err
 
@@ -375,3 +384,115 @@ def test_cli_builds_named_models_with_weights(tmp_path, capsys):
         cli.main(["export", "gfnet_ti", "--quantize", "int4", "--out", str(tmp_path)])
     assert "int4" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["gfnet.weights.h5"]
+
+
+class _LocalServing:
+    """A stand-in for TF Serving's REST API on 127.0.0.1: :predict and /metadata of one model.
+
+    Requests TF Serving would refuse (an input the signature cannot take) get HTTP 400 with
+    ``{"error": <TensorFlow's message>}``, as TF Serving answers.
+    """
+
+    def __init__(self, loaded, name: str):
+        import http.server
+        import threading
+
+        serving = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                assert self.path == f"/v1/models/{name}/metadata"
+                self._answer(200, serving.metadata())
+
+            def do_POST(self):
+                assert self.path == f"/v1/models/{name}:predict"
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    (output,) = _serve_json(loaded, body).values()
+                except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
+                    self._answer(400, {"error": str(error).splitlines()[0]})
+                    return
+                self._answer(200, {"predictions": output.tolist()})
+
+        self.loaded = loaded
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def metadata(self) -> dict:
+        signatures = {}
+        for key, signature in self.loaded.signatures.items():
+            _, specs = signature.structured_input_signature
+            signatures[key] = {
+                "inputs": {
+                    name: {"tensor_shape": {"dim": [{"size": str(d or -1)} for d in spec.shape]}}
+                    for name, spec in specs.items()
+                }
+            }
+        return {"metadata": {"signature_def": {"signature_def": signatures}}}
+
+
+def test_rest_client_command_line_both_signatures_class_names_and_errors(tmp_path, capsys):
+    model = _small_gfnet()  # 32x48 inputs, 5 classes
+    loaded = tf.saved_model.load(export.saved_model(model, tmp_path / "gfnet", verbose=False).path)
+    rest_client = _load_kit_module("rest_client")
+    serving = _LocalServing(loaded, "gfnet")
+    image = tmp_path / "image.png"
+    image.write_bytes(tf.io.encode_png(tf.cast(_images((60, 70), 1)[0], tf.uint8)).numpy())
+    base = ["--server", serving.url, "--model", "gfnet", "--top-k", "2"]
+    line = rf"{re.escape(str(image))}: (\d) ?(\w*): ([\d.]+), (\d) ?(\w*): ([\d.]+)"
+
+    assert rest_client.main([*base, str(image)]) == 0
+    by_bytes = re.fullmatch(line, capsys.readouterr().out.strip())
+    assert by_bytes and by_bytes.group(2) == ""
+
+    # serving_default: float pixels decoded and centre-cropped by the client, size from the
+    # model's metadata; the same top class as the in-graph transform of serving_bytes.
+    labels = tmp_path / "labels.txt"
+    labels.write_text("zero\none\ntwo\nthree\nfour\n")
+    argv = [*base, "--signature", "serving_default", "--labels", str(labels), str(image)]
+    assert rest_client.main(argv) == 0
+    by_pixels = re.fullmatch(line, capsys.readouterr().out.strip())
+    assert by_pixels, by_pixels
+    assert by_pixels.group(1) == by_bytes.group(1)
+    assert by_pixels.group(2) == ["zero", "one", "two", "three", "four"][int(by_pixels.group(1))]
+    assert abs(float(by_pixels.group(3)) - float(by_bytes.group(3))) < 0.05
+    pixels = np.asarray(rest_client.load_pixels(str(image), 32, 48))
+    assert pixels.shape == (32, 48, 3) and pixels.min() >= 0 and pixels.max() <= 255
+
+    # An input the model cannot take (4 channels): TF Serving's 400 and its text, status 1.
+    four_channels = tmp_path / "four_channels.npy"
+    np.save(four_channels, np.zeros((32, 48, 4), np.float32))
+    wrong = [*base, "--signature", "serving_default", str(four_channels)]
+    assert rest_client.main(wrong) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("rest_client: error: TF Serving answered 400 Bad Request: ")
+    assert len(error.splitlines()[0]) > len("rest_client: error: TF Serving answered 400 ") + 20
+    serving.server.shutdown()
+
+
+def test_kit_models_config_serves_the_main_jobs_model_as_export_writes_it(tmp_path):
+    from keras_fourier.export import serving_config
+
+    # `keras-fourier train` trains gfnet_tiny; exporting its model.keras writes this very file.
+    assert (KIT / "models.config").read_text() == serving_config.models_config(["gfnet_tiny"])
+    for name in ("gfnet_tiny", "hornet_tiny"):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "1" / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "not_a_model" / "1").mkdir(parents=True)
+    (tmp_path / ".staging" / "1").mkdir(parents=True)
+    path, names = serving_config.write_models_config(tmp_path)
+    assert names == ["gfnet_tiny", "hornet_tiny"]
+    text = pathlib.Path(path).read_text()
+    assert text.count("config {") == 2 and 'base_path: "/models/hornet_tiny"' in text

@@ -262,7 +262,7 @@ def _nan_in_second_epoch(config):
     images[16:] = np.nan
     train_data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(8)
     eval_data = tf.data.Dataset.from_tensor_slices((images[:16], labels[:16])).batch(8)
-    return train_data, eval_data, 10
+    return trainer_module._Data(train_data, eval_data, num_classes=10, splits={})
 
 
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):

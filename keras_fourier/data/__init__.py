@@ -1,7 +1,7 @@
 """tf.data input pipelines: image classification with DeiT-style augmentation, and text.
 
 Images: `load_image_dataset` (sources "digits", "tfds:<name>", "dir:<path>"),
-`get_num_classes`, `load_digits`, and the transforms in
+`get_num_classes`, `training_splits`, `count_examples`, `load_digits`, and the transforms in
 :mod:`keras_fourier.data.augment`. Text: `text_dataset` and
 `tokenize_and_pack` with `ByteTokenizer`, `WordTokenizer` or any compatible
 tokenizer, and the locally generated Long-Range Arena ListOps task.
@@ -13,7 +13,13 @@ from keras_fourier.data.augment import (
     RandomResizedCrop,
     eval_transform,
 )
-from keras_fourier.data.images import get_num_classes, load_digits, load_image_dataset
+from keras_fourier.data.images import (
+    count_examples,
+    get_num_classes,
+    load_digits,
+    load_image_dataset,
+    training_splits,
+)
 from keras_fourier.data.listops import (
     LISTOPS_NUM_CLASSES,
     LISTOPS_VOCABULARY,
@@ -33,6 +39,7 @@ __all__ = [
     "ImageAugmenter",
     "RandomResizedCrop",
     "WordTokenizer",
+    "count_examples",
     "eval_transform",
     "evaluate_listops",
     "generate_listops",
@@ -44,4 +51,5 @@ __all__ = [
     "load_image_dataset",
     "text_dataset",
     "tokenize_and_pack",
+    "training_splits",
 ]

@@ -11,18 +11,25 @@ evaluation pipeline so both share that loss.
 Sources:
 
 * ``"digits"``: the UCI handwritten digits embedded in the package (1,797
-  8x8 grey images, 10 classes, no network). Split ``"train"`` holds 1,442
-  images and ``"test"`` (alias ``"validation"``) 355: within each class, every
-  fifth image in file order (positions 4, 9, 14, ...) is held out.
+  8x8 grey images, 10 classes, no network). Within each class, in file
+  order, every fifth image (positions 4, 9, 14, ...) is split ``"test"``
+  (355 images), every tenth (positions 3, 13, 23, ...) split
+  ``"validation"`` (180) and the rest split ``"train"`` (1,262): the three
+  never overlap.
 * ``"tfds:<name>"``: a TensorFlow Datasets dataset with (image, label)
   supervised keys, e.g. ``"tfds:cifar10"``, ``"tfds:imagenet2012"``,
-  ``"tfds:oxford_flowers102"``; `split` is a TFDS split string and
-  `data_dir` the TFDS data directory. Needs the `tensorflow-datasets` package.
-* ``"dir:<path>"``: class folders of images (``.bmp .gif .jpeg .jpg
-  .png``). If ``<path>/<split>`` exists its class folders are used;
-  otherwise ``<path>`` holds the class folders and split ``"train"`` takes
-  80% of the files, ``"validation"``/``"test"`` the other 20% (shuffled with
-  a fixed seed).
+  ``"tfds:oxford_flowers102"``; `split` is a TFDS split string (slices such
+  as ``"train[90%:]"`` included) and `data_dir` the TFDS data directory.
+  Needs the `tensorflow-datasets` package.
+* ``"dir:<path>"``: class folders of images (``.bmp .gif .jpeg .jpg .png``).
+  If ``<path>/<split>`` exists its class folders are used. If
+  ``<path>/train`` exists but ``<path>/validation`` does not, split
+  ``"validation"`` is every tenth image of each class of ``<path>/train``
+  (in sorted file order) and ``"train"`` the rest. If ``<path>`` holds the
+  class folders themselves, they are split as the digits are: every fifth
+  image of a class ``"test"``, every tenth ``"validation"``, the rest
+  ``"train"``.
+
 
 Data that cannot make sense is refused with a message naming it (see
 :mod:`keras_fourier.data.checks`): a ``dir:`` source with fewer than two
@@ -30,6 +37,9 @@ class folders or whose split folders hold different class folders, a split
 without images or, when partial batches are dropped, smaller than a batch,
 and a corrupt image file (named; or skipped and counted with
 ``on_bad_image="skip"``).
+
+`training_splits` names the train and validation splits of a source that
+keep its test split unseen; `count_examples` counts a split's examples.
 """
 
 from __future__ import annotations
@@ -60,23 +70,44 @@ from keras_fourier.data.checks import (
 from keras_fourier.validation import check_choice
 
 DIGITS_NUM_CLASSES = 10
-DIGITS_SPLITS = {"train": False, "test": True, "validation": True}
-DIRECTORY_SPLIT_SEED = 1337
-DIRECTORY_VALIDATION_FRACTION = 0.2
+HELD_OUT_SPLITS = ("train", "validation", "test")
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
+# The share of TFDS "train" held out for validation when a dataset has no validation split.
+TFDS_VALIDATION_PERCENT = 10
 AUTOTUNE = tf.data.AUTOTUNE
+
+
+def _held_out(rank_in_class: np.ndarray, split: str, with_test: bool) -> np.ndarray:
+    """Members of `split` given each example's position within its class.
+
+    Every fifth example of a class is "test" (when `with_test`), every tenth
+    (positions 3, 13, ...) "validation", the rest "train"; the three are
+    disjoint and keep the class proportions.
+    """
+    test = (rank_in_class % 5 == 4) & with_test
+    validation = rank_in_class % 10 == 3
+    return {"test": test, "validation": validation, "train": ~(test | validation)}[split]
+
+
+def _rank_in_class(labels: np.ndarray) -> np.ndarray:
+    rank = np.zeros(len(labels), dtype=np.int64)
+    for label in np.unique(labels):
+        members = labels == label
+        rank[members] = np.arange(members.sum())
+    return rank
 
 
 def load_digits(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """Load a split of the embedded UCI handwritten digits as NumPy arrays.
 
     The 1,797 8x8 images (pixel counts 0..16 in the original) are scaled to
-    [0, 255]. Split "train" has 1,442 images; "test" (alias "validation")
-    has 355: within each class every fifth image in file order is held out,
-    so both splits keep the class proportions and never change.
+    [0, 255]. Within each class, in file order, every fifth image is "test"
+    (355 images), every tenth "validation" (180) and the rest "train"
+    (1,262): the splits are disjoint, keep the class proportions and never
+    change.
 
     Args:
-        split: "train", "test" or "validation". Default "train".
+        split: "train", "validation" or "test". Default "train".
 
     Returns:
         (images, labels): float32 (N, 8, 8, 1) with values in [0, 255] and
@@ -87,9 +118,9 @@ def load_digits(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
         >>> images.shape, labels.shape
         ((355, 8, 8, 1), (355,))
     """
-    if split not in DIGITS_SPLITS:
+    if split not in HELD_OUT_SPLITS:
         raise ValueError(
-            f"Unknown split {split!r} for source 'digits'; expected one of {sorted(DIGITS_SPLITS)}."
+            f"Unknown split {split!r} for source 'digits'; expected one of {HELD_OUT_SPLITS}."
         )
     with (
         importlib.resources.files("keras_fourier.data").joinpath("digits.csv.gz").open("rb") as raw,
@@ -98,11 +129,7 @@ def load_digits(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
         table = np.loadtxt(text, delimiter=",", dtype=np.float32)
     images = table[:, :-1].reshape(-1, 8, 8, 1) * np.float32(255.0 / 16.0)
     labels = table[:, -1].astype(np.int32)
-    rank_in_class = np.zeros(len(labels), dtype=np.int64)
-    for label in range(DIGITS_NUM_CLASSES):
-        members = labels == label
-        rank_in_class[members] = np.arange(members.sum())
-    keep = (rank_in_class % 5 == 4) == DIGITS_SPLITS[split]
+    keep = _held_out(_rank_in_class(labels), split, with_test=True)
     return images[keep], labels[keep]
 
 
@@ -132,17 +159,26 @@ def _tfds_builder(name: str, data_dir: str | None):
         raise ValueError(f"TFDS dataset {name!r} (source 'tfds:{name}') does not exist.") from error
 
 
-def _class_root(path: str, split: str) -> tuple[str, bool]:
-    """Folder holding the class folders, and whether a validation split must be carved out."""
+def _class_root(path: str, split: str) -> tuple[str, bool | None]:
+    """Folder holding the class folders, and which held-out rule picks the split's files.
+
+    The rule is None (every file), False (validation carved out of a
+    ``train`` folder) or True (test and validation carved out of class
+    folders at the top level).
+    """
     if not os.path.isdir(path):
         raise FileNotFoundError(f"Image directory {path!r} (source 'dir:{path}') does not exist.")
     split_dir = os.path.join(path, split)
+    train_dir = os.path.join(path, "train")
+    has_validation = os.path.isdir(os.path.join(path, "validation"))
+    if split in ("train", "validation") and os.path.isdir(train_dir) and not has_validation:
+        return train_dir, False
     if os.path.isdir(split_dir):
-        return split_dir, False
-    if split not in ("train", "validation", "test"):
+        return split_dir, None
+    if split not in HELD_OUT_SPLITS or os.path.isdir(train_dir):
         raise ValueError(
             f"Unknown split {split!r} for source 'dir:{path}': it has no {split!r} folder, and "
-            "a folder of class folders only has splits 'train', 'validation' and 'test'."
+            f"a folder of class folders only has splits {HELD_OUT_SPLITS}."
         )
     return path, True
 
@@ -177,7 +213,7 @@ def get_num_classes(
 
 
 def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
-    """The image files of a split of a "dir:" source and their labels."""
+    """The image files of a split of a "dir:" source and their labels, in sorted order."""
     root, carve = _class_root(path, split)
     files, labels = [], []
     for label, name in enumerate(check_class_folders(path, root)):
@@ -188,12 +224,79 @@ def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
                     files.append(os.path.join(folder, file))
                     labels.append(label)
     labels = np.asarray(labels, dtype=np.int32)
-    if carve:
-        order = np.random.RandomState(DIRECTORY_SPLIT_SEED).permutation(len(files))
-        held_out = int(DIRECTORY_VALIDATION_FRACTION * len(files))
-        keep = order[held_out:] if split == "train" else order[:held_out]
-        files, labels = [files[index] for index in keep], labels[keep]
+    if carve is not None:
+        keep = _held_out(_rank_in_class(labels), split, with_test=carve)
+        files, labels = [file for file, kept in zip(files, keep, strict=True) if kept], labels[keep]
     return files, labels
+
+
+def training_splits(
+    source: str = "digits", test_split: str = "test", data_dir: str | None = None
+) -> tuple[str, str]:
+    """The train and validation splits of a source that leave `test_split` unseen.
+
+    "digits" and "dir:" sources have disjoint "train" and "validation"
+    splits (held out from the training images when there is no validation
+    folder). A TFDS dataset with a "validation" split other than
+    `test_split` uses it; otherwise the last 10% of "train" is held out.
+
+    Args:
+        source: "digits", "tfds:<name>" or "dir:<path>". Default "digits".
+        test_split: the split reported once at the end. Default "test".
+        data_dir: TFDS data directory. Default None.
+
+    Returns:
+        (train split, validation split).
+
+    Raises:
+        ValueError: when the validation split would be `test_split`.
+
+    Example:
+        >>> training_splits("digits")
+        ('train', 'validation')
+    """
+    kind, value = _parse_source(source)
+    splits = ("train", "validation")
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        builder.download_and_prepare()
+        if "validation" not in builder.info.splits or test_split == "validation":
+            percent = 100 - TFDS_VALIDATION_PERCENT
+            splits = (f"train[:{percent}%]", f"train[{percent}%:]")
+    if test_split in splits:
+        role = "train" if test_split == splits[0] else "validation"
+        raise ValueError(
+            f"The test split {test_split!r} of source {source!r} is also its {role} split; "
+            "pick another test split."
+        )
+    return splits
+
+
+def count_examples(source: str, split: str, data_dir: str | None = None) -> int | None:
+    """Number of examples in a split of an image source.
+
+    Args:
+        source: "digits", "tfds:<name>" or "dir:<path>".
+        split: the split (TFDS slices such as "train[:90%]" included).
+        data_dir: TFDS data directory. Default None.
+
+    Returns:
+        The number of examples; for TFDS the cardinality TFDS declares, None
+        if it declares none.
+
+    Example:
+        >>> count_examples("digits", "validation")
+        180
+    """
+    kind, value = _parse_source(source)
+    if kind == "digits":
+        return len(load_digits(split)[1])
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        builder.download_and_prepare()
+        count = int(builder.as_dataset(split=split).cardinality())
+        return count if count >= 0 else None
+    return len(_directory_files(value, split)[1])
 
 
 def _load_source(

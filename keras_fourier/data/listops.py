@@ -247,6 +247,8 @@ def listops_dataset(
 # The held-out ListOps set of `keras-fourier train` is generated with this fixed seed;
 # training examples equal to a held-out one are dropped.
 LISTOPS_EVAL_SEED = 1_000_003
+LISTOPS_VALIDATION_SEED = 1_000_033
+LISTOPS_HELD_OUT_SPLITS = ("validation", "test")
 
 
 def _classifier_examples(sequence_length: int, num_examples: int, seed: int):
@@ -268,18 +270,40 @@ def _one_hot_dataset(texts, labels, sequence_length: int, batch_size: int, **opt
     return dataset.map(lambda features, labels: (features, tf.one_hot(labels, LISTOPS_NUM_CLASSES)))
 
 
+def _held_out(sequence_length: int, num_examples: int, split: str):
+    """The validation or test examples; validation drops any expression also in test."""
+    if split not in LISTOPS_HELD_OUT_SPLITS:
+        raise ValueError(
+            f"Unknown ListOps split {split!r}; expected one of {LISTOPS_HELD_OUT_SPLITS}."
+        )
+    test = _classifier_examples(sequence_length, num_examples, LISTOPS_EVAL_SEED)
+    if split == "test":
+        return test
+    in_test = set(test[0])
+    texts, labels = _classifier_examples(sequence_length, num_examples, LISTOPS_VALIDATION_SEED)
+    keep = [index for index, text in enumerate(texts) if text not in in_test]
+    return [texts[index] for index in keep], labels[keep]
+
+
 def listops_eval_dataset(
-    sequence_length: int = 128, num_examples: int = 500, batch_size: int = 256
+    sequence_length: int = 128,
+    num_examples: int = 500,
+    batch_size: int = 256,
+    split: str = "test",
 ) -> tf.data.Dataset:
-    """The held-out ListOps set of training, generated with a fixed seed, with one-hot labels.
+    """A held-out ListOps set of training, generated with a fixed seed, with one-hot labels.
 
     Expressions have between (sequence_length - 2) // 4 and
-    sequence_length - 2 tokens (room for [CLS] and [SEP]).
+    sequence_length - 2 tokens (room for [CLS] and [SEP]). The validation
+    and test sets come from different seeds; validation drops any expression
+    that is also a test one.
 
     Args:
         sequence_length: the model's static sequence length. Default 128.
-        num_examples: number of examples. Default 500.
+        num_examples: number of examples generated. Default 500.
         batch_size: global batch size. Default 256.
+        split: "validation" (selects the best epoch) or "test" (reported
+            once). Default "test".
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -290,7 +314,7 @@ def listops_eval_dataset(
         >>> features["token_ids"].shape, labels.shape
         (TensorShape([4, 32]), TensorShape([4, 10]))
     """
-    texts, labels = _classifier_examples(sequence_length, num_examples, LISTOPS_EVAL_SEED)
+    texts, labels = _held_out(sequence_length, num_examples, split)
     return _one_hot_dataset(texts, labels, sequence_length, batch_size)
 
 
@@ -302,13 +326,13 @@ def listops_train_dataset(
     batch_size: int = 64,
     seed: int = 0,
 ) -> tf.data.Dataset:
-    """ListOps training examples that are not in `listops_eval_dataset`, with one-hot labels.
+    """ListOps training examples in neither held-out set of `listops_eval_dataset`, one-hot.
 
     Args:
         sequence_length: the model's static sequence length. Default 128.
         num_examples: examples generated (those equal to a held-out one are
             dropped). Default 4000.
-        eval_examples: size of the held-out set to exclude. Default 500.
+        eval_examples: size of the held-out sets to exclude. Default 500.
         batch_size: global batch size. Default 64.
         seed: generation and shuffle seed. Default 0.
 
@@ -322,7 +346,11 @@ def listops_train_dataset(
         >>> labels.shape
         TensorShape([4, 10])
     """
-    held_out = set(_classifier_examples(sequence_length, eval_examples, LISTOPS_EVAL_SEED)[0])
+    held_out = {
+        text
+        for split in LISTOPS_HELD_OUT_SPLITS
+        for text in _held_out(sequence_length, eval_examples, split)[0]
+    }
     texts, labels = _classifier_examples(sequence_length, num_examples, seed)
     keep = [index for index, text in enumerate(texts) if text not in held_out]
     return _one_hot_dataset(

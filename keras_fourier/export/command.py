@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quantize",
         type=_comma_list(QUANTIZE_CHOICES),
         default=("none",),
-        help="TFLite quantizations, comma-separated: none (float32), float16, dynamic, int8",
+        help="TFLite quantizations, comma-separated: none (float32), float16, dynamic, int8 "
+        "(default: none)",
     )
     parser.add_argument("--version", type=int, default=1, help="SavedModel version (default 1)")
     parser.add_argument("--out", required=True, help="output folder")
@@ -90,8 +91,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--image-size", type=_image_size, default=None, help="builders: SIZE or HxW (default 224)"
     )
     parser.add_argument("--classes", type=int, default=1000, help="builders: head size")
-    parser.add_argument("--output", choices=("probabilities", "logits"), default="probabilities")
-    parser.add_argument("--crop-pct", type=float, default=0.875, help="serving_bytes centre crop")
+    parser.add_argument(
+        "--output",
+        choices=("probabilities", "logits"),
+        default="probabilities",
+        help="what the signatures return: softmax probabilities, or the logits before it "
+        "(default: probabilities)",
+    )
+    parser.add_argument(
+        "--crop-pct",
+        type=float,
+        default=0.875,
+        help="serving_bytes centre-crop fraction (default: 0.875)",
+    )
     parser.add_argument(
         "--max-pixels",
         type=int,
@@ -104,9 +116,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
         "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split",
     )
-    parser.add_argument("--data-split", default="validation")
-    parser.add_argument("--num-batches", type=int, default=10, help="batches of 32 per split")
-    parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    parser.add_argument(
+        "--data-split",
+        default="validation",
+        help="split of --data on which each TFLite (and ONNX) file's top-1 agreement with "
+        "Keras is measured (default: validation)",
+    )
+    parser.add_argument(
+        "--num-batches", type=int, default=10, help="batches of 32 per split (default: 10)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing SavedModel version or file (default: refuse)",
+    )
     parser.add_argument(
         "--no-verify",
         dest="verify",
@@ -323,6 +346,25 @@ def run(args: argparse.Namespace) -> int:
                     overwrite=args.overwrite,
                 )
     except (ValueError, ImportError) as error:
-        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        # The library's message names its keyword; the command's is a flag.
+        message = str(error).replace("pass overwrite=True", "pass --overwrite")
+        print(f"keras-fourier export: error: {message}", file=sys.stderr)
         return 2
+    if "saved_model" in args.format:
+        _print_serving_config(args.out, model.name)
     return 0
+
+
+def _print_serving_config(out: str, name: str) -> None:
+    """Writes OUT/models.config and says how to serve the exported model."""
+    from keras_fourier.export.serving_config import CONTAINER_ROOT, write_models_config
+
+    path, names = write_models_config(out)
+    print(
+        f"TF Serving: {path} lists {', '.join(names)}; model {name!r} is served from "
+        f"{CONTAINER_ROOT}/{name} with the export folder mounted at {CONTAINER_ROOT}:\n"
+        f"  docker run --rm -p 8500:8500 -p 8501:8501 --mount type=bind,"
+        f'source="{os.path.abspath(out)}",target={CONTAINER_ROOT} tensorflow/serving '
+        f"--model_config_file={CONTAINER_ROOT}/models.config\n"
+        f"  curl http://localhost:8501/v1/models/{name}   # ready when its state is AVAILABLE"
+    )

@@ -38,6 +38,7 @@ from keras_fourier.training.trainer import (
     TrainConfig,
     TrainResult,
     evaluate,
+    resolve_model_file,
     train,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "model_names",
     "no_weight_decay_variables",
     "read_history",
+    "resolve_model_file",
     "train",
     "vision_stride",
     "warmup_cosine_schedule",

@@ -18,10 +18,18 @@ one):
   epochs (:class:`~keras_fourier.training.callbacks.EpochBackup`), from which
   a killed run resumes; an unreadable newest slot falls back to the other,
   none restarts from epoch 0 with a warning;
-* ``last.keras`` and ``best.keras`` (best validation accuracy, whose value
-  is stored inside it and is the threshold of a resumed run);
-* ``logs/``: TensorBoard summaries;
-* ``model.keras``: the final model, written when training completes.
+* ``last.keras`` (the latest epoch) and ``best.keras`` (the epoch of best
+  validation accuracy, whose value is stored inside it and is the threshold
+  of a resumed run);
+* ``logs/``: TensorBoard summaries (``tensorboard --logdir OUT/logs``);
+* ``model.keras``: the model selected on the validation split (the weights
+  of ``best.keras``), written when training completes; the test split is
+  evaluated once, on it.
+
+Three disjoint splits: the model trains on the train split, ``best.keras``
+is selected on the validation split (held out of the training data when the
+source has none, see `keras_fourier.data.training_splits`), and the test
+split (``eval_split``) is evaluated once, at the end.
 
 A NaN or infinite training loss stops the run with `NonFiniteLossError`
 before anything of the broken epoch is saved. In a multi-worker run the
@@ -34,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,19 +55,24 @@ from keras_fourier.data import (
     LISTOPS_VOCABULARY,
     AugmentConfig,
     WordTokenizer,
+    count_examples,
     get_num_classes,
     listops_eval_dataset,
     listops_train_dataset,
     load_image_dataset,
+    training_splits,
 )
 from keras_fourier.data.checks import BAD_IMAGE_MODES, UnreadableImageError, unreadable_file
+from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEED
 from keras_fourier.fileio import remove_stale_temporaries, warn
+from keras_fourier.flop_count import flops
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
+    read_checkpoint_record,
     read_history,
     save_model,
     write_history,
@@ -89,10 +103,20 @@ from keras_fourier.validation import (
 
 TEXT_SOURCES = ("listops",)
 MODEL_FILE = "model.keras"
+BEST_FILE = "best.keras"
+LAST_FILE = "last.keras"
+LOGS_FOLDER = "logs"
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
 TEXT_ONLY = ("sequence_length", "train_examples", "eval_examples")
-IMAGE_ONLY = ("image_size", "augment", "eval_split", "deterministic", "on_bad_image")
+IMAGE_ONLY = (
+    "image_size",
+    "augment",
+    "eval_split",
+    "validation_split",
+    "deterministic",
+    "on_bad_image",
+)
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
 HISTORY_FILE = "history.csv"
@@ -139,8 +163,12 @@ class TrainConfig:
         ema_momentum: EMA momentum. Default 0.99.
         steps_per_epoch: steps per epoch, drawn from the repeated training
             data. Default None: one pass over the data per epoch.
-        eval_split: held-out split of image data, used for validation after
-            every epoch and for the final evaluation. Default "test".
+        eval_split: the test split of image data, evaluated once at the end
+            on the model selected on the validation split. Default "test".
+        validation_split: the image split evaluated after every epoch to
+            select ``best.keras``. Default None: see
+            `keras_fourier.data.training_splits` ("validation", held out of
+            the training images when the source has none).
         data_dir: TFDS data directory. Default None.
         sequence_length: ListOps sequence length (FNet models). Default 128.
         train_examples: ListOps training examples. Default 4000.
@@ -153,7 +181,10 @@ class TrainConfig:
         on_bad_image: a corrupt image file of "dir:" data: "error" (named)
             or "skip" (counted and left out). Default "error".
         tensorboard: write TensorBoard logs. Default True.
-        verbose: `fit` verbosity ("auto", 0, 1 or 2). Default "auto".
+        verbose: `fit` verbosity: 0 silent, 1 progress bars, 2 one line per
+            epoch, "auto" 1 on a terminal and 2 otherwise. Any but 0 also
+            prints a header (model, parameters, data splits, output folder).
+            Default "auto".
 
     Example:
         >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
@@ -182,6 +213,7 @@ class TrainConfig:
     ema_momentum: float = 0.99
     steps_per_epoch: int | None = None
     eval_split: str = "test"
+    validation_split: str | None = None
     data_dir: str | None = None
     sequence_length: int = 128
     train_examples: int = 4000
@@ -294,6 +326,13 @@ class TrainConfig:
                 f"`{name('eval_split')}` must be a split name. "
                 f"Received: {name('eval_split')}={self.eval_split!r}"
             )
+        if self.validation_split is not None and (
+            not isinstance(self.validation_split, str) or not self.validation_split
+        ):
+            raise ValueError(
+                f"`{name('validation_split')}` must be None or a split name. "
+                f"Received: {name('validation_split')}={self.validation_split!r}"
+            )
         if not text_model and self.image_size is not None:
             stride = vision_stride(self.model, **self.architecture)
             if self.image_size % stride:
@@ -352,13 +391,14 @@ class TrainResult:
     """What `train` returns.
 
     Attributes:
-        model: the trained model (EMA weights when `use_ema`).
-        metrics: held-out metrics of the final model: "loss" (cross-entropy
-            without label smoothing), "accuracy" and, with more than 5
-            classes, "top5_accuracy".
+        model: the model selected on the validation split (EMA weights when
+            `use_ema`), without optimizer.
+        metrics: its test-split metrics: "loss" (cross-entropy without label
+            smoothing), "accuracy" and, with more than 5 classes,
+            "top5_accuracy".
         history: the rows of ``history.csv``, one per epoch.
         out: the directory this worker wrote to.
-        model_path: path of the saved final model.
+        model_path: path of the selected model, ``model.keras``.
         already_finished: True when the run was finished before this call,
             which then only loaded it and returned the stored metrics.
     """
@@ -371,7 +411,21 @@ class TrainResult:
     already_finished: bool = False
 
 
-def _datasets(config: TrainConfig) -> tuple[tf.data.Dataset, tf.data.Dataset, int]:
+@dataclasses.dataclass
+class _Data:
+    """The train and validation pipelines of a run, and a line per split for the header."""
+
+    train: tf.data.Dataset
+    validation: tf.data.Dataset
+    num_classes: int
+    splits: dict[str, str]
+
+
+def _size(count: int | None, unit: str) -> str:
+    return f"{count:,} {unit}" if count is not None else f"? {unit}"
+
+
+def _datasets(config: TrainConfig) -> _Data:
     if is_text_model(config.model):
         train_data = listops_train_dataset(
             config.sequence_length,
@@ -380,10 +434,31 @@ def _datasets(config: TrainConfig) -> tuple[tf.data.Dataset, tf.data.Dataset, in
             batch_size=config.batch_size,
             seed=config.seed,
         )
-        eval_data = listops_eval_dataset(
-            config.sequence_length, config.eval_examples, config.batch_size
+        validation_data = listops_eval_dataset(
+            config.sequence_length, config.eval_examples, config.batch_size, "validation"
         )
-        return train_data, eval_data, LISTOPS_NUM_CLASSES
+        generated = f"{config.eval_examples:,} expressions generated with seed"
+        return _Data(
+            train_data,
+            validation_data,
+            LISTOPS_NUM_CLASSES,
+            {
+                "train": f"{config.train_examples:,} expressions generated with seed "
+                f"{config.seed}, less any also held out",
+                "validation": f"{generated} {LISTOPS_VALIDATION_SEED}, less any also in test",
+                "test": f"{generated} {LISTOPS_EVAL_SEED}",
+            },
+        )
+    train_split, validation_split = training_splits(
+        config.data, config.eval_split, data_dir=config.data_dir
+    )
+    if config.validation_split is not None:
+        validation_split = config.validation_split
+    if config.eval_split in (validation_split, train_split) or validation_split == train_split:
+        raise ValueError(
+            f"The train ({train_split!r}), validation ({validation_split!r}) and test "
+            f"({config.eval_split!r}) splits of data {config.data!r} must differ."
+        )
     image_size = config.resolved_image_size()
     options = {
         "image_size": image_size,
@@ -393,17 +468,32 @@ def _datasets(config: TrainConfig) -> tuple[tf.data.Dataset, tf.data.Dataset, in
     }
     train_data = load_image_dataset(
         config.data,
-        "train",
+        train_split,
+        training=True,
         augment=config.augment,
         data_dir=config.data_dir,
         deterministic=config.deterministic,
         seed=config.seed,
         **options,
     )
-    eval_data = load_image_dataset(
-        config.data, config.eval_split, training=False, data_dir=config.data_dir, **options
+    validation_data = load_image_dataset(
+        config.data, validation_split, training=False, data_dir=config.data_dir, **options
     )
-    return train_data, eval_data, get_num_classes(config.data, data_dir=config.data_dir)
+    splits = {
+        role: f"{split!r}, "
+        + _size(count_examples(config.data, split, data_dir=config.data_dir), "images")
+        for role, split in (
+            ("train", train_split),
+            ("validation", validation_split),
+            ("test", config.eval_split),
+        )
+    }
+    return _Data(
+        train_data,
+        validation_data,
+        get_num_classes(config.data, data_dir=config.data_dir),
+        splits,
+    )
 
 
 def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
@@ -411,6 +501,49 @@ def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
     if num_classes > 5:
         metrics.append(keras.metrics.TopKCategoricalAccuracy(5, name="top5_accuracy"))
     return metrics
+
+
+def resolve_model_file(path: str | os.PathLike) -> str:
+    """The `.keras` file behind a path given to `evaluate`: the file, or a run folder's model.
+
+    Args:
+        path: a `.keras` file, or a folder written by `train` (its
+            ``model.keras``, the model selected on the validation split).
+
+    Returns:
+        The path of the `.keras` file.
+
+    Raises:
+        FileNotFoundError: for a missing path, or a run folder without
+            ``model.keras`` (its run has not finished).
+        ValueError: for a folder that is not a run folder (a SavedModel, say).
+
+    Example:
+        >>> resolve_model_file("runs/default")  # doctest: +SKIP
+        'runs/default/model.keras'
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"No model file or run folder at {path!r}.")
+        return path
+    model_file = os.path.join(path, MODEL_FILE)
+    if os.path.exists(model_file):
+        return model_file
+    if os.path.exists(os.path.join(path, HISTORY_FILE)):
+        raise FileNotFoundError(
+            f"Run folder {path!r} has no {MODEL_FILE}: its run has not finished. Resume it with "
+            f"the same `train` command, or evaluate {os.path.join(path, BEST_FILE)!r} or "
+            f"{os.path.join(path, LAST_FILE)!r}."
+        )
+    kind = (
+        "a SavedModel (export one with keras-fourier export)"
+        if os.path.exists(os.path.join(path, "saved_model.pb"))
+        else "not a run folder of `train`"
+    )
+    raise ValueError(
+        f"Folder {path!r} is {kind}; expected a .keras file or a run folder holding {MODEL_FILE}."
+    )
 
 
 def evaluate(
@@ -422,6 +555,7 @@ def evaluate(
     data_dir: str | None = None,
     eval_examples: int = 500,
     verbose: str | int = 0,
+    on_bad_image: str = "error",
 ) -> dict[str, float]:
     """Held-out loss, top-1 and top-5 accuracy of a classifier.
 
@@ -432,34 +566,38 @@ def evaluate(
     the strategy's scope to evaluate distributed.
 
     Args:
-        model: a classifier with probability outputs, or the path of a
-            `.keras` file saved by `train`.
+        model: a classifier with probability outputs, the path of a
+            `.keras` file, or a run folder written by `train` (its
+            ``model.keras``).
         data: an image source ("digits", "tfds:<name>", "dir:<path>") or
             "listops". Default "digits".
-        split: image split. Default "test".
+        split: the split: an image split, or "validation"/"test" for
+            ListOps. Default "test".
         batch_size: global batch size. Default 256.
         data_dir: TFDS data directory. Default None.
         eval_examples: size of the ListOps held-out set (as in training).
             Default 500.
         verbose: `Model.evaluate` verbosity. Default 0.
+        on_bad_image: a corrupt image file of "dir:" data: "error" or "skip".
+            Default "error".
 
     Returns:
         {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
         has more than 5 classes.
 
     Example:
-        >>> metrics = evaluate("runs/default/model.keras", "digits")  # doctest: +SKIP
+        >>> metrics = evaluate("runs/default", "digits")  # doctest: +SKIP
         >>> sorted(metrics)  # doctest: +SKIP
         ['accuracy', 'loss', 'top5_accuracy']
     """
     if not isinstance(model, keras.Model):
-        model = load_keras_file(model, compile=False)
+        model = load_keras_file(resolve_model_file(model), compile=False)
     num_classes = model.output_shape[-1]
     if isinstance(model.input, dict) and "token_ids" in model.input:
         if data not in TEXT_SOURCES:
             raise ValueError(f"Text model {model.name!r} needs a text source {TEXT_SOURCES}.")
         sequence_length = model.input["token_ids"].shape[1]
-        dataset = listops_eval_dataset(sequence_length, eval_examples, batch_size)
+        dataset = listops_eval_dataset(sequence_length, eval_examples, batch_size, split)
     else:
         dataset = load_image_dataset(
             data,
@@ -469,6 +607,7 @@ def evaluate(
             training=False,
             one_hot=True,
             data_dir=data_dir,
+            on_bad_image=on_bad_image,
         )
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
@@ -521,20 +660,60 @@ def _callbacks(
     config: TrainConfig, out: str, backup: EpochBackup
 ) -> list[keras.callbacks.Callback]:
     # Order matters: a non-finite loss raises before anything of its epoch is saved, and an
-    # epoch's CSV row is written before its checkpoints and backup; a kill in between redoes
-    # the epoch and rewrites its row.
+    # epoch's CSV row is written before its backup and checkpoints; a kill in between redoes
+    # the epoch and rewrites its row. With EMA, the backup keeps the raw weights, then the EMA
+    # weights are swapped in for the checkpoints, so that best.keras holds the weights its
+    # val_accuracy was measured on (a kill between the backup and the checkpoints leaves
+    # best.keras at the previous best, with its own stored value).
     callbacks = [
         StopOnNonFiniteLoss(),
         ResumableCSVLogger(os.path.join(out, HISTORY_FILE)),
-        ModelCheckpoint(os.path.join(out, "last.keras")),
-        ModelCheckpoint(os.path.join(out, "best.keras"), monitor="val_accuracy", mode="max"),
         backup,
+        ModelCheckpoint(os.path.join(out, LAST_FILE)),
+        ModelCheckpoint(os.path.join(out, BEST_FILE), monitor="val_accuracy", mode="max"),
     ]
     if config.use_ema:
-        callbacks.insert(1, keras.callbacks.SwapEMAWeights())
+        callbacks.insert(3, keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     if config.tensorboard:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=False))
+        callbacks.append(
+            keras.callbacks.TensorBoard(os.path.join(out, LOGS_FOLDER), write_graph=False)
+        )
     return callbacks
+
+
+def _fit_verbosity(verbose: str | int) -> int:
+    """`verbose` of `fit`: "auto" is a progress bar on a terminal, else one line per epoch."""
+    if verbose == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    return int(verbose)
+
+
+def _print_header(
+    config: TrainConfig, model: keras.Model, data: _Data, out: str, strategy: Any
+) -> None:
+    replicas = strategy.num_replicas_in_sync
+    shape = (
+        f"sequences of {config.sequence_length} tokens"
+        if is_text_model(config.model)
+        else "x".join(str(size) for size in model.input_shape[1:])
+    )
+    roles = {
+        "validation": "selects best.keras",
+        "test": "evaluated once, at the end",
+    }
+    lines = [
+        f"model {config.model}: {model.count_params():,} parameters, "
+        f"{flops(model) / 1e6:,.1f} MFLOPs per example (papers' convention), input {shape}, "
+        f"{data.num_classes} classes",
+        f"data {config.data!r}:",
+        *(
+            f"  {role:<10}  {text}" + (f" ({roles[role]})" if role in roles else "")
+            for role, text in data.splits.items()
+        ),
+        f"strategy {type(strategy).__name__.strip('_')} ({replicas} replica(s) in sync)",
+        f"output folder: {out}",
+    ]
+    print("\n".join(lines), flush=True)
 
 
 def _record(config: TrainConfig, **extra: Any) -> dict[str, Any]:
@@ -642,10 +821,10 @@ def train(
             finished = _finished(out, _check_folder(out, config, names))
             if finished is not None:
                 return finished
-        train_data, eval_data, num_classes = _datasets(config)
+        data = _datasets(config)
         if config.steps_per_epoch:
-            train_data = train_data.repeat()
-        steps_per_epoch = config.steps_per_epoch or int(train_data.cardinality())
+            data.train = data.train.repeat()
+        steps_per_epoch = config.steps_per_epoch or int(data.train.cardinality())
         if steps_per_epoch < 1:
             raise ValueError(
                 f"Cannot infer the steps per epoch of data {config.data!r} "
@@ -656,7 +835,7 @@ def train(
             os.makedirs(out, exist_ok=True)
             lock.acquire()
             _check_folder(out, config, names)
-        return _fit(config, strategy, out, train_data, eval_data, num_classes, steps_per_epoch)
+        return _fit(config, strategy, out, data, steps_per_epoch)
     finally:
         lock.release()
 
@@ -665,9 +844,7 @@ def _fit(
     config: TrainConfig,
     strategy: tf.distribute.Strategy,
     out: str,
-    train_data: tf.data.Dataset,
-    eval_data: tf.data.Dataset,
-    num_classes: int,
+    data: _Data,
     steps_per_epoch: int,
 ) -> TrainResult:
     for folder in (out, os.path.join(out, "backup")):
@@ -680,22 +857,25 @@ def _fit(
     keras.config.set_dtype_policy(config.mixed_precision)
     try:
         with strategy.scope():
-            model = _build(config, num_classes, steps_per_epoch)
+            model = _build(config, data.num_classes, steps_per_epoch)
             last_epoch, rows = backup.restore(model)
     finally:
         keras.config.set_dtype_policy(previous_policy)
     if rows != read_history(history_path)[: len(rows)]:
         write_history(history_path, rows)
+    verbose = _fit_verbosity(config.verbose)
+    if verbose:
+        _print_header(config, model, data, out, strategy)
     try:
         model.fit(
-            train_data,
+            data.train,
             epochs=config.epochs,
             initial_epoch=last_epoch + 1,
             steps_per_epoch=config.steps_per_epoch,
-            validation_data=eval_data,
+            validation_data=data.validation,
             callbacks=_callbacks(config, out, backup),
             shuffle=False,
-            verbose=config.verbose,
+            verbose=verbose,
         )
     except tf.errors.InvalidArgumentError as error:
         file = unreadable_file(error)
@@ -707,14 +887,26 @@ def _fit(
             "(--on-bad-image skip) to skip unreadable files. The run keeps its last "
             "completed epoch."
         ) from None
+    # The epoch selected on the validation split becomes the run's model, and the test split
+    # is evaluated once, on it.
+    best_path = os.path.join(out, BEST_FILE)
+    selected = load_keras_file(best_path, compile=False)
     model_path = os.path.join(out, MODEL_FILE)
-    metrics = model.evaluate(eval_data, verbose=0, return_dict=True)
-    metrics["loss"] = metrics.pop(CROSS_ENTROPY)
-    metrics = {key: float(value) for key, value in metrics.items()}
-    save_model(model, model_path, {"epoch": config.epochs - 1, "logs": metrics})
+    save_model(selected, model_path, read_checkpoint_record(best_path) or {})
+    with strategy.scope():
+        selected = load_keras_file(model_path, compile=False)
+        metrics = evaluate(
+            selected,
+            config.data,
+            split=config.eval_split,
+            batch_size=config.batch_size,
+            data_dir=config.data_dir,
+            eval_examples=config.eval_examples,
+            on_bad_image=config.on_bad_image,
+        )
     write_run_record(out, _record(config, status="finished", metrics=metrics))
     return TrainResult(
-        model=model,
+        model=selected,
         metrics=metrics,
         history=read_history(history_path),
         out=out,
