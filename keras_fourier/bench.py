@@ -6,7 +6,7 @@ Two modes:
   init), a ``.keras`` file or a ``.tflite`` file. Measures inference
   (``predict_on_batch``) and training-step (``train_on_batch`` after a plain
   ``compile(AdamW, cross-entropy)``) images per second at a batch size,
-  batch-1 latency and peak resident memory of each phase, and reports the
+  batch-1 latency and the resident memory each phase adds at its peak, and reports the
   model's FLOPs (:func:`keras_fourier.flops`) with the fraction of this
   machine's measured float32 matmul rate that the inference reaches.
 * scaling mode, ``keras-fourier bench --scaling``: one block (mixer and MLP,
@@ -33,7 +33,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,22 +50,15 @@ SCALING_WIDTH = 384
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Writes `data` to `path` through a synced temporary file and os.replace."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, partial = tempfile.mkstemp(
-        dir=folder, prefix=".partial-", suffix=os.path.basename(path)
-    )
-    try:
-        with os.fdopen(handle, "wb") as file:
+    """Writes `data` to `path` atomically (:func:`keras_fourier.fileio.atomic_save`)."""
+    from keras_fourier.fileio import atomic_save
+
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as file:
             file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_save(path, write)
 
 
 def _csv_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
@@ -96,35 +88,46 @@ def write_results(out: str, stem: str, report: dict[str, Any]) -> list[str]:
 
 
 class PeakMemory:
-    """Peak resident memory (MiB) of this process within a `with` block.
+    """Resident memory (MiB) that a `with` block added at its peak.
 
-    On Linux the kernel's high-water mark (VmHWM) is reset on entry through
-    /proc/self/clear_refs, so the figure is the block's own peak; elsewhere it
-    is the process's peak so far.
+    On Linux the kernel's high-water mark (VmHWM) is reset to the current
+    resident size on entry through /proc/self/clear_refs, so the figure is
+    the block's peak minus the resident size at its start. Memory that the
+    allocator kept from earlier work and reuses is not counted again.
+    Elsewhere it is the process's peak so far.
     """
 
     def __enter__(self) -> PeakMemory:
+        self._start = 0.0
         try:
             with open("/proc/self/clear_refs", "w") as file:
                 file.write("5")
+            self._start = _status_mib("VmRSS:") or 0.0
         except OSError:
             pass
         self.mib: float | None = None
         return self
 
     def __exit__(self, *exc) -> None:
-        self.mib = peak_rss_mib()
+        self.mib = max(0.0, peak_rss_mib() - self._start)
+
+
+def _status_mib(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith(field):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def peak_rss_mib() -> float:
     """The process's resident-memory high-water mark in MiB."""
-    try:
-        with open("/proc/self/status") as file:
-            for line in file:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
+    peak = _status_mib("VmHWM:")
+    if peak is not None:
+        return peak
     import resource
 
     scale = 1 if sys.platform == "darwin" else 1024
@@ -334,6 +337,54 @@ def scaling_block(mixer: str, tokens_shape: tuple[int, ...], width: int, fft_imp
     return keras.Model(inputs, x, name=f"{mixer}_block")
 
 
+def _scaling_series(
+    mixer: str,
+    layout: str,
+    shapes: Sequence[tuple[int, ...]],
+    impl: str,
+    width: int,
+    batch_size: int,
+    jit_compile: str,
+    repeats: int,
+    precision: str,
+) -> list[dict[str, Any]]:
+    """One mixer's points in increasing size; run in a fresh process by run_scaling."""
+    import keras
+    import numpy as np
+
+    from keras_fourier import flops
+
+    keras.mixed_precision.set_global_policy(precision)
+    jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
+    baseline = _status_mib("VmRSS:")
+    rows = []
+    for shape in shapes:
+        model = scaling_block(mixer, shape, width, impl if impl != "-" else "auto")
+        model.compile(jit_compile=jit)
+        x = np.random.default_rng(0).standard_normal((batch_size, *shape, width))
+        x = x.astype("float32")
+        seconds = median_seconds(lambda model=model, x=x: model.predict_on_batch(x), repeats)
+        # Points grow, so the process's high-water mark is this point's peak.
+        peak = None if baseline is None else peak_rss_mib() - baseline
+        rows.append(
+            {
+                "mixer": mixer,
+                "layout": layout,
+                "shape": "x".join(map(str, shape)),
+                "tokens": int(np.prod(shape)),
+                "width": width,
+                "batch_size": batch_size,
+                "fft_impl": impl,
+                "latency_ms": round(1e3 * seconds, 3),
+                "peak_mib": None if peak is None else round(peak, 1),
+                "flops_per_sample": flops(model),
+            }
+        )
+        print(_format_row(rows[-1]), flush=True)
+        del model
+    return rows
+
+
 def run_scaling(
     *,
     mixers: Sequence[str] = SCALING_MIXERS,
@@ -342,54 +393,50 @@ def run_scaling(
     width: int = SCALING_WIDTH,
     batch_size: int = 1,
     fft_impls: Sequence[str] = ("auto",),
-    jit_compile: str = "off",
+    jit_compile: str = "auto",
     repeats: int = 5,
+    precision: str = "float32",
 ) -> list[dict[str, Any]]:
     """Latency and peak memory of one block against the token count.
 
-    2D mixers run on (grid, grid) tokens; "fourier" also runs FNet-style on
-    1D sequences of `sequences` tokens, and so does "attention" (the
-    quadratic baseline), where "attention" up to the longest sequence whose
-    score matrices fit.
+    2D mixers run on (grid, grid) tokens; "fourier" and "attention" (the
+    quadratic baseline) also run FNet-style on 1D sequences. Each series (a
+    mixer, a layout and an fft_impl) runs in a fresh process, its points in
+    increasing size, so a point's memory figure is the resident memory above
+    that process's start at the point's peak (weights, activations and
+    workspace), unaffected by the other series.
 
     Returns:
         One row per (mixer, layout, tokens, fft_impl).
     """
-    import numpy as np
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    from keras_fourier import flops
     from keras_fourier.models.vision import FOURIER_MIXERS
 
-    jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
-    points = [(m, "2d", (g, g)) for m in mixers for g in grids]
-    points += [(m, "1d", (n,)) for m in mixers if m in ("fourier", "attention") for n in sequences]
+    series = [(m, "2d", [(g, g) for g in sorted(grids)]) for m in mixers]
+    series += [
+        (m, "1d", [(n,) for n in sorted(sequences)])
+        for m in mixers
+        if m in ("fourier", "attention")
+    ]
     rows = []
-    for mixer, layout, shape in points:
+    context = multiprocessing.get_context("spawn")
+    for mixer, layout, shapes in series:
         for impl in fft_impls if mixer in FOURIER_MIXERS else ("-",):
-            model = scaling_block(mixer, shape, width, impl if impl != "-" else "auto")
-            model.compile(jit_compile=jit)
-            x = np.random.default_rng(0).standard_normal((batch_size, *shape, width))
-            x = x.astype("float32")
-            with PeakMemory() as memory:
-                seconds = median_seconds(
-                    lambda model=model, x=x: model.predict_on_batch(x), repeats
-                )
-            rows.append(
-                {
-                    "mixer": mixer,
-                    "layout": layout,
-                    "shape": "x".join(map(str, shape)),
-                    "tokens": int(np.prod(shape)),
-                    "width": width,
-                    "batch_size": batch_size,
-                    "fft_impl": impl,
-                    "latency_ms": round(1e3 * seconds, 3),
-                    "peak_mib": round(memory.mib, 1) if memory.mib else None,
-                    "flops_per_sample": flops(model),
-                }
-            )
-            print(_format_row(rows[-1]), flush=True)
-            del model
+            with ProcessPoolExecutor(1, mp_context=context) as pool:
+                rows += pool.submit(
+                    _scaling_series,
+                    mixer,
+                    layout,
+                    shapes,
+                    impl,
+                    width,
+                    batch_size,
+                    jit_compile,
+                    repeats,
+                    precision,
+                ).result()
     return rows
 
 
@@ -415,7 +462,9 @@ def plot_scaling(rows: Sequence[dict[str, Any]], path: str, title: str) -> bool:
         style = "--" if "(1D)" in label else "-"
         axes[0].plot(tokens, [p["latency_ms"] for p in points], style, marker="o", label=label)
         axes[1].plot(tokens, [p["peak_mib"] or math.nan for p in points], style, marker="o")
-    for axis, ylabel in zip(axes, ("latency (ms)", "peak resident memory (MiB)"), strict=True):
+    for axis, ylabel in zip(
+        axes, ("latency (ms)", "resident memory added at peak (MiB)"), strict=True
+    ):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("tokens")
@@ -550,6 +599,7 @@ def run(args: argparse.Namespace) -> int:
             fft_impls=args.fft_impl,
             jit_compile=args.jit,
             repeats=args.repeats,
+            precision=args.precision,
         )
         print(format_table(rows))
         report = {"mode": "scaling", **settings, "rows": rows}

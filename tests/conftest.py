@@ -20,6 +20,7 @@ import pytest
 # module (data, training, export, CLI, benchmarks, parity driver) is single_backend.
 MULTI_BACKEND_MODULES = {
     "test_afbo.py",
+    "test_backend_training.py",
     "test_checkpoints.py",
     "test_clear_errors.py",
     "test_common_layers.py",

@@ -30,7 +30,7 @@ def test_model_bench_writes_json_and_csv_per_fft_impl(tmp_path, capsys):
             assert float(row[key]) > 0 and saved[key] > 0
     assert report["machine"]["cpu_count"] >= 1 and report["matmul_gmacs"] > 0
     assert "predict_img_s" in capsys.readouterr().out
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".partial")]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_bench_of_a_keras_file_and_a_tflite_file(tmp_path):
@@ -48,20 +48,32 @@ def test_bench_of_a_keras_file_and_a_tflite_file(tmp_path):
     assert float(row["predict_img_s"]) > 0 and float(row["latency_ms"]) > 0
 
 
-def test_scaling_writes_csv_and_plot_for_every_mixer(tmp_path):
-    argv = ["bench", "--scaling", "--grids", "4,8", "--sequences", "16", "--width", "16"]
-    argv += ["--repeats", "1", "--fft-impl", "fft,matmul", "--out", str(tmp_path)]
-    assert main(argv) == 0
+def test_scaling_writes_csv_and_plot(tmp_path):
+    argv = ["bench", "--scaling", "--mixers", "global_filter,fourier", "--grids", "8,4"]
+    argv += ["--sequences", "16", "--width", "16", "--repeats", "1", "--fft-impl", "fft,matmul"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
     rows = _rows(tmp_path / "scaling.csv")
-    expected = {(m, "2d", t) for m in bench.SCALING_MIXERS for t in ("16", "64")}
-    expected |= {("fourier", "1d", "16"), ("attention", "1d", "16")}
-    assert {(r["mixer"], r["layout"], r["tokens"]) for r in rows} == expected
-    impls = {
-        (r["mixer"], r["fft_impl"]) for r in rows if r["tokens"] == "16" and r["layout"] == "2d"
-    }
-    assert ("global_filter", "matmul") in impls and ("attention", "-") in impls
-    assert all(float(r["latency_ms"]) > 0 and int(r["flops_per_sample"]) > 0 for r in rows)
+    assert [(r["mixer"], r["layout"], r["tokens"], r["fft_impl"]) for r in rows] == [
+        ("global_filter", "2d", "16", "fft"),
+        ("global_filter", "2d", "64", "fft"),
+        ("global_filter", "2d", "16", "matmul"),
+        ("global_filter", "2d", "64", "matmul"),
+        ("fourier", "2d", "16", "fft"),
+        ("fourier", "2d", "64", "fft"),
+        ("fourier", "2d", "16", "matmul"),
+        ("fourier", "2d", "64", "matmul"),
+        ("fourier", "1d", "16", "fft"),
+        ("fourier", "1d", "16", "matmul"),
+    ]
+    assert all(float(r["latency_ms"]) > 0 and float(r["peak_mib"]) >= 0 for r in rows)
     assert (tmp_path / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("mixer", bench.SCALING_MIXERS)
+def test_every_scaling_block_builds_and_is_counted(mixer):
+    model = bench.scaling_block(mixer, (4, 4), 16, "auto")
+    assert model.output_shape == (None, 4, 4, 16)
+    assert keras_fourier.flops(model) > 2 * 16 * 16 * 64  # more than the MLP's two products
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,12 @@ def test_notebook_runs_with_nbconvert_as_is(tmp_path):
     difference = re.search(r"largest prediction difference after reloading: (\S+)", text)
     assert float(difference.group(1)) < 1e-5
     assert (tmp_path / "gfnet_tiny_digits_5_to_9.keras").exists()
+    main_job = float(re.search(r"main job, test accuracy on digits 0-9: ([\d.]+)", text).group(1))
+    assert main_job >= 0.9, text[-2000:]
+    for picture in ("history.png", "filters.png"):
+        png = (tmp_path / "runs" / "main_job" / picture).read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 1000
+    assert any("image/png" in output.get("data", {}) for output in outputs)
 
 
 @pytest.mark.slow

@@ -11,15 +11,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_fourier.layers import FourierMixing
-from keras_fourier.models.fnet import (
-    FNET_VARIANTS,
-    FNet,
-    FNetBase,
-    FNetEmbeddings,
-    FNetEncoderBlock,
-    FNetLarge,
-)
+from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FourierMixing
+from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
 from tests.harness import random_input, relative_error
 
 TINY = {"hidden_size": 16, "num_layers": 2, "intermediate_size": 32}

@@ -8,7 +8,9 @@ from keras import ops
 from keras_fourier.layers import spectral
 from tests.harness import random_input, to_numpy
 
-SIZES = [(4, 6), (5, 7), (6, 5), (7, 7), (8, 8), (14, 14), (12, 10)]
+# Up to 256 tokens the matmul path is one dense 2D DFT matrix; (17, 16) and (16, 18) take the
+# per-axis matrices.
+SIZES = [(4, 6), (5, 7), (6, 5), (7, 7), (8, 8), (14, 14), (12, 10), (17, 16), (16, 18)]
 
 
 @pytest.mark.parametrize("impl", ["fft", "matmul"])
@@ -71,9 +73,14 @@ def test_half_precision_inputs_are_transformed_in_float32():
         assert keras.backend.standardize_dtype(mixed.dtype) == "float32"
 
 
-def test_auto_resolves_to_fft_off_tpu_and_matmul_on_tpu(monkeypatch):
+def test_auto_resolves_by_device_and_size(monkeypatch):
     assert spectral.resolve_fft_impl("auto") == "fft"
     assert spectral.resolve_fft_impl("matmul") == "matmul"
+    monkeypatch.setattr(spectral, "_on_cpu", lambda: True)
+    assert spectral.resolve_fft_impl("auto", 14 * 14) == "matmul"
+    assert spectral.resolve_fft_impl("auto", spectral.DENSE_DFT_MAX_TOKENS + 1) == "fft"
+    monkeypatch.setattr(spectral, "_on_cpu", lambda: False)
+    assert spectral.resolve_fft_impl("auto", 14 * 14) == "fft"
     monkeypatch.setattr(spectral, "_on_tpu", lambda: True)
     assert spectral.resolve_fft_impl("auto") == "matmul"
     assert spectral.resolve_fft_impl("fft") == "fft"

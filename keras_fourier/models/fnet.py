@@ -66,12 +66,9 @@ from typing import Any
 import keras
 
 from keras_fourier.layers import spectral
-from keras_fourier.layers.fourier import FourierMixing
+from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, initializer
 from keras_fourier.models.weights import load_weights_file
 from keras_fourier.validation import check_positive_int, check_rate
-
-LAYER_NORM_EPSILON = 1e-12
-INITIALIZER_STDDEV = 0.02
 
 # With vocabulary_size=32000 and the other defaults, "base" has 82,861,056
 # parameters and "large" 236,945,408 (no classifier head).
@@ -80,218 +77,6 @@ FNET_VARIANTS: dict[str, dict[str, int]] = {
     "large": {"hidden_size": 1024, "num_layers": 24, "intermediate_size": 4096},
 }
 _SIZE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
-
-
-def _initializer() -> keras.initializers.Initializer:
-    return keras.initializers.RandomNormal(stddev=INITIALIZER_STDDEV)
-
-
-@keras.saving.register_keras_serializable(package="keras_fourier")
-class FNetEmbeddings(keras.layers.Layer):
-    """FNet's input embeddings: word + position + segment, LayerNorm, projection, dropout.
-
-    ``dropout(projection(LayerNorm(word[token_ids] + position[:L] +
-    segment[segment_ids])))`` with LayerNorm eps 1e-12 and a Dense(hidden)
-    projection with bias (the official ``hidden_mapping_in``). Embedding
-    tables and the projection kernel are initialised N(0, 0.02).
-
-    Args:
-        vocabulary_size: rows of the word table.
-        hidden_size: embedding and output width.
-        max_sequence_length: rows of the position table; inputs may be
-            shorter.
-        num_segments: rows of the segment (type) table.
-        dropout: dropout rate after the projection. Default 0.1.
-        **kwargs: base `keras.layers.Layer` arguments.
-
-    Call arguments:
-        token_ids: int tensor (B, L), L static and <= max_sequence_length.
-        segment_ids: int tensor (B, L).
-        training: whether dropout is active.
-
-    Returns:
-        Tensor (B, L, hidden_size).
-
-    Example:
-        >>> layer = FNetEmbeddings(100, 16, max_sequence_length=8, num_segments=2)
-        >>> ids = keras.ops.zeros((2, 8), dtype="int32")
-        >>> layer(ids, ids).shape
-        TensorShape([2, 8, 16])
-
-    Reference:
-        Lee-Thorp et al., "FNet: Mixing Tokens with Fourier Transforms",
-        NAACL 2022, Section 3.2.
-    """
-
-    def __init__(
-        self,
-        vocabulary_size: int,
-        hidden_size: int,
-        max_sequence_length: int,
-        num_segments: int,
-        dropout: float = 0.1,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        for arg, value in (
-            ("vocabulary_size", vocabulary_size),
-            ("hidden_size", hidden_size),
-            ("max_sequence_length", max_sequence_length),
-            ("num_segments", num_segments),
-        ):
-            check_positive_int(arg, value)
-        check_rate("dropout", dropout)
-        self.vocabulary_size = vocabulary_size
-        self.hidden_size = hidden_size
-        self.max_sequence_length = max_sequence_length
-        self.num_segments = num_segments
-        self.dropout = dropout
-        self.word = keras.layers.Embedding(
-            vocabulary_size, hidden_size, embeddings_initializer=_initializer(), name="word"
-        )
-        self.position = keras.layers.Embedding(
-            max_sequence_length, hidden_size, embeddings_initializer=_initializer(), name="position"
-        )
-        self.segment = keras.layers.Embedding(
-            num_segments, hidden_size, embeddings_initializer=_initializer(), name="segment"
-        )
-        self.norm = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
-        self.projection = keras.layers.Dense(
-            hidden_size, kernel_initializer=_initializer(), name="projection"
-        )
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
-
-    def build(self, token_ids_shape, segment_ids_shape=None):
-        length = token_ids_shape[-1]
-        if length is None or length > self.max_sequence_length:
-            raise ValueError(
-                "FNetEmbeddings needs a static sequence length <= max_sequence_length="
-                f"{self.max_sequence_length}; received token_ids shape {tuple(token_ids_shape)}."
-            )
-        self.word.build(token_ids_shape)
-        self.position.build((length,))
-        self.segment.build(token_ids_shape)
-        embedded_shape = (*tuple(token_ids_shape), self.hidden_size)
-        self.norm.build(embedded_shape)
-        self.projection.build(embedded_shape)
-
-    def call(self, token_ids, segment_ids, training=None):
-        positions = keras.ops.arange(keras.ops.shape(token_ids)[-1], dtype="int32")
-        x = self.word(token_ids) + self.position(positions)[None] + self.segment(segment_ids)
-        return self.dropout_layer(self.projection(self.norm(x)), training=training)
-
-    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
-        return (*tuple(token_ids_shape), self.hidden_size)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "vocabulary_size": self.vocabulary_size,
-            "hidden_size": self.hidden_size,
-            "max_sequence_length": self.max_sequence_length,
-            "num_segments": self.num_segments,
-            "dropout": self.dropout,
-        }
-
-
-@keras.saving.register_keras_serializable(package="keras_fourier")
-class FNetEncoderBlock(keras.layers.Layer):
-    """One post-LN FNet encoder block: Fourier mixing then a GELU feed-forward sublayer.
-
-    ``x = LayerNorm(x + Re(DFT2(x * mask)))`` followed by
-    ``x = LayerNorm(x + Dropout(Dense(D)(gelu_tanh(Dense(intermediate_size)(x)))))``,
-    LayerNorm eps 1e-12, where DFT2 is the unnormalised DFT over (sequence,
-    hidden) of :class:`~keras_fourier.layers.FourierMixing`. The padding
-    mask, when given, only zeroes the mixing's input (see the module
-    docstring); without it every position is mixed, as in the official code.
-    Dense kernels and the intermediate bias are initialised N(0, 0.02).
-
-    Args:
-        intermediate_size: width of the feed-forward hidden layer.
-        dropout: dropout rate after the feed-forward output. Default 0.1.
-        fft_impl: "auto" (default), "fft" or "matmul".
-        **kwargs: base `keras.layers.Layer` arguments.
-
-    Call arguments:
-        inputs: (B, L, D) tensor with static L and D.
-        padding_mask: optional (B, L) tensor, 1 for real tokens and 0 for
-            padding. Default None: every position is mixed.
-        training: whether dropout is active.
-
-    Returns:
-        Tensor (B, L, D).
-
-    Example:
-        >>> block = FNetEncoderBlock(intermediate_size=32)
-        >>> block(keras.ops.ones((2, 8, 16))).shape
-        TensorShape([2, 8, 16])
-
-    Reference:
-        Lee-Thorp et al., "FNet: Mixing Tokens with Fourier Transforms",
-        NAACL 2022, Eq. (3) and Appendix A.6.
-    """
-
-    def __init__(
-        self,
-        intermediate_size: int,
-        dropout: float = 0.1,
-        fft_impl: str = "auto",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_positive_int("intermediate_size", intermediate_size)
-        check_rate("dropout", dropout)
-        self.intermediate_size = intermediate_size
-        self.dropout = dropout
-        self.fft_impl = spectral.validate_fft_impl(fft_impl)
-        self.mixing = FourierMixing(fft_impl=fft_impl, name="mixing")
-        self.mixing_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="mixing_norm"
-        )
-        self.intermediate = keras.layers.Dense(
-            intermediate_size,
-            kernel_initializer=_initializer(),
-            bias_initializer=_initializer(),
-            name="intermediate",
-        )
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
-        self.output_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="output_norm"
-        )
-
-    def build(self, inputs_shape, padding_mask_shape=None):
-        inputs_shape = tuple(inputs_shape)
-        self.mixing.build(inputs_shape)
-        self.mixing_norm.build(inputs_shape)
-        self.intermediate.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
-            inputs_shape[-1], kernel_initializer=_initializer(), name="output"
-        )
-        self.output_dense.build((*inputs_shape[:-1], self.intermediate_size))
-        self.output_norm.build(inputs_shape)
-
-    def call(self, inputs, padding_mask=None, training=None):
-        mixing_input = inputs
-        if padding_mask is not None:
-            mixing_input = inputs * keras.ops.cast(padding_mask, inputs.dtype)[..., None]
-        mixed = self.mixing(mixing_input)
-        # float32 under mixed_float16 (see FourierMixing): the residual add and the
-        # LayerNorm run in float32, and the LayerNorm casts back to the compute dtype.
-        x = self.mixing_norm(keras.ops.cast(inputs, mixed.dtype) + mixed)
-        hidden = keras.activations.gelu(self.intermediate(x), approximate=True)
-        feed_forward = self.output_dropout(self.output_dense(hidden), training=training)
-        return self.output_norm(x + feed_forward)
-
-    def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
-        return tuple(inputs_shape)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "intermediate_size": self.intermediate_size,
-            "dropout": self.dropout,
-            "fft_impl": self.fft_impl,
-        }
 
 
 def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
@@ -459,7 +244,7 @@ def FNet(
     pooled = keras.layers.Dense(
         sizes["hidden_size"],
         activation="tanh",
-        kernel_initializer=_initializer(),
+        kernel_initializer=initializer(),
         name="pooler",
     )(x[:, 0])
 
@@ -470,7 +255,7 @@ def FNet(
         outputs = keras.layers.Dense(
             num_classes,
             activation=classifier_activation,
-            kernel_initializer=_initializer(),
+            kernel_initializer=initializer(),
             name="classifier",
         )(head)
     model = keras.Model(inputs, outputs, name=name)
