@@ -23,7 +23,7 @@ import keras_fourier.models as km
 from keras_fourier.layers.hornet import GlobalLocalFilter
 from keras_fourier.models import build_model, checkpoints, download
 from keras_fourier.models.weights import imagenet_checkpoint, load_variant_weights
-from tests.harness import random_input
+from tests.harness import random_input, to_numpy
 
 LEFT_UNCHANGED = "the model was left unchanged"
 GFNET_TI_URL = "https://cloud.tsinghua.edu.cn/f/3d0c1579aa524a0a99dd/?dl=1"
@@ -329,12 +329,12 @@ def test_official_checkpoint_loads_like_direct_assignment(variant, tmp_path, sav
     path = save_pth(tmp_path / f"{variant}.pth", nested)
     model = builder(weights=path, input_shape=shape, classifier_activation=None)
     x = 255.0 * np.abs(random_input((2, *shape), seed=3))
-    loaded_out = np.asarray(model(x, training=False))
+    loaded_out = to_numpy(model(x, training=False))
     loaded = snapshot(model)
 
     _assign_direct(variant, model, state)
     assert_same_weights(model, loaded)
-    np.testing.assert_array_equal(np.asarray(model(x, training=False)), loaded_out)
+    np.testing.assert_array_equal(to_numpy(model(x, training=False)), loaded_out)
     assert np.std(loaded_out) > 1e-3
 
 
@@ -432,7 +432,7 @@ def test_hornet_gf_filters_resize_like_the_official_run_time_resize(tmp_path, sa
         source = state[f"stages.{stage}.0.gnconv.dwconv.complex_weight"]
         expected = reference_resize(source, size, (1, 2), "bilinear", align_corners=True)
         converted = model.get_layer(f"stage{stage}_block0_mixer").dwconv
-        np.testing.assert_allclose(converted.complex_weight.numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(to_numpy(converted.complex_weight), expected, atol=1e-6)
 
     # The official layer keeps the 14x8 filter and resizes it on every call.
     converted = model.get_layer("stage2_block0_mixer").dwconv
@@ -441,8 +441,8 @@ def test_hornet_gf_filters_resize_like_the_official_run_time_resize(tmp_path, sa
     x = random_input((2, 4, 4, 480), seed=4)
     run_time.build(x.shape)
     for ours, theirs in zip(run_time.weights, converted.weights, strict=True):
-        ours.assign(source if ours.name == "complex_weight" else theirs.numpy())
-    np.testing.assert_allclose(np.asarray(run_time(x)), np.asarray(converted(x)), atol=1e-5)
+        ours.assign(source if ours.name == "complex_weight" else to_numpy(theirs))
+    np.testing.assert_allclose(to_numpy(run_time(x)), to_numpy(converted(x)), atol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -514,6 +514,7 @@ def test_convert_tensor_layouts_and_errors():
         checkpoints.convert_tensor("transpose", linear, (2, 3))
 
 
+@pytest.mark.single_backend  # Keras's PyTorch backend itself needs torch.
 def test_official_checkpoint_loads_with_torch_unavailable(tmp_path, save_pth):
     state = gfnet_state((256,), (12,), 16, 2)
     path = save_pth(tmp_path / "gfnet-ti.pth", {"model": tensors(state)})
