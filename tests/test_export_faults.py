@@ -129,7 +129,7 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     monkeypatch.undo()
     assert _export(model_file, out) == 0
     assert sorted(os.listdir(base)) == sorted(["1", alive.name])
-    assert sorted(os.listdir(out)) == sorted([model.name, f"{model.name}.tflite"])
+    assert sorted(os.listdir(out)) == sorted([model.name, f"{model.name}.tflite", "models.config"])
 
 
 def _png_header(height: int, width: int) -> bytes:
