@@ -50,15 +50,11 @@ SCALING_WIDTH = 384
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Writes `data` to `path` atomically (:func:`keras_fourier.fileio.atomic_save`)."""
-    from keras_fourier.fileio import atomic_save
-
-    def write(temporary: str) -> None:
-        with open(temporary, "wb") as file:
-            file.write(data)
+    """Writes `data` to `path` atomically, creating its folder."""
+    from keras_fourier.fileio import atomic_write_bytes
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_save(path, write)
+    atomic_write_bytes(path, data)
 
 
 def _csv_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
