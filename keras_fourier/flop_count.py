@@ -70,7 +70,9 @@ def fft_flops(height: int, width: int, channels: int) -> int:
 
 
 def _size(shape: Shape) -> int:
-    return int(np.prod(shape[1:], dtype=np.int64))
+    # The whole shape: the pass has batch 1, and a layer may fold the tokens
+    # into the leading axis (Mlp runs its Dense layers on (tokens, C)).
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _conv(layer, inputs: Sequence[Shape], output: Shape) -> int:
@@ -91,8 +93,8 @@ def _dense(layer, inputs: Sequence[Shape], output: Shape) -> int:
 
 def _einsum_dense(layer, inputs: Sequence[Shape], output: Shape) -> int:
     left, right = layer.equation.split("->")[0].split(",")
-    # The first letter of the input is the batch axis: one input.
-    sizes = dict(zip(left, (1, *inputs[0][1:]), strict=True))
+    # Shapes of the batch-1 pass: the batch letter has size 1.
+    sizes = dict(zip(left, inputs[0], strict=True))
     sizes.update(zip(right, layer.kernel.shape, strict=True))
     return int(np.prod([sizes[letter] for letter in set(left + right)], dtype=np.int64))
 
