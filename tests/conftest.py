@@ -10,11 +10,25 @@ parity test, which drives JAX and PyTorch in subprocesses itself.
 """
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# JAX compiles every operation for each new shape, its random initializers too: on tiny test
+# models most of the JAX run is compiling, not computing. For the tests only, XLA's CPU
+# backend skips LLVM's optimisation passes (the same computation, compiled in half the time;
+# TensorFlow's XLA-compiled harness checks too), and the xdist workers of a run and the JAX
+# subprocesses of the parity test share one compilation cache, in a folder made for the run
+# and removed after it.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+_JAX_CACHE_MADE_HERE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _JAX_CACHE_MADE_HERE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="keras_fourier_jax_")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
-import keras
-import pytest
+import keras  # noqa: E402 (after the environment above)
+import pytest  # noqa: E402
 
 # The layer, model and weight tests: the modules that run under every backend. Every other
 # module (data, training, export, CLI, benchmarks, parity driver) is single_backend.
@@ -43,6 +57,11 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if not item.get_closest_marker("single_backend")]
+
+
+def pytest_unconfigure(config):
+    if _JAX_CACHE_MADE_HERE:
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_report_header(config):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import keras_fourier.models as models
+from keras_fourier import layers
 from keras_fourier.models.vision import FFNS, MIXERS, build_vision_model
 from tests.harness import random_input
 
@@ -59,7 +60,25 @@ def _tiny(spec):
     return dataclasses.replace(spec, dims=dims, depths=(1,) * len(dims))
 
 
-@pytest.mark.parametrize("variant", sorted(models.VARIANTS))
+# The smallest row of each family. Shrunk by _tiny, every other row has the same wiring as
+# its family's (checked below), so these five round trips run every row's code path.
+FAMILY_ROWS = ["afnonet_s4", "gfnet_h_ti", "gfnet_ti", "hornet_t_7x7", "hornet_t_gf"]
+
+
+def test_every_variant_shrinks_to_the_wiring_of_its_familys_smallest_row():
+    def wiring(variant):
+        # drop_path_rate is set by the round trip; layer_scale's value is a number, its
+        # presence a code path.
+        spec = _tiny(models.VARIANTS[variant])
+        return dataclasses.replace(spec, drop_path_rate=0.0, layer_scale=spec.layer_scale and 1.0)
+
+    family_wirings = [wiring(row) for row in FAMILY_ROWS]
+    assert all(family_wirings.count(w) == 1 for w in family_wirings)
+    for variant in models.VARIANTS:
+        assert wiring(variant) in family_wirings, variant
+
+
+@pytest.mark.parametrize("variant", FAMILY_ROWS)
 def test_variant_wiring_round_trips_through_keras_file(variant, tmp_path):
     spec = _tiny(models.VARIANTS[variant])
     size = spec.stride * 2
@@ -156,7 +175,37 @@ def test_feature_extractor_returns_named_stage_maps():
     assert iso.output["stage0"].shape == (None, 2, 3, 256)
 
 
-PAIRS = list(itertools.product(MIXERS, FFNS))
+MIXER_CLASSES = {
+    "global_filter": layers.GlobalFilter,
+    "afno": layers.AFNO2D,
+    "fourier": layers.FourierMixing,
+    "gnconv": layers.GnConv,
+    "gnconv_gf": layers.GnConv,
+    "attention": layers.SelfAttention,
+}
+FFN_CLASSES = {
+    "mlp": layers.Mlp,
+    "glu": layers.GLU,
+    "afbo": layers.AFBO,
+    "scfbo_gc": layers.SCFBO,
+    "scfbo_oc": layers.SCFBO,
+}
+
+
+def test_build_model_builds_every_mixer_ffn_pair():
+    assert set(MIXER_CLASSES) == set(MIXERS) and set(FFN_CLASSES) == set(FFNS)
+    for mixer, ffn in itertools.product(MIXERS, FFNS):
+        model = models.build_model(
+            mixer, ffn, depths=1, dims=32, patch_size=4, input_shape=(16, 16, 3), classes=4
+        )
+        assert model.output_shape == (None, 4), (mixer, ffn)
+        assert isinstance(model.get_layer("stage0_block0_mixer"), MIXER_CLASSES[mixer])
+        assert isinstance(model.get_layer("stage0_block0_ffn"), FFN_CLASSES[ffn])
+
+
+# Mixer and FFN are independent layers of a block: pairing every mixer with one FFN and
+# every FFN with one mixer trains and round-trips each layer's code.
+PAIRS = [(mixer, list(FFNS)[i % len(FFNS)]) for i, mixer in enumerate(MIXERS)]
 
 
 @pytest.mark.parametrize(("mixer", "ffn"), PAIRS, ids=[f"{m}-{f}" for m, f in PAIRS])
