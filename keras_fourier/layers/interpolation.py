@@ -2,9 +2,12 @@
 
 Bilinear and bicubic resizing of a 2D grid are separable: each axis is
 resized by its own (out, in) matrix, so the whole resize is two matrix
-products. :func:`interpolation_matrix` builds those matrices with NumPy,
-:func:`resize_2d` applies them to NumPy arrays (checkpoint conversion) and
-:func:`resize_2d_tensor` to backend tensors (inside layers, on every Keras
+products. :func:`interpolation_matrix` builds those matrices with NumPy from
+static sizes, :func:`interpolation_matrix_tensor` builds the same matrices
+in the graph with `keras.ops` from sizes that may be run-time scalars (the
+any-size models traced with unknown H and W), :func:`resize_2d` applies them
+to NumPy arrays (checkpoint conversion), :func:`resize_2d_tensor` and
+:func:`resize_axis_tensor` to backend tensors (inside layers, on every Keras
 backend). The tensor version contracts each axis with a constant matrix
 through :func:`~keras_fourier.layers.contraction.contract_axis` (transposes,
 reshapes and ``matmul`` only), so it is exact, differentiable, and accepted
@@ -112,6 +115,144 @@ def interpolation_matrix(
     return _cached_matrix(
         in_size, out_size, check_choice("mode", mode, MODES), bool(align_corners)
     ).copy()
+
+
+def interpolation_matrix_tensor(
+    in_size, out_size, mode: str = "bilinear", align_corners: bool = True
+):
+    """(out_size, in_size) float32 tensor equal to :func:`interpolation_matrix`, built in the graph.
+
+    Indices and weights come from ``arange``, ``floor`` and ``clip`` of the
+    sizes, so the sizes may be scalar tensors known only at run time (a
+    TensorFlow graph traced with unknown height and width). The source
+    positions are computed in float32, so entries differ from the float64
+    NumPy matrix by float32 rounding (below 1e-6); when ``in_size ==
+    out_size`` the matrix is exactly the identity (every fraction is 0 and
+    the cubic kernel's weights are then exactly 0, 1, 0, 0).
+
+    Args:
+        in_size: length of the input axis, a positive int or int scalar tensor.
+        out_size: length of the output axis, a positive int or int scalar tensor.
+        mode: "bilinear" (default) or "bicubic".
+        align_corners: PyTorch's flag. Default True.
+
+    Returns:
+        A float32 tensor of shape (out_size, in_size).
+
+    Example:
+        >>> keras.ops.convert_to_numpy(interpolation_matrix_tensor(2, 3))
+        array([[1. , 0. ],
+               [0.5, 0.5],
+               [0. , 1. ]], dtype=float32)
+    """
+    check_choice("mode", mode, MODES)
+    for name, size in (("in_size", in_size), ("out_size", out_size)):
+        if isinstance(size, (int, np.integer)):
+            check_positive_int(name, int(size))
+    in_f = ops.cast(in_size, "float32")
+    out_f = ops.cast(out_size, "float32")
+    index = ops.cast(ops.arange(out_size), "float32")
+    if align_corners:
+        source = index * (in_f - 1.0) / ops.maximum(out_f - 1.0, 1.0)
+    else:
+        source = (index + 0.5) * in_f / out_f - 0.5
+        if mode == "bilinear":
+            source = ops.maximum(source, 0.0)
+    base = ops.floor(source)
+    frac = source - base
+    if mode == "bilinear":
+        offsets = (0, 1)
+        weights = [1.0 - frac, frac]
+    else:
+        offsets = (-1, 0, 1, 2)
+        weights = list(ops.unstack(_cubic_weights_tensor(frac), num=4, axis=-1))
+    columns = ops.cast(ops.arange(in_size), "float32")
+    last = in_f - 1.0
+    matrix = 0.0
+    for offset, weight in zip(offsets, weights, strict=True):
+        neighbour = ops.clip(base + float(offset), 0.0, last)
+        hit = ops.cast(ops.equal(neighbour[:, None], columns[None, :]), "float32")
+        matrix = matrix + hit * weight[:, None]
+    return matrix
+
+
+def _cubic_weights_tensor(t):
+    """keras.ops twin of :func:`_cubic_weights`: (n, 4) weights for fractions t."""
+    a = CUBIC_A
+
+    def near(x):
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+
+    def far(x):
+        return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+
+    return ops.stack([far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)], axis=-1)
+
+
+def _is_static(size) -> bool:
+    return isinstance(size, (int, np.integer))
+
+
+def resize_axis_tensor(x, out_size, axis: int, mode: str = "bilinear", align_corners: bool = True):
+    """Resizes one axis of a backend tensor to `out_size`, static or run-time.
+
+    With static lengths (Python ints on both sides) this is the constant
+    NumPy matrix of :func:`interpolation_matrix` (skipped when the lengths
+    are equal), exactly as :func:`resize_2d_tensor`. When either length is
+    known only at run time, the matrix is :func:`interpolation_matrix_tensor`
+    and the product is selected by ``ops.cond`` against ``x`` itself when the
+    lengths turn out equal, so a run-time identity resize returns `x`
+    unchanged (no matmul rounding on any device).
+
+    Args:
+        x: floating-point tensor.
+        out_size: new length of `axis`, a positive int or int scalar tensor.
+        axis: the axis to resize.
+        mode: "bilinear" (default) or "bicubic".
+        align_corners: PyTorch's flag. Default True.
+
+    Returns:
+        Tensor of the dtype of `x` with `axis` of length `out_size`.
+
+    Example:
+        >>> resize_axis_tensor(keras.ops.zeros((4, 14, 8)), 20, axis=1).shape
+        (4, 20, 8)
+    """
+    x = ops.convert_to_tensor(x)
+    check_choice("mode", mode, MODES)
+    axis = _check_axis(axis, len(x.shape))
+    in_size = x.shape[axis]
+    if _is_static(in_size) and _is_static(out_size):
+        out_size = check_positive_int("out_size", int(out_size))
+        if in_size == out_size:
+            return x
+        matrix = _cached_matrix(in_size, out_size, mode, bool(align_corners))
+        return contract_axis(x, matrix.T, axis)
+    if in_size is None:
+        in_size = ops.shape(x)[axis]
+
+    def resized():
+        matrix = ops.cast(
+            interpolation_matrix_tensor(in_size, out_size, mode, align_corners), x.dtype
+        )
+        out = ops.moveaxis(ops.tensordot(matrix, x, axes=([1], [axis])), 0, axis)
+        # Keeps the static lengths of the other axes, which tensordot forgets.
+        shape = ops.shape(x)
+        return ops.reshape(
+            out,
+            [
+                out_size if i == axis else (d if d is not None else shape[i])
+                for i, d in enumerate(x.shape)
+            ],
+        )
+
+    return ops.cond(ops.equal(in_size, out_size), lambda: x, resized)
+
+
+def _check_axis(axis: int, rank: int) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+        raise ValueError(f"`axis` must be an axis of a rank-{rank} tensor. Received: {axis=}")
+    return axis % rank
 
 
 def _check_resize_args(size, mode: str) -> tuple[int, int]:
