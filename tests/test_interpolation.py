@@ -279,7 +279,7 @@ def test_resize_axis_with_a_run_time_size_matches_numpy(mode, align_corners):
         )
         out = traced(x, out_size).numpy()
         assert out.shape == (2, out_size, 3)
-        np.testing.assert_allclose(out, expected, atol=1e-6)
+        np.testing.assert_allclose(out, expected, atol=1e-5)  # float32 source positions
     np.testing.assert_array_equal(traced(x, 7).numpy(), x)  # run-time identity: x itself
 
 

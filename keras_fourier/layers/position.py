@@ -105,8 +105,9 @@ class StrideCheck(keras.layers.Layer):
     image whose size the stride does not divide. A height or width known
     when the layer is called (eager calls, JAX, PyTorch, traced shapes) is
     checked with a ValueError; one known only at run time (a TensorFlow
-    graph traced with unknown sizes) by a reshape into stride-sized blocks,
-    which the backend refuses (InvalidArgumentError) for such a size.
+    graph traced with unknown sizes) by a reshape to the largest multiples
+    of the stride, which the backend refuses (InvalidArgumentError) unless
+    they are the size itself.
 
     Args:
         stride: the model's total stride, a positive int.
@@ -139,10 +140,12 @@ class StrideCheck(keras.layers.Layer):
             )
         if height is not None and width is not None:
             return inputs
-        shape = ops.shape(inputs)
+        # A reshape to the largest multiples of the stride: the identity where the stride
+        # divides both sizes, refused by the backend for a mismatched element count otherwise.
+        batch, height, width, channels = ops.shape(inputs)
         stride = self.stride
-        blocks = (shape[0], shape[1] // stride, stride, shape[2] // stride, stride, shape[3])
-        return ops.reshape(ops.reshape(inputs, blocks), shape)
+        multiples = (batch, height // stride * stride, width // stride * stride, channels)
+        return ops.reshape(inputs, multiples)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
