@@ -353,13 +353,14 @@ def test_any_size_model_round_trips_and_runs_in_a_run_time_sized_graph(tmp_path)
     path = tmp_path / "any_size.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
-    traced = tf.function(
-        loaded.__call__, input_signature=[tf.TensorSpec((None, None, None, 3), tf.float32)]
-    )
+    signature = [tf.TensorSpec((None, None, None, 3), tf.float32)]
+    traced = tf.function(loaded.__call__, input_signature=signature)
+    compiled = tf.function(loaded.__call__, input_signature=signature, jit_compile=True)
     for size in [(64, 96), (32, 32)]:
         x = random_input((2, *size, 3)) * 50 + 128
         expected = keras.ops.convert_to_numpy(model(x))
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), expected)
         np.testing.assert_allclose(traced(x).numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(compiled(x).numpy(), expected, atol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError):
         traced(random_input((1, 40, 32, 3)))

@@ -149,6 +149,18 @@ def interpolation_matrix_tensor(
     for name, size in (("in_size", in_size), ("out_size", out_size)):
         if isinstance(size, (int, np.integer)):
             check_positive_int(name, int(size))
+    columns = ops.cast(ops.arange(in_size), "float32")
+    matrix = 0.0
+    for neighbour, weight in _taps(in_size, out_size, mode, align_corners):
+        hit = ops.cast(
+            ops.equal(ops.cast(neighbour, "float32")[:, None], columns[None, :]), "float32"
+        )
+        matrix = matrix + hit * weight[:, None]
+    return matrix
+
+
+def _taps(in_size, out_size, mode: str, align_corners: bool) -> list:
+    """[(int32 input index, float32 weight) per neighbour], each (out_size,), in the graph."""
     in_f = ops.cast(in_size, "float32")
     out_f = ops.cast(out_size, "float32")
     index = ops.cast(ops.arange(out_size), "float32")
@@ -166,14 +178,10 @@ def interpolation_matrix_tensor(
     else:
         offsets = (-1, 0, 1, 2)
         weights = list(ops.unstack(_cubic_weights_tensor(frac), num=4, axis=-1))
-    columns = ops.cast(ops.arange(in_size), "float32")
-    last = in_f - 1.0
-    matrix = 0.0
-    for offset, weight in zip(offsets, weights, strict=True):
-        neighbour = ops.clip(base + float(offset), 0.0, last)
-        hit = ops.cast(ops.equal(neighbour[:, None], columns[None, :]), "float32")
-        matrix = matrix + hit * weight[:, None]
-    return matrix
+    return [
+        (ops.cast(ops.clip(base + float(offset), 0.0, in_f - 1.0), "int32"), weight)
+        for offset, weight in zip(offsets, weights, strict=True)
+    ]
 
 
 def _cubic_weights_tensor(t):
@@ -199,10 +207,12 @@ def resize_axis_tensor(x, out_size, axis: int, mode: str = "bilinear", align_cor
     With static lengths (Python ints on both sides) this is the constant
     NumPy matrix of :func:`interpolation_matrix` (skipped when the lengths
     are equal), exactly as :func:`resize_2d_tensor`. When either length is
-    known only at run time, the matrix is :func:`interpolation_matrix_tensor`
-    and the product is selected by ``ops.cond`` against ``x`` itself when the
-    lengths turn out equal, so a run-time identity resize returns `x`
-    unchanged (no matmul rounding on any device).
+    known only at run time, the resize is a weighted sum of the two (bilinear)
+    or four (bicubic) neighbours gathered with ``take``, indices and weights
+    computed in the graph as in :func:`interpolation_matrix_tensor`: no
+    matmul, so no reduced-precision matmul on any device, XLA-compatible
+    (the sizes fold to constants once the input shape is known), and a
+    run-time identity resize returns `x` exactly (weights 0, 1, 0, 0).
 
     Args:
         x: floating-point tensor.
@@ -230,23 +240,14 @@ def resize_axis_tensor(x, out_size, axis: int, mode: str = "bilinear", align_cor
         return contract_axis(x, matrix.T, axis)
     if in_size is None:
         in_size = ops.shape(x)[axis]
-
-    def resized():
-        matrix = ops.cast(
-            interpolation_matrix_tensor(in_size, out_size, mode, align_corners), x.dtype
+    out = 0.0
+    broadcast = [1] * len(x.shape)
+    broadcast[axis] = -1
+    for neighbour, weight in _taps(in_size, out_size, mode, align_corners):
+        out = out + ops.take(x, neighbour, axis=axis) * ops.reshape(
+            ops.cast(weight, x.dtype), broadcast
         )
-        out = ops.moveaxis(ops.tensordot(matrix, x, axes=([1], [axis])), 0, axis)
-        # Keeps the static lengths of the other axes, which tensordot forgets.
-        shape = ops.shape(x)
-        return ops.reshape(
-            out,
-            [
-                out_size if i == axis else (d if d is not None else shape[i])
-                for i, d in enumerate(x.shape)
-            ],
-        )
-
-    return ops.cond(ops.equal(in_size, out_size), lambda: x, resized)
+    return out
 
 
 def _check_axis(axis: int, rank: int) -> int:
