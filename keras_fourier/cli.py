@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -49,6 +50,8 @@ FLAGS = {
     "use_ema": "--ema",
     "tensorboard": "--no-tensorboard",
 }
+
+_DATA_HELP = "'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models"
 
 
 def _sizes(text: str) -> int | tuple[int, ...]:
@@ -142,157 +145,88 @@ def _add_train_parser(commands) -> None:
         ),
     )
     add = parser.add_argument
-    add(
-        "--model",
-        default=_DEFAULTS.model,
-        choices=model_names(),
-        metavar="NAME",
-        help=f"one of: {', '.join(model_names())}",
-    )
-    add(
-        "--data",
-        default=_DEFAULTS.data,
-        metavar="SOURCE",
-        help="'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models",
-    )
-    add("--out", default=_DEFAULTS.out, help="output directory; rerun with it to resume")
-    add("--epochs", type=int, default=_DEFAULTS.epochs, help="training epochs")
-    add(
-        "--batch-size",
-        type=int,
-        default=_DEFAULTS.batch_size,
-        help="GLOBAL batch size, split evenly across replicas and workers",
-    )
-    add(
-        "--image-size",
-        type=int,
-        default=None,
-        help="default: 16 for digits, else 32 for presets and 224 for named models, "
+
+    def option(field: str, help: str, **kwargs) -> None:
+        """Adds TrainConfig `field` as the option FLAGS[field], with TrainConfig's default."""
+        add(FLAGS[field], default=getattr(_DEFAULTS, field), help=help, **kwargs)
+
+    option("model", f"one of: {', '.join(model_names())}", choices=model_names(), metavar="NAME")
+    option("data", _DATA_HELP, metavar="SOURCE")
+    option("out", "output directory; rerun with it to resume")
+    option("epochs", "training epochs", type=int)
+    option("batch_size", "GLOBAL batch size, split evenly across replicas and workers", type=int)
+    option(
+        "image_size",
+        "default: 16 for digits, else 32 for presets and 224 for named models, "
         "rounded up to a multiple of the model's stride",
+        type=int,
     )
-    add(
-        "--strategy",
-        default=_DEFAULTS.strategy,
-        choices=STRATEGIES,
-        help="TensorFlow backend: auto = TPU, else multi-worker (TF_CONFIG), else several "
+    option(
+        "strategy",
+        "TensorFlow backend: auto = TPU, else multi-worker (TF_CONFIG), else several "
         "GPUs, else default. KERAS_BACKEND=jax: auto/mirrored = keras.distribution."
         "DataParallel over every local device, default/one_device = one device. "
         "KERAS_BACKEND=torch: auto/default/one_device, one device",
+        choices=STRATEGIES,
     )
-    add(
-        "--mixed-precision",
-        default=_DEFAULTS.mixed_precision,
-        choices=PRECISIONS,
-        help="mixed_float16 uses dynamic loss scaling",
-    )
-    add(
-        "--jit-compile",
-        default="auto",
+    option("mixed_precision", "mixed_float16 uses dynamic loss scaling", choices=PRECISIONS)
+    option(
+        "jit_compile",
+        "XLA-compile the train step; auto: only on accelerators",
         choices=("auto", "true", "false"),
-        help="XLA-compile the train step; auto: only on accelerators",
     )
-    add("--learning-rate", type=float, default=_DEFAULTS.learning_rate, help="peak learning rate")
-    add(
-        "--min-learning-rate",
-        type=float,
-        default=_DEFAULTS.min_learning_rate,
-        help="learning rate at the end of the cosine decay",
-    )
-    add(
-        "--warmup-epochs",
-        type=float,
-        default=_DEFAULTS.warmup_epochs,
-        help="epochs of linear warmup",
-    )
-    add("--weight-decay", type=float, default=_DEFAULTS.weight_decay, help="AdamW weight decay")
-    add(
-        "--clipnorm",
-        type=float,
-        default=_DEFAULTS.clipnorm,
-        help="global gradient norm clip; 0 disables",
-    )
-    add(
-        "--label-smoothing",
-        type=float,
-        default=_DEFAULTS.label_smoothing,
-        help="label smoothing of the cross-entropy",
-    )
-    add(
-        "--drop-path-rate",
-        type=float,
-        default=None,
-        help="stochastic depth rate; default: the model's own",
-    )
+    option("learning_rate", "peak learning rate", type=float)
+    option("min_learning_rate", "learning rate at the end of the cosine decay", type=float)
+    option("warmup_epochs", "epochs of linear warmup", type=float)
+    option("weight_decay", "AdamW weight decay", type=float)
+    option("clipnorm", "global gradient norm clip; 0 disables", type=float)
+    option("label_smoothing", "label smoothing of the cross-entropy", type=float)
+    option("drop_path_rate", "stochastic depth rate; default: the model's own", type=float)
     add(
         "--augment",
         default="none",
         choices=("none", "deit"),
         help="image augmentation: none, or DeiT's (RandAugment, MixUp/CutMix, erasing)",
     )
-    add(
-        "--ema",
+    option(
+        "use_ema",
+        "keep an EMA of the weights for validation and as the final weights",
         dest="use_ema",
         action="store_true",
-        help="keep an EMA of the weights for validation and as the final weights",
     )
-    add("--ema-momentum", type=float, default=_DEFAULTS.ema_momentum, help="EMA momentum")
-    add(
-        "--steps-per-epoch",
-        type=int,
-        default=None,
-        help="steps per epoch from the repeated data; default: one pass",
+    option("ema_momentum", "EMA momentum", type=float)
+    option("steps_per_epoch", "steps per epoch from the repeated data; default: one pass", type=int)
+    option(
+        "eval_split",
+        "test split: evaluated once, at the end, on the model selected on the validation split",
     )
-    add(
-        "--eval-split",
-        default=_DEFAULTS.eval_split,
-        help="test split: evaluated once, at the end, on the model selected on the "
-        "validation split",
-    )
-    add(
-        "--validation-split",
-        default=None,
-        help="image split evaluated after every epoch to select best.keras; default: the "
+    option(
+        "validation_split",
+        "image split evaluated after every epoch to select best.keras; default: the "
         "source's 'validation' split (digits, and dir: data without a validation folder, hold "
         "it out of the training images; TFDS data without one holds out the last 10%% of "
         "'train')",
     )
-    add("--data-dir", default=None, help="TFDS data directory")
-    add(
-        "--sequence-length",
-        type=int,
-        default=_DEFAULTS.sequence_length,
-        help="ListOps sequence length",
-    )
-    add(
-        "--train-examples",
-        type=int,
-        default=_DEFAULTS.train_examples,
-        help="ListOps training examples",
-    )
-    add(
-        "--eval-examples",
-        type=int,
-        default=_DEFAULTS.eval_examples,
-        help="ListOps validation and test examples (each)",
-    )
-    add("--seed", type=int, default=_DEFAULTS.seed, help="seed of weights, data and augmentation")
-    add(
-        "--deterministic",
+    option("data_dir", "TFDS data directory")
+    option("sequence_length", "ListOps sequence length", type=int)
+    option("train_examples", "ListOps training examples", type=int)
+    option("eval_examples", "ListOps validation and test examples (each)", type=int)
+    option("seed", "seed of weights, data and augmentation", type=int)
+    option(
+        "deterministic",
+        "reproducible data order and augmentation (slower with --augment)",
         action="store_true",
-        help="reproducible data order and augmentation (slower with --augment)",
     )
-    add(
-        "--on-bad-image",
-        default=_DEFAULTS.on_bad_image,
+    option(
+        "on_bad_image",
+        "a corrupt image file of dir: data: error (naming it), or skip (counted)",
         choices=("error", "skip"),
-        help="a corrupt image file of dir: data: error (naming it), or skip (counted)",
     )
-    add(
-        "--verbose",
-        default="auto",
-        choices=("auto", "0", "1", "2"),
-        help="Keras progress: 0 none (and no header), 1 progress bars, 2 one line per epoch; "
+    option(
+        "verbose",
+        "Keras progress: 0 none (and no header), 1 progress bars, 2 one line per epoch; "
         "auto: progress bars on a terminal, one line per epoch when output goes to a file",
+        choices=("auto", "0", "1", "2"),
     )
     add(
         "--tensorboard",
@@ -358,7 +292,7 @@ def _add_evaluate_parser(commands) -> None:
         "--data",
         default="digits",
         metavar="SOURCE",
-        help="'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models",
+        help=_DATA_HELP,
     )
     add("--split", default="test", help="image split; 'validation' or 'test' for listops")
     add("--batch-size", type=int, default=256, help="global batch size")
@@ -372,11 +306,37 @@ def _add_evaluate_parser(commands) -> None:
     parser.set_defaults(func=_evaluate)
 
 
-def _add_export_parser(commands) -> None:
-    from keras_fourier.export import command
+@dataclasses.dataclass(frozen=True)
+class _ModuleCommand:
+    """A subcommand whose arguments and runner are its module's `add_arguments` and `run`."""
 
-    parser = commands.add_parser(
+    name: str
+    module: str
+    help: str
+    description: str
+    show_defaults: bool = True
+
+    def add_parser(self, commands) -> None:
+        """Adds the subcommand to `commands`, importing its module only now."""
+        module = importlib.import_module(self.module)
+        parser = commands.add_parser(
+            self.name,
+            help=self.help,
+            description=self.description,
+            formatter_class=(
+                argparse.ArgumentDefaultsHelpFormatter
+                if self.show_defaults
+                else argparse.HelpFormatter
+            ),
+        )
+        module.add_arguments(parser)
+        parser.set_defaults(func=module.run)
+
+
+_MODULE_COMMANDS = (
+    _ModuleCommand(
         "export",
+        "keras_fourier.export.command",
         help="export a model as a TF Serving SavedModel, builtin-only TFLite and ONNX files",
         description=(
             "Write OUT/NAME/VERSION/ (TF Serving SavedModel, signatures serving_default and "
@@ -385,35 +345,22 @@ def _add_export_parser(commands) -> None:
             "reloaded and checked against Keras. MODEL is a .keras file or a builder name "
             "built with --weights, --image-size and --classes; see export/README.md."
         ),
-    )
-    command.add_arguments(parser)
-    parser.set_defaults(func=command.run)
-
-
-def _add_flops_parser(commands) -> None:
-    from keras_fourier import flop_count
-
-    parser = commands.add_parser(
+        show_defaults=False,
+    ),
+    _ModuleCommand(
         "flops",
+        "keras_fourier.flop_count",
         help="count a model's FLOPs in the papers' convention (one multiply-add = one FLOP)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=(
             "Print the FLOPs of one input as GFNet's and HorNet's tables count them: "
             "one multiply-add = one FLOP, plus N*C*ceil(log2 N) per 2D FFT. MODEL is a "
             ".keras file or a model name built with random weights."
         ),
-    )
-    flop_count.add_arguments(parser)
-    parser.set_defaults(func=flop_count.run)
-
-
-def _add_bench_parser(commands) -> None:
-    from keras_fourier import bench
-
-    parser = commands.add_parser(
+    ),
+    _ModuleCommand(
         "bench",
+        "keras_fourier.bench",
         help="measure a model's throughput, latency and memory, or the mixers' scaling",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=(
             "Model mode (MODEL: a model name, .keras or .tflite file): inference and "
             "training-step img/s, batch-1 latency, peak memory, FLOPs and the fraction of "
@@ -421,16 +368,10 @@ def _add_bench_parser(commands) -> None:
             "at width 384, latency and peak memory against the token count, plotted. "
             "Writes JSON and CSV (and PNG) into --out."
         ),
-    )
-    bench.add_arguments(parser)
-    parser.set_defaults(func=bench.run)
-
-
-def _add_predict_parser(commands) -> None:
-    from keras_fourier.imagenet import predict
-
-    parser = commands.add_parser(
+    ),
+    _ModuleCommand(
         "predict",
+        "keras_fourier.imagenet.predict",
         help="print the top ImageNet classes of images, with probabilities",
         description=(
             "Print the top ImageNet-1k classes of each IMAGE with their probabilities. Images "
@@ -438,13 +379,13 @@ def _add_predict_parser(commands) -> None:
             "MODEL is a 1000-class .keras file or a builder name built with --weights "
             "(default 'imagenet') and --image-size."
         ),
-    )
-    predict.add_arguments(parser)
-    parser.set_defaults(func=predict.run)
+        show_defaults=False,
+    ),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `keras-fourier`, one subcommand per `_add_*_parser`.
+    """The argument parser of `keras-fourier`: train, evaluate and `_MODULE_COMMANDS`.
 
     Returns:
         An `argparse.ArgumentParser` whose parsed namespace has `func`, the
@@ -462,10 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
-    _add_export_parser(commands)
-    _add_flops_parser(commands)
-    _add_bench_parser(commands)
-    _add_predict_parser(commands)
+    for command in _MODULE_COMMANDS:
+        command.add_parser(commands)
     for subcommand in commands.choices.values():
         subcommand.add_argument(
             _startup.SHOW_LOGS_FLAG,

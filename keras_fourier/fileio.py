@@ -76,6 +76,16 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_save(path, write)
 
 
+def atomic_write_bytes(path: str | os.PathLike, content: bytes) -> None:
+    """Writes `content` to `path` atomically (see :func:`atomic_save`)."""
+
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as file:
+            file.write(content)
+
+    atomic_save(path, write)
+
+
 def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
     """A JSON object file, or None when it is missing or unreadable (with a warning)."""
     path = os.fspath(path)

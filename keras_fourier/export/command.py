@@ -61,6 +61,33 @@ def _image_size(text: str) -> tuple[int, int]:
     return height, width
 
 
+def add_model_arguments(
+    parser: argparse.ArgumentParser, *, model_flag: bool, weights_help: str
+) -> None:
+    """Adds the model arguments that :func:`load_model` reads, but `--classes`.
+
+    MODEL (a `.keras` file or a builder name), `--weights` and `--image-size`
+    (SIZE or HEIGHTxWIDTH), as `keras-fourier export` and `predict` take them.
+
+    Args:
+        parser: the subcommand's parser.
+        model_flag: MODEL as a required `--model` option, not a positional.
+        weights_help: the help of `--weights` (its default differs by command).
+
+    Example:
+        >>> add_model_arguments(parser, model_flag=True, weights_help="a weights file")
+    """
+    parser.add_argument(
+        "--model" if model_flag else "model",
+        **({"required": True} if model_flag else {}),
+        help="a .keras file, or a builder name (gfnet_ti, GFNetTi, ...)",
+    )
+    parser.add_argument("--weights", default=None, help=weights_help)
+    parser.add_argument(
+        "--image-size", type=_image_size, default=None, help="builders: SIZE or HxW (default 224)"
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the arguments of `keras-fourier export` to `parser`.
 
@@ -70,7 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> add_arguments(subcommands.add_parser("export"))
     """
-    parser.add_argument("model", help="a .keras file, or a builder name (gfnet_ti, GFNetTi, ...)")
     parser.add_argument(
         "--format",
         type=_comma_list(FORMATS),
@@ -86,9 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--version", type=int, default=1, help="SavedModel version (default 1)")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--weights", default=None, help="builders: 'imagenet' or a weights file")
-    parser.add_argument(
-        "--image-size", type=_image_size, default=None, help="builders: SIZE or HxW (default 224)"
+    add_model_arguments(
+        parser, model_flag=False, weights_help="builders: 'imagenet' or a weights file"
     )
     parser.add_argument("--classes", type=int, default=1000, help="builders: head size")
     parser.add_argument(

@@ -7,23 +7,22 @@ import importlib
 import os
 import shutil
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.export.parity import check_tolerance, compare
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
-    OUTPUTS,
     ServingModel,
     as_input_dict,
     check_output,
-    sample_inputs,
     serving_model,
 )
 from keras_fourier.fileio import (
-    atomic_save,
+    atomic_write_bytes,
     remove_stale_directories,
     remove_stale_temporaries,
     temporary_directory,
@@ -146,24 +145,12 @@ def _convert(
     return content
 
 
-def _compare(
-    content: bytes, reference: ServingModel, batches: Iterable[dict], classify: bool
-) -> tuple[float, float | None, int]:
-    """(max abs diff, top-1 agreement or None, examples) of LiteRT against Keras."""
+def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """The TFLite model `content` in LiteRT, as {input name: array} -> {output name: array}."""
     from ai_edge_litert.interpreter import Interpreter
 
     runner = Interpreter(model_content=content).get_signature_runner(DEFAULT_SIGNATURE)
-    max_diff, agree, count = 0.0, 0, 0
-    for inputs in batches:
-        actual = runner(**inputs)
-        expected = reference.run(inputs)
-        for name, value in expected.items():
-            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
-        if classify:
-            (name,) = expected
-            agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
-        count += len(next(iter(inputs.values())))
-    return max_diff, (agree / count if classify and count else None), count
+    return lambda inputs: runner(**inputs)
 
 
 def tflite(
@@ -250,18 +237,12 @@ def tflite(
         )
         max_diff, agreement, count = None, None, 0
         if verify:
-            max_diff, agreement, count = _verify(content, model, output, validation_data)
-            if quantization is None and not max_diff <= FLOAT32_TOLERANCE:
-                raise RuntimeError(
-                    f"The float32 TFLite model differs from Keras by {max_diff:.3g} > "
-                    f"{FLOAT32_TOLERANCE}; nothing was written."
-                )
-
-        def write(temporary: str) -> None:
-            with open(temporary, "wb") as file:
-                file.write(content)
-
-        atomic_save(path, write)
+            max_diff, agreement, count = compare(
+                _runner(content), serving_model(model, output), validation_data, "LiteRT"
+            )
+            if quantization is None:
+                check_tolerance(max_diff, FLOAT32_TOLERANCE, "float32 TFLite model")
+        atomic_write_bytes(path, content)
     except BaseException:
         if created:
             shutil.rmtree(folder, ignore_errors=True)
@@ -284,16 +265,3 @@ def tflite(
             line += f", top-1 agreement {agreement:.2%}"
         print(line)
     return report
-
-
-def _verify(
-    content: bytes, model: keras.Model, output: str, validation_data
-) -> tuple[float, float | None, int]:
-    """(max abs diff, top-1 agreement, examples) of the converted file against Keras."""
-    reference = serving_model(model, output)
-    if validation_data is None:
-        batches = [sample_inputs(reference)]
-    else:
-        batches = (as_input_dict(reference, batch) for batch in validation_data)
-    classify = validation_data is not None and reference.output_name in OUTPUTS
-    return _compare(content, reference, batches, classify)

@@ -19,21 +19,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.signatures import (
-    OUTPUTS,
-    ServingModel,
-    as_input_dict,
-    check_output,
-    sample_inputs,
-    serving_model,
-)
-from keras_fourier.fileio import atomic_save
+from keras_fourier.export.parity import check_tolerance, compare
+from keras_fourier.export.signatures import ServingModel, check_output, serving_model
+from keras_fourier.fileio import atomic_write_bytes
 
 FLOAT32_TOLERANCE = 1e-4
 ONNX_EXTRA = 'pip install "keras-fourier[onnx]"'
@@ -121,37 +115,13 @@ def _convert(serving: ServingModel, opset: int | None):
     return model_proto
 
 
-def _compare(
-    content: bytes, reference: ServingModel, batches: Iterable[dict], classify: bool
-) -> tuple[float, float | None, int]:
-    """(max abs diff, top-1 agreement or None, examples) of onnxruntime against Keras."""
+def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """The ONNX model `content` in onnxruntime, as {input name: array} -> {output name: array}."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(content, providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
-    max_diff, agree, count = 0.0, 0, 0
-    for inputs in batches:
-        actual = dict(zip(names, session.run(names, inputs), strict=True))
-        expected = reference.run(inputs)
-        if sorted(actual) != sorted(expected):
-            raise RuntimeError(f"The ONNX outputs {sorted(actual)} are not {sorted(expected)}.")
-        for name, value in expected.items():
-            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
-        if classify:
-            (name,) = expected
-            agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
-        count += len(next(iter(inputs.values())))
-    return max_diff, (agree / count if classify and count else None), count
-
-
-def _write_atomically(content: bytes, path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-
-    def write(temporary: str) -> None:
-        with open(temporary, "wb") as file:
-            file.write(content)
-
-    atomic_save(path, write)
+    return lambda inputs: dict(zip(names, session.run(names, inputs), strict=True))
 
 
 def onnx(
@@ -213,19 +183,12 @@ def onnx(
     model_proto = _convert(serving_model(model, output, fft_impl="matmul"), opset)
     content = model_proto.SerializeToString()
 
-    reference = serving_model(model, output)
-    if validation_data is None:
-        batches = [sample_inputs(reference)]
-    else:
-        batches = (as_input_dict(reference, batch) for batch in validation_data)
-    classify = validation_data is not None and reference.output_name in OUTPUTS
-    max_diff, agreement, count = _compare(content, reference, batches, classify)
-    if not max_diff <= FLOAT32_TOLERANCE:
-        raise RuntimeError(
-            f"The ONNX model differs from Keras by {max_diff:.3g} > {FLOAT32_TOLERANCE}; "
-            "nothing was written."
-        )
-    _write_atomically(content, path)
+    max_diff, agreement, count = compare(
+        _runner(content), serving_model(model, output), validation_data, "ONNX"
+    )
+    check_tolerance(max_diff, FLOAT32_TOLERANCE, "ONNX model")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_write_bytes(path, content)
     opset_version = next(o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx"))
     report = ONNXReport(
         path=path,

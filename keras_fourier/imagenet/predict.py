@@ -135,19 +135,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> add_arguments(subcommands.add_parser("predict"))
     """
-    from keras_fourier.export.command import _image_size
+    from keras_fourier.export.command import add_model_arguments
 
     parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
-    parser.add_argument(
-        "--model", required=True, help="a .keras file, or a builder name (gfnet_ti, GFNetTi, ...)"
-    )
-    parser.add_argument(
-        "--weights",
-        default=None,
-        help="builders: 'imagenet' (default), an official .pth or a .weights.h5/.keras file",
-    )
-    parser.add_argument(
-        "--image-size", type=_image_size, default=None, help="builders: SIZE or HxW (default 224)"
+    add_model_arguments(
+        parser,
+        model_flag=True,
+        weights_help="builders: 'imagenet' (default), an official .pth or a .weights.h5/.keras "
+        "file",
     )
     parser.add_argument("--top", type=int, default=5, help="classes per image (default 5)")
     parser.add_argument(

@@ -26,7 +26,8 @@ class _FeedForward(keras.layers.Layer):
     """Shared arguments, sublayers and config of `Mlp` and `GLU`.
 
     ``fc1`` maps C to ``fc1_factor * int(C * hidden_ratio)`` units and
-    ``fc2`` maps the hidden units back to C; subclasses define `call`.
+    ``fc2`` maps the hidden units back to C; subclasses define `_mix` on
+    (tokens, C) matrices.
     """
 
     fc1_factor = 1
@@ -48,6 +49,18 @@ class _FeedForward(keras.layers.Layer):
         self.fc2 = keras.layers.Dense(channels, dtype=self.dtype_policy, name="fc2")
         self.fc1.build(input_shape)
         self.fc2.build((*input_shape[:-1], hidden))
+
+    def call(self, inputs, training=None):
+        # With static non-batch dimensions, the token axes are flattened by
+        # constant-shape reshapes, so each Dense is one 2D matmul. Dense on a
+        # rank > 2 tensor goes through tf.tensordot, whose shape arithmetic on
+        # the dynamic batch stays in exported TFLite graphs (SHAPE, GATHER,
+        # REDUCE_PROD ops) and splits them into many XNNPACK partitions.
+        shape = inputs.shape
+        if len(shape) <= 2 or None in shape[1:]:
+            return self._mix(inputs, training)
+        flat = self._mix(keras.ops.reshape(inputs, (-1, shape[-1])), training)
+        return keras.ops.reshape(flat, (-1, *shape[1:]))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -101,7 +114,7 @@ class Mlp(_FeedForward):
     ):
         super().__init__(hidden_ratio, activation, dropout, **kwargs)
 
-    def call(self, inputs, training=None):
+    def _mix(self, inputs, training):
         x = self.drop(self._activation(self.fc1(inputs)), training=training)
         return self.drop(self.fc2(x), training=training)
 
@@ -147,7 +160,7 @@ class GLU(_FeedForward):
     ):
         super().__init__(hidden_ratio, activation, dropout, **kwargs)
 
-    def call(self, inputs, training=None):
+    def _mix(self, inputs, training):
         gate, value = keras.ops.split(self.fc1(inputs), 2, axis=-1)
         x = self.drop(self._activation(gate) * value, training=training)
         return self.drop(self.fc2(x), training=training)

@@ -147,10 +147,12 @@ class GlobalLocalFilter(keras.layers.Layer):
             )
         height, width = spectral.spatial_dims(inputs, (1, 2))
         x = self.pre_norm(inputs)
-        half = channels // 2
-        local = self.dw(x[..., :half])
+        # ops.split rather than slices: the gradient of a split is one concat, while
+        # each slice's gradient pads a full-size zero tensor (StridedSliceGrad).
+        local_half, global_half = ops.split(x, 2, axis=-1)
+        local = self.dw(local_half)
         weight = self._filter((height, width // 2 + 1))
-        glob = spectral.global_filter(x[..., half:], weight, self.fft_impl)
+        glob = spectral.global_filter(global_half, weight, self.fft_impl)
         glob = ops.cast(glob, self.compute_dtype)
         x = ops.reshape(ops.stack([local, glob], axis=-1), (-1, height, width, channels))
         return self.post_norm(x)
@@ -165,6 +167,13 @@ class GlobalLocalFilter(keras.layers.Layer):
             "width": self.width,
             "fft_impl": self.fft_impl,
         }
+
+
+def _split_channels(x, sizes: list[int]) -> list:
+    """Split the last axis into parts of the given sizes (one part: x itself)."""
+    if len(sizes) == 1:
+        return [x]
+    return ops.split(x, list(itertools.accumulate(sizes))[:-1], axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -316,11 +325,10 @@ class GnConv(keras.layers.Layer):
         self.proj_out.build(input_shape)
 
     def call(self, inputs):
-        fused = self.proj_in(inputs)
-        p = fused[..., : self._dims[0]]
-        mixed = self.dwconv(fused[..., self._dims[0] :]) * self.scale
-        ends = list(itertools.accumulate(self._dims))
-        q = [mixed[..., end - dim : end] for dim, end in zip(self._dims, ends, strict=True)]
+        # Splits, not slices: a split's gradient is one concat, a slice's pads zeros.
+        p, q_in = _split_channels(self.proj_in(inputs), [self._dims[0], sum(self._dims)])
+        mixed = self.dwconv(q_in) * self.scale
+        q = _split_channels(mixed, self._dims)
         x = p * q[0]
         for pw, q_k in zip(self.pws, q[1:], strict=True):
             x = pw(x) * q_k

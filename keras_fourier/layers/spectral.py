@@ -187,9 +187,12 @@ def _dense_rfft2(x, height: int, width: int):
     spectrum = ops.matmul(
         _const(_dense_rfft2_matrix(height, width)), ops.reshape(x, (-1, height * width, channels))
     )
-    real = ops.reshape(spectrum[:, : height * k], (-1, height, k, channels))
-    imag = ops.reshape(spectrum[:, height * k :], (-1, height, k, channels))
-    return real, imag
+    # A split, not two slices: its gradient is one concat, not two zero-padded copies.
+    real, imag = ops.split(spectrum, 2, axis=1)
+    return (
+        ops.reshape(real, (-1, height, k, channels)),
+        ops.reshape(imag, (-1, height, k, channels)),
+    )
 
 
 def _dense_irfft2(real, imag, height: int, width: int):

@@ -14,7 +14,7 @@ Reference:
 from __future__ import annotations
 
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
-from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
+from keras_fourier.models.releases import ModelZoo, Release
 from keras_fourier.models.vision import VisionSpec
 
 _FILTER = ("global_filter", {})
@@ -56,28 +56,18 @@ VARIANTS: dict[str, VisionSpec] = {
 }
 
 
-def _release(file_name: str, code: str, top1: float) -> tuple[Release, ...]:
-    # Evaluated as DeiT/timm: bicubic resize to int(256 / 224 * 224), centre crop 224.
-    return (
-        Release(
-            file_name,
-            TSINGHUA_CLOUD.format(code),
-            source="https://github.com/raoyongming/GFNet",
-            license="MIT",
-            top1=top1,
-        ),
-    )
-
+# Evaluated as DeiT/timm: bicubic resize to int(256 / 224 * 224), centre crop 224.
+_ZOO = ModelZoo("https://github.com/raoyongming/GFNet", "MIT")
 
 # The model zoo of the official README (ImageNet-1k, 224 pixels).
 RELEASES: dict[str, tuple[Release, ...]] = {
-    "gfnet_ti": _release("gfnet-ti.pth", "3d0c1579aa524a0a99dd", 74.6),
-    "gfnet_xs": _release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2", 78.6),
-    "gfnet_s": _release("gfnet-s.pth", "e5561fa070c44d9399bf", 80.0),
-    "gfnet_b": _release("gfnet-b.pth", "2fbf264597af4d72afb3", 80.7),
-    "gfnet_h_ti": _release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb", 80.1),
-    "gfnet_h_s": _release("gfnet-h-s.pth", "5229cb4d1daf48e69675", 81.5),
-    "gfnet_h_b": _release("gfnet-h-b.pth", "954c5af21e824ba6b40c", 82.9),
+    "gfnet_ti": (_ZOO.release("gfnet-ti.pth", "3d0c1579aa524a0a99dd", 74.6),),
+    "gfnet_xs": (_ZOO.release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2", 78.6),),
+    "gfnet_s": (_ZOO.release("gfnet-s.pth", "e5561fa070c44d9399bf", 80.0),),
+    "gfnet_b": (_ZOO.release("gfnet-b.pth", "2fbf264597af4d72afb3", 80.7),),
+    "gfnet_h_ti": (_ZOO.release("gfnet-h-ti.pth", "b22dd45eccbe462cbbfb", 80.1),),
+    "gfnet_h_s": (_ZOO.release("gfnet-h-s.pth", "5229cb4d1daf48e69675", 81.5),),
+    "gfnet_h_b": (_ZOO.release("gfnet-h-b.pth", "954c5af21e824ba6b40c", 82.9),),
 }
 
 

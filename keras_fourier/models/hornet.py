@@ -16,7 +16,7 @@ Reference:
 from __future__ import annotations
 
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
-from keras_fourier.models.releases import TSINGHUA_CLOUD, Release
+from keras_fourier.models.releases import ModelZoo, Release
 from keras_fourier.models.vision import VisionSpec
 
 _SCALE = 1.0 / 3.0
@@ -51,35 +51,22 @@ VARIANTS: dict[str, VisionSpec] = {
 }
 
 
-def _release(
-    file_name: str, code: str, top1: float | None, classes: int = 1000, resolution: int = 224
-) -> Release:
-    # Evaluated as ConvNeXt: bicubic resize to int(size / 0.875) and centre crop below 384
-    # pixels; at 384, a bicubic resize to 384 x 384 without cropping.
-    return Release(
-        file_name,
-        TSINGHUA_CLOUD.format(code),
-        source="https://github.com/raoyongming/HorNet",
-        license="MIT",
-        classes=classes,
-        resolution=resolution,
-        crop_pct=1.0 if resolution >= 384 else 0.875,
-        top1=top1,
-    )
-
+# Evaluated as ConvNeXt: bicubic resize to int(size / 0.875) and centre crop below 384
+# pixels; at 384, a bicubic resize to 384 x 384 without cropping.
+_ZOO = ModelZoo("https://github.com/raoyongming/HorNet", "MIT", uncropped_from=384)
 
 # The model zoo of the official README: ImageNet-1k (T/S/B) and ImageNet-22k (L) checkpoints.
 RELEASES: dict[str, tuple[Release, ...]] = {
-    "hornet_t_7x7": (_release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1", 82.8),),
-    "hornet_t_gf": (_release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3", 83.0),),
-    "hornet_s_7x7": (_release("hornet_small_7x7.pth", "8ef64277da0e469ea857", 83.8),),
-    "hornet_s_gf": (_release("hornet_small_gf.pth", "959603ca287d4c09ad49", 84.0),),
-    "hornet_b_7x7": (_release("hornet_base_7x7.pth", "13a748487711492e9704", 84.2),),
-    "hornet_b_gf": (_release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1", 84.3),),
-    "hornet_l_7x7": (_release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", None, 21841),),
+    "hornet_t_7x7": (_ZOO.release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1", 82.8),),
+    "hornet_t_gf": (_ZOO.release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3", 83.0),),
+    "hornet_s_7x7": (_ZOO.release("hornet_small_7x7.pth", "8ef64277da0e469ea857", 83.8),),
+    "hornet_s_gf": (_ZOO.release("hornet_small_gf.pth", "959603ca287d4c09ad49", 84.0),),
+    "hornet_b_7x7": (_ZOO.release("hornet_base_7x7.pth", "13a748487711492e9704", 84.2),),
+    "hornet_b_gf": (_ZOO.release("hornet_base_gf.pth", "c212d1d8a3914b47a5c1", 84.3),),
+    "hornet_l_7x7": (_ZOO.release("hornet_large_7x7.pth", "c2fc23caae084a3aa73d", None, 21841),),
     "hornet_l_gf": (
-        _release("hornet_large_gf.pth", "8600206ebdfa485f98d0", None, 21841),
-        _release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", None, 21841, 384),
+        _ZOO.release("hornet_large_gf.pth", "8600206ebdfa485f98d0", None, 21841),
+        _ZOO.release("hornet_large_gf_img384.pth", "eec48d5eca5a48d98fd2", None, 21841, 384),
     ),
 }
 

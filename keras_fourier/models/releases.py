@@ -1,8 +1,9 @@
 """Official checkpoint releases as data: the file, its source and licence, how it was evaluated.
 
 Each family module keeps the rows of its own releases (``gfnet.RELEASES``,
-``hornet.RELEASES``), as timm keeps ``default_cfgs`` beside a model; this
-module holds the record type and the table of all families.
+``hornet.RELEASES``), as timm keeps ``default_cfgs`` beside a model, each row
+made by its family's :class:`ModelZoo`; this module holds the record types and
+the table of all families.
 """
 
 from __future__ import annotations
@@ -44,6 +45,63 @@ class Release:
     interpolation: str = "bicubic"
     top1: float | None = None
     sha256: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelZoo:
+    """Where a family publishes its checkpoints and how it evaluates them.
+
+    Args:
+        source: the repository that publishes them.
+        license: the licence of that repository (and of its released weights).
+        url: download link with ``{}`` for a file's code. Default
+            `TSINGHUA_CLOUD`.
+        uncropped_from: the resolution from which the evaluation resizes
+            without cropping (``crop_pct=1.0``); below it, and always when
+            None (default), it centre-crops with ``crop_pct=0.875``.
+
+    Example:
+        >>> zoo = ModelZoo("https://github.com/raoyongming/GFNet", "MIT")
+        >>> zoo.release("gfnet-ti.pth", "3d0c1579aa524a0a99dd", 74.6).crop_pct
+        0.875
+    """
+
+    source: str
+    license: str
+    url: str = TSINGHUA_CLOUD
+    uncropped_from: int | None = None
+
+    def release(
+        self,
+        file_name: str,
+        code: str,
+        top1: float | None,
+        classes: int = 1000,
+        resolution: int = 224,
+    ) -> Release:
+        """One row of the zoo: a :class:`Release` of `file_name`, downloaded by `code`.
+
+        Args:
+            file_name: name of the downloaded file in the cache.
+            code: the file's code in `url`.
+            top1: published ImageNet-1k top-1 accuracy (%), or None.
+            classes: classes of its head. Default 1000.
+            resolution: image size it was trained and evaluated at. Default 224.
+
+        Returns:
+            The :class:`Release`, bicubic, without a recorded sha256.
+        """
+        uncropped = self.uncropped_from is not None and resolution >= self.uncropped_from
+        return Release(
+            file_name,
+            self.url.format(code),
+            source=self.source,
+            license=self.license,
+            classes=classes,
+            resolution=resolution,
+            crop_pct=1.0 if uncropped else 0.875,
+            top1=top1,
+        )
 
 
 def releases() -> dict[str, tuple[Release, ...]]:

@@ -1,0 +1,82 @@
+"""Parity of a converted model with Keras, shared by the ONNX and TFLite exports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.export.signatures import OUTPUTS, ServingModel, as_input_dict, sample_inputs
+
+
+def compare(
+    run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+    reference: ServingModel,
+    validation_data: Iterable | tf.data.Dataset | None,
+    runtime: str,
+) -> tuple[float, float | None, int]:
+    """Runs a converted model and `reference` on the same batches and compares them.
+
+    Args:
+        run: the converted model: {input name: array} -> {output name: array}.
+        reference: the Keras serving model it was converted from.
+        validation_data: batches to compare on (an iterable or a
+            `tf.data.Dataset`; a batch as :func:`as_input_dict` reads it), or
+            None for one deterministic sample batch (:func:`sample_inputs`).
+        runtime: the converted model's runtime, named in errors ("ONNX").
+
+    Returns:
+        (max |converted - Keras| over every output and example, fraction of
+        examples whose arg-max class agrees or None, examples compared).
+        Top-1 agreement is reported only with `validation_data` and a
+        classification output.
+
+    Raises:
+        RuntimeError: the converted model's output names are not Keras's.
+
+    Example:
+        >>> compare(reference.run, reference, None, "Keras")
+        (0.0, None, 2)
+    """
+    if validation_data is None:
+        batches = [sample_inputs(reference)]
+    else:
+        batches = (as_input_dict(reference, batch) for batch in validation_data)
+    classify = validation_data is not None and reference.output_name in OUTPUTS
+    max_diff, agree, count = 0.0, 0, 0
+    for inputs in batches:
+        actual = run(inputs)
+        expected = reference.run(inputs)
+        if sorted(actual) != sorted(expected):
+            raise RuntimeError(
+                f"The {runtime} outputs {sorted(actual)} are not {sorted(expected)}."
+            )
+        for name, value in expected.items():
+            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
+        if classify:
+            (name,) = expected
+            agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
+        count += len(next(iter(inputs.values())))
+    return max_diff, (agree / count if classify and count else None), count
+
+
+def check_tolerance(max_diff: float, tolerance: float, converted: str) -> None:
+    """Raises unless the converted model is within `tolerance` of Keras.
+
+    Args:
+        max_diff: max |converted - Keras| from :func:`compare`.
+        tolerance: the largest difference accepted.
+        converted: the converted model, named in the error ("ONNX model").
+
+    Raises:
+        RuntimeError: `max_diff` exceeds `tolerance` (or is NaN).
+
+    Example:
+        >>> check_tolerance(3e-6, 1e-4, "ONNX model")
+    """
+    if not max_diff <= tolerance:
+        raise RuntimeError(
+            f"The {converted} differs from Keras by {max_diff:.3g} > {tolerance}; "
+            "nothing was written."
+        )
