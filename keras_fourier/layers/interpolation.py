@@ -126,9 +126,10 @@ def interpolation_matrix_tensor(
     sizes, so the sizes may be scalar tensors known only at run time (a
     TensorFlow graph traced with unknown height and width). The source
     positions are computed in float32, so entries differ from the float64
-    NumPy matrix by float32 rounding (below 1e-6); when ``in_size ==
-    out_size`` the matrix is exactly the identity (every fraction is 0 and
-    the cubic kernel's weights are then exactly 0, 1, 0, 0).
+    NumPy matrix by float32 rounding (below 1e-6). Source positions are
+    kept as integer fractions, so their floors are exact and, when
+    ``in_size == out_size``, every fraction is exactly 0, the cubic kernel's
+    weights exactly 0, 1, 0, 0, and the matrix exactly the identity.
 
     Args:
         in_size: length of the input axis, a positive int or int scalar tensor.
@@ -161,17 +162,21 @@ def interpolation_matrix_tensor(
 
 def _taps(in_size, out_size, mode: str, align_corners: bool) -> list:
     """[(int32 input index, float32 weight) per neighbour], each (out_size,), in the graph."""
-    in_f = ops.cast(in_size, "float32")
-    out_f = ops.cast(out_size, "float32")
-    index = ops.cast(ops.arange(out_size), "float32")
-    if align_corners:
-        source = index * (in_f - 1.0) / ops.maximum(out_f - 1.0, 1.0)
-    else:
-        source = (index + 0.5) * in_f / out_f - 0.5
+    # The source position num / den of each output index, in integers so that its floor is
+    # exact on every backend (float division may round 21 / 7 below 3 under XLA).
+    index = ops.arange(out_size, dtype="int32")
+    in_i = ops.cast(in_size, "int32")
+    out_i = ops.cast(out_size, "int32")
+    if align_corners:  # j * (in - 1) / (out - 1)
+        num = index * (in_i - 1)
+        den = ops.maximum(out_i - 1, 1)
+    else:  # (j + 0.5) * in / out - 0.5
+        num = (2 * index + 1) * in_i - out_i
+        den = 2 * out_i
         if mode == "bilinear":
-            source = ops.maximum(source, 0.0)
-    base = ops.floor(source)
-    frac = source - base
+            num = ops.maximum(num, 0)
+    base = ops.floor_divide(num, den)
+    frac = ops.cast(num - base * den, "float32") / ops.cast(den, "float32")
     if mode == "bilinear":
         offsets = (0, 1)
         weights = [1.0 - frac, frac]
@@ -179,7 +184,7 @@ def _taps(in_size, out_size, mode: str, align_corners: bool) -> list:
         offsets = (-1, 0, 1, 2)
         weights = list(ops.unstack(_cubic_weights_tensor(frac), num=4, axis=-1))
     return [
-        (ops.cast(ops.clip(base + float(offset), 0.0, in_f - 1.0), "int32"), weight)
+        (ops.clip(base + offset, 0, in_i - 1), weight)
         for offset, weight in zip(offsets, weights, strict=True)
     ]
 
