@@ -91,3 +91,12 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
     return value
+
+
+def check_optional_size(name: str, value) -> int | None:
+    """`value` if it is None or a positive int, else ValueError naming `name`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be None or a positive int. Received: {name}={value!r}")
+    return value

@@ -1,4 +1,4 @@
-"""Mlp, GLU, SelfAttention, LayerScale and DropPath."""
+"""Mlp, GLU, SelfAttention, LayerScale, DropPath, PositionEmbedding and StrideCheck."""
 
 import math
 
@@ -6,7 +6,16 @@ import keras
 import numpy as np
 import pytest
 
-from keras_fourier.layers import GLU, DropPath, LayerScale, Mlp, SelfAttention
+from keras_fourier.layers import (
+    GLU,
+    DropPath,
+    LayerScale,
+    Mlp,
+    PositionEmbedding,
+    SelfAttention,
+    StrideCheck,
+)
+from keras_fourier.models import checkpoints
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
 _erf = np.vectorize(math.erf)
@@ -45,8 +54,24 @@ def _silu(x):
         ),
         (lambda **kw: LayerScale(0.5, **kw), (2, 3, 4, 5), {"gamma": (5,)}),
         (lambda **kw: DropPath(0.0, **kw), (2, 3, 4, 5), {}),
+        (PositionEmbedding, (2, 3, 4, 5), {"pos_embed": (1, 3, 4, 5)}),
+        (
+            lambda **kw: PositionEmbedding(height=4, width=4, **kw),
+            (2, 3, 5, 5),
+            {"pos_embed": (1, 4, 4, 5)},
+        ),
+        (lambda **kw: StrideCheck(2, **kw), (2, 4, 6, 3), {}),
     ],
-    ids=["mlp", "glu", "attention", "layer_scale", "drop_path"],
+    ids=[
+        "mlp",
+        "glu",
+        "attention",
+        "layer_scale",
+        "drop_path",
+        "pos_embed",
+        "pos_embed-resized",
+        "stride_check",
+    ],
 )
 def test_shared_checks(make, shape, weights, tmp_path):
     run_layer_checks(make, shape, weights, str(tmp_path))
@@ -151,3 +176,58 @@ def test_bad_arguments_name_argument_and_value(make, exception, match):
 def test_attention_heads_must_divide_channels():
     with pytest.raises(ValueError, match="received 10 channels with num_heads=3"):
         SelfAttention(num_heads=3).build((None, 2, 2, 10))
+
+
+@pytest.mark.parametrize("size", [(4, 4), (7, 3), (2, 9)])
+def test_position_embedding_at_any_size_equals_the_checkpoint_resize(size):
+    # Bicubic, align_corners=False, as the conversion of an official pos_embed; at the
+    # built grid the embedding is added as it is.
+    layer = PositionEmbedding(height=4, width=4)
+    layer.build((None, None, None, 3))
+    embedding = random_input((1, 4, 4, 3), seed=2)
+    layer.pos_embed.assign(embedding)
+    x = random_input((2, *size, 3))
+    expected = x + checkpoints.resize_pos_embed(embedding.reshape(1, 16, 3), size)
+    np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=1e-6)
+    if size == (4, 4):
+        np.testing.assert_array_equal(to_numpy(layer(x)), x + embedding)
+
+
+def test_stride_check_names_the_stride_and_the_size():
+    layer = StrideCheck(4)
+    x = random_input((1, 8, 12, 3))
+    np.testing.assert_array_equal(to_numpy(layer(x)), x)
+    with pytest.raises(ValueError, match=r"multiples of the model's stride 4.*\(1, 8, 10, 3\)"):
+        layer(random_input((1, 8, 10, 3)))
+
+
+@pytest.mark.single_backend
+def test_stride_check_refuses_a_run_time_size_in_a_graph():
+    import tensorflow as tf
+
+    traced = tf.function(
+        StrideCheck(4).__call__,
+        input_signature=[tf.TensorSpec((None, None, None, 3), tf.float32)],
+    )
+    x = random_input((2, 8, 12, 3))
+    np.testing.assert_array_equal(traced(x).numpy(), x)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        traced(random_input((2, 8, 10, 3)))
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: PositionEmbedding(height=0), "height=0"),
+        (lambda: PositionEmbedding(width=2.5), "width=2.5"),
+        (lambda: StrideCheck(0), "stride=0"),
+    ],
+)
+def test_size_arguments_name_argument_and_value(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_position_embedding_without_a_grid_needs_a_static_size():
+    with pytest.raises(ValueError, match=r"H and W must then be static.*\(None, None, 4, 8\)"):
+        PositionEmbedding().build((None, None, 4, 8))

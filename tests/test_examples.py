@@ -95,3 +95,13 @@ def test_script_runs_with_its_documented_command(script, tmp_path):
             assert len(finals) == 2 and finals[0] == finals[1], completed.stdout[-3000:]
             assert float(finals[0]) > 0.2  # ten classes: above chance after two epochs
             assert (tmp_path / "runs" / "multi_worker" / "model.keras").exists()
+        if script.name == "segmentation_head.py":
+            results = re.findall(
+                r"^size (\d+x\d+): loss ([\d.]+) -> ([\d.]+), pixel accuracy ([\d.]+)$",
+                completed.stdout,
+                re.MULTILINE,
+            )
+            assert [size for size, *_ in results] == ["64x64", "96x128"], completed.stdout
+            for _, before, after, accuracy in results:
+                assert float(after) < float(before)
+                assert float(accuracy) > 0.9  # background alone is about 0.8

@@ -300,6 +300,15 @@ def test_bad_arguments_raise_and_leave_files_untouched(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["model.tflite", "serving"]
     assert lite.read_bytes() == b"old"
 
+    any_size = build_model("afno", depths=1, dims=16, patch_size=4, input_shape=(None, None, 3))
+    for write in (
+        lambda: export.saved_model(any_size, tmp_path / "serving", version=2),
+        lambda: export.tflite(any_size, tmp_path / "any.tflite"),
+    ):
+        with pytest.raises(ValueError, match=r"fixed input size.*set_weights"):
+            write()
+    assert sorted(os.listdir(tmp_path)) == ["model.tflite", "serving"]
+
 
 def test_failed_checks_write_nothing_and_overwrite_replaces(tmp_path, monkeypatch, capsys):
     model = _small_gfnet()

@@ -8,6 +8,7 @@ import pytest
 
 from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.fourier import low_frequency_mask
+from keras_fourier.models import checkpoints
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
 AFNO_WEIGHTS = {"w1": (2, 2, 2, 4), "b1": (2, 2, 4), "w2": (2, 2, 4, 2), "b2": (2, 2, 2)}
@@ -18,6 +19,11 @@ AFNO_WEIGHTS = {"w1": (2, 2, 2, 4), "b1": (2, 2, 4), "w2": (2, 2, 4, 2), "b2": (
     [
         (GlobalFilter, (2, 6, 5, 4), {"complex_weight": (6, 3, 4, 2)}),
         (GlobalFilter, (2, 4, 8, 3), {"complex_weight": (4, 5, 3, 2)}),
+        (
+            lambda **kw: GlobalFilter(height=3, width=2, **kw),
+            (2, 4, 8, 3),
+            {"complex_weight": (3, 2, 3, 2)},
+        ),
         (
             lambda **kw: AFNO2D(num_blocks=2, hidden_size_factor=2, **kw),
             (2, 6, 5, 4),
@@ -33,7 +39,7 @@ AFNO_WEIGHTS = {"w1": (2, 2, 2, 4), "b1": (2, 2, 4), "w2": (2, 2, 4, 2), "b2": (
         (FourierMixing, (2, 6, 5, 4), {}),
         (FourierMixing, (2, 12, 6), {}),
     ],
-    ids=["gf-6x5", "gf-4x8", "afno", "afno-hard", "fnet-image", "fnet-text"],
+    ids=["gf-6x5", "gf-4x8", "gf-resized", "afno", "afno-hard", "fnet-image", "fnet-text"],
 )
 def test_shared_checks(make, shape, weights, tmp_path):
     run_layer_checks(make, shape, weights, str(tmp_path))
@@ -202,20 +208,69 @@ def test_afno2d_channels_must_divide_into_blocks():
         AFNO2D(num_blocks=8).build((None, 4, 4, 12))
 
 
-@pytest.mark.parametrize("layer", [GlobalFilter(), AFNO2D(num_blocks=1)])
-def test_non_static_spatial_size_is_rejected(layer):
-    with pytest.raises(ValueError, match=r"H, W and C must be static.*None"):
-        layer.build((None, None, 8, 4))
+def test_global_filter_without_a_size_needs_a_static_input_size():
+    with pytest.raises(ValueError, match=r"H and W must then be static.*None"):
+        GlobalFilter().build((None, None, 8, 4))
 
 
 @pytest.mark.parametrize("make", [GlobalFilter, lambda: AFNO2D(num_blocks=2)], ids=["gf", "afno"])
-@pytest.mark.parametrize("other", [(1, 8, 8, 2), (1, 6, 6, 4)], ids=["size", "channels"])
-def test_layer_built_for_one_input_refuses_another(make, other):
+def test_layer_built_for_one_channel_count_refuses_another(make):
     layer = make()
     layer(random_input((1, 6, 6, 2)))
-    expected = f"(H, W, C) = (6, 6, 2); received inputs of shape {tuple(other)}"
+    expected = "C = 2; received inputs of shape (1, 6, 6, 4)"
     with pytest.raises(ValueError, match=re.escape(expected)):
-        layer(random_input(other))
+        layer(random_input((1, 6, 6, 4)))
+
+
+@pytest.mark.parametrize("size", [(6, 6), (9, 5), (4, 10)])
+def test_global_filter_at_any_size_equals_a_filter_built_there_from_resized_weights(size):
+    # The in-graph resize (bicubic, align_corners=True) agrees with the checkpoint
+    # conversion's NumPy resize; at the built size the filter is used as it is.
+    layer = GlobalFilter(height=6, width=4)
+    layer.build((None, None, None, 3))
+    weight = random_input((6, 4, 3, 2), seed=3)
+    layer.complex_weight.assign(weight)
+    x = random_input((2, *size, 3))
+    resized = checkpoints.resize_global_filter(weight, (size[0], size[1] // 2 + 1))
+    fixed = GlobalFilter()
+    fixed.build(x.shape)
+    fixed.complex_weight.assign(resized)
+    np.testing.assert_allclose(to_numpy(layer(x)), to_numpy(fixed(x)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer(x)), _numpy_global_filter(x, resized), atol=1e-5)
+    if size == (6, 6):
+        np.testing.assert_array_equal(to_numpy(layer(x)), to_numpy(fixed(x)))
+
+
+def test_afno2d_runs_at_any_size_with_the_same_weights():
+    layer = AFNO2D(num_blocks=2, hard_thresholding_fraction=0.5)
+    layer(random_input((1, 8, 8, 4)))
+    for size in [(6, 10), (8, 8)]:
+        x = random_input((2, *size, 4), seed=4)
+        fixed = AFNO2D(num_blocks=2, hard_thresholding_fraction=0.5)
+        fixed.build(x.shape)
+        fixed.set_weights(layer.get_weights())
+        np.testing.assert_array_equal(to_numpy(layer(x)), to_numpy(fixed(x)))
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize("impl", ["fft", "matmul"])
+def test_run_time_sized_graph_equals_eager(impl):
+    # A TensorFlow graph traced with unknown H and W (an any-size model under
+    # tf.function or model.predict) resizes and transforms at the run-time size.
+    import tensorflow as tf
+
+    layers = [
+        GlobalFilter(height=6, width=4, fft_impl=impl),
+        AFNO2D(num_blocks=2, hard_thresholding_fraction=0.5, fft_impl=impl),
+    ]
+    for layer in layers:
+        layer.build((None, None, None, 4))
+        traced = tf.function(
+            layer.__call__, input_signature=[tf.TensorSpec((None, None, None, 4), tf.float32)]
+        )
+        for size in [(6, 6), (9, 5)]:
+            x = random_input((2, *size, 4), seed=5)
+            np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.1, "0.1", True])

@@ -47,11 +47,12 @@ def test_gnconv_dwconv_shared_checks(order, tmp_path):
     )
 
 
-def test_gnconv_global_local_shared_checks(tmp_path):
+@pytest.mark.parametrize("filter_size", [None, (4, 2)], ids=["own", "resized"])
+def test_gnconv_global_local_shared_checks(filter_size, tmp_path):
     weights = {key: shape for key, shape in _gnconv_weights(8, 2, 3).items() if "dwconv" not in key}
-    weights.update(_glf_weights(12, (6, 3), prefix="dwconv/"))
+    weights.update(_glf_weights(12, filter_size or (6, 3), prefix="dwconv/"))
     run_layer_checks(
-        lambda **kw: GnConv(order=2, spatial_mixing="global_local", **kw),
+        lambda **kw: GnConv(order=2, spatial_mixing="global_local", filter_size=filter_size, **kw),
         (2, 6, 5, 8),
         weights,
         str(tmp_path),
@@ -208,6 +209,23 @@ def test_one_global_local_filter_runs_at_several_resolutions():
         assert relative_error(to_numpy(layer(x)), expected) < 1e-5
 
 
+@pytest.mark.single_backend
+def test_global_local_filter_in_a_run_time_sized_graph_equals_eager():
+    # gnConv with `filter_size` builds for inputs of unknown size (any-size HorNet GF); a
+    # TensorFlow graph traced with unknown H and W resizes the filter in the graph.
+    import tensorflow as tf
+
+    layer = GnConv(order=2, spatial_mixing="global_local", filter_size=(4, 3))
+    layer.build((None, None, None, 8))
+    assert tuple(layer.dwconv.complex_weight.shape) == (6, 4, 3, 2)  # (C/2, h, w, 2)
+    traced = tf.function(
+        layer.__call__, input_signature=[tf.TensorSpec((None, None, None, 8), tf.float32)]
+    )
+    for size in [(4, 4), (6, 10)]:
+        x = random_input((2, *size, 8), seed=7)
+        np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
+
+
 def test_complex_weight_initialisation_follows_official():
     # timm's trunc_normal_(std=0.02) cuts at the absolute bounds +-2 (100 std): N(0, 0.02^2).
     layer = GlobalLocalFilter()
@@ -350,5 +368,5 @@ def test_bad_input_shapes_name_the_received_shape(layer, shape, message):
 def test_global_local_filter_refuses_another_channel_count():
     layer = GlobalLocalFilter(height=4, width=3)
     layer(random_input((1, 4, 4, 8)))
-    with pytest.raises(ValueError, match=r"built for 8 channels.*\(1, 4, 4, 6\)"):
+    with pytest.raises(ValueError, match=r"C = 8; received inputs of shape \(1, 4, 4, 6\)"):
         layer(random_input((1, 4, 4, 6)))

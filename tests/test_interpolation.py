@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_fourier.layers.interpolation import interpolation_matrix, resize_2d, resize_2d_tensor
+from keras_fourier.layers.interpolation import (
+    interpolation_matrix,
+    interpolation_matrix_tensor,
+    resize_2d,
+    resize_2d_tensor,
+    resize_axis_tensor,
+)
 from tests.harness import random_input, to_numpy
 
 MODES = ("bilinear", "bicubic")
@@ -241,3 +247,46 @@ def test_half_pixel_bilinear_matches_tf2_resize(in_size, out_size):
     expected = tf.image.resize(image, (out_size, 3), method="bilinear").numpy()[0, :, :, 0]
     matrix = interpolation_matrix(in_size, out_size, "bilinear", align_corners=False)
     np.testing.assert_allclose(matrix @ image[0, :, :, 0], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_in_graph_matrix_matches_numpy(mode, align_corners):
+    # keras.ops from arange, floor and clip on every backend; float32 positions.
+    for in_size, out_size in SIZE_PAIRS:
+        matrix = to_numpy(interpolation_matrix_tensor(in_size, out_size, mode, align_corners))
+        expected = interpolation_matrix(in_size, out_size, mode, align_corners)
+        assert matrix.shape == (out_size, in_size)
+        np.testing.assert_allclose(matrix, expected, atol=1e-6)
+        if in_size == out_size:  # exactly the identity: any-size models at their built size
+            np.testing.assert_array_equal(matrix, np.eye(in_size))
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_resize_axis_with_a_run_time_size_matches_numpy(mode, align_corners):
+    import tensorflow as tf
+
+    traced = tf.function(
+        lambda t, n: resize_axis_tensor(t, n, 1, mode, align_corners),
+        input_signature=[tf.TensorSpec((2, None, 3)), tf.TensorSpec((), tf.int32)],
+    )
+    x = random_input((2, 7, 3))
+    for out_size in (7, 11, 4):
+        expected = np.einsum(
+            "oi,bic->boc", interpolation_matrix(7, out_size, mode, align_corners), x
+        )
+        out = traced(x, out_size).numpy()
+        assert out.shape == (2, out_size, 3)
+        np.testing.assert_allclose(out, expected, atol=1e-5)  # float32 source positions
+    np.testing.assert_array_equal(traced(x, 7).numpy(), x)  # run-time identity: x itself
+
+
+def test_resize_axis_with_static_sizes_is_the_numpy_resize():
+    x = random_input((2, 5, 3))
+    out = resize_axis_tensor(ops.convert_to_tensor(x), 8, 1, "bicubic", align_corners=False)
+    expected = np.einsum("oi,bic->boc", interpolation_matrix(5, 8, "bicubic", False), x)
+    np.testing.assert_allclose(to_numpy(out), expected, atol=1e-6)
+    with pytest.raises(ValueError, match="out_size=0"):
+        resize_axis_tensor(ops.convert_to_tensor(x), 0, 1)

@@ -9,7 +9,8 @@ import pytest
 
 import keras_fourier.models as models
 from keras_fourier import layers
-from keras_fourier.models.vision import FFNS, MIXERS, build_vision_model
+from keras_fourier.models import checkpoints
+from keras_fourier.models.vision import BUILT_SIZE, FFNS, MIXERS, build_vision_model
 from tests.harness import random_input
 
 OFFICIAL_PARAMS = {
@@ -254,7 +255,8 @@ def test_build_model_hierarchical_with_layer_scale():
         ({"weights": 3}, "weights=3"),
         ({"weights": "imagenet", "classes": 10}, "classes=10"),
         ({"input_shape": (100, 100, 3)}, r"multiples of the model's stride 16.*\(100, 100, 3\)"),
-        ({"input_shape": (None, 224, 3)}, r"input_shape=\(None, 224, 3\)"),
+        ({"input_shape": (None, 100, 3)}, r"stride 16.*input_shape=\(None, 100, 3\)"),
+        ({"input_shape": (224, 224, None)}, r"input_shape=\(224, 224, None\)"),
         ({"include_top": False, "pooling": "mean"}, "pooling='mean'"),
         ({"drop_path_rate": 1.5}, "drop_path_rate=1.5"),
         ({"classes": 0}, "classes=0"),
@@ -316,10 +318,98 @@ def test_fft_impl_is_checked_even_without_fourier_layers(make):
     ("shape", "match"),
     [
         ((40, 32, 3), r"multiples of the model's stride 32.*\(None, 40, 32, 3\)"),
-        ((None, None, 3), r"static height, width and channels.*\(None, None, None, 3\)"),
+        ((None, None, None), r"static channels.*\(None, None, None, None\)"),
     ],
 )
 def test_input_tensor_is_checked_like_input_shape(shape, match):
     spec = _tiny(models.VARIANTS["hornet_t_gf"])
     with pytest.raises(ValueError, match=match):
         build_vision_model(spec, input_tensor=keras.Input(shape))
+
+
+# Any input size: one tiny variant per family with a global filter or a position embedding
+# (AFNONet: an embedding only). LayerScale 1 so that every filter shows in the outputs.
+ANY_SIZE_VARIANTS = ["gfnet_ti", "gfnet_h_ti", "hornet_t_gf", "afnonet_s4"]
+
+
+def _any_size_spec(variant):
+    spec = _tiny(models.VARIANTS[variant])
+    if variant == "afnonet_s4":
+        spec = dataclasses.replace(spec, mixers=(("afno", {"num_blocks": 4}),))
+    return dataclasses.replace(spec, layer_scale=None if spec.layer_scale is None else 1.0)
+
+
+def _assign_resized(model, values):
+    """Loads {path: value} of the any-size model into `model` through the checkpoint resizes."""
+    for variable in model.weights:
+        value, shape = values[variable.path], tuple(variable.shape)
+        transform = checkpoints.transform_for(variable.path)
+        if transform == "pos_embed":
+            value = checkpoints.resize_pos_embed(value.reshape(1, -1, value.shape[-1]), shape[1:3])
+        elif transform == "global_filter":
+            value = checkpoints.resize_global_filter(value, shape[:2])
+        elif transform == "global_local_filter":
+            value = checkpoints.resize_global_local_filter(value, shape[1:3])
+        variable.assign(value)
+
+
+def _features(model, x):
+    out = models.feature_extractor(model)(x)
+    return {name: keras.ops.convert_to_numpy(value) for name, value in out.items()}
+
+
+@pytest.mark.parametrize("variant", ANY_SIZE_VARIANTS)
+def test_any_size_model_equals_a_model_built_at_that_size(variant):
+    spec = _any_size_spec(variant)
+    any_size = build_vision_model(spec, input_shape=(None, None, 3), include_top=False)
+    assert any_size.input_shape == (None, None, None, 3)
+    values = {v.path: keras.ops.convert_to_numpy(v) for v in any_size.weights}
+    for size in [(BUILT_SIZE, BUILT_SIZE), (spec.stride * 5, spec.stride * 3)]:
+        fixed = build_vision_model(spec, input_shape=(*size, 3), include_top=False)
+        _assign_resized(fixed, values)
+        x = random_input((1, *size, 3)) * 50 + 128
+        expected = _features(fixed, x)
+        actual = _features(any_size, x)
+        assert actual.keys() == expected.keys()
+        for name, value in expected.items():
+            if size == (BUILT_SIZE, BUILT_SIZE):  # the built size: exactly today's model
+                np.testing.assert_array_equal(actual[name], value)
+            else:
+                assert actual[name].shape == value.shape
+                np.testing.assert_allclose(actual[name], value, atol=1e-5)
+
+
+def test_any_size_model_refuses_a_size_its_stride_does_not_divide():
+    model = models.GFNetTi(input_shape=(None, None, 3))
+    with pytest.raises(ValueError, match=r"stride 16. Received: images of shape \(1, 40, 32, 3\)"):
+        model(random_input((1, 40, 32, 3)))
+
+
+def test_any_size_builders_hold_the_filters_of_the_release_size():
+    spec = _tiny(models.VARIANTS["hornet_t_gf"])
+    model = build_vision_model(spec, input_shape=(None, None, 3))
+    fixed = build_vision_model(spec)
+    assert [(v.path, v.shape) for v in model.weights] == [(v.path, v.shape) for v in fixed.weights]
+    assert model.get_layer("stage2_block0_mixer").get_config()["filter_size"] == (14, 8)
+
+
+@pytest.mark.single_backend
+def test_any_size_model_round_trips_and_runs_in_a_run_time_sized_graph(tmp_path):
+    import tensorflow as tf
+
+    spec = _any_size_spec("gfnet_h_ti")
+    model = build_vision_model(spec, input_shape=(None, None, 3), classes=3)
+    path = tmp_path / "any_size.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    signature = [tf.TensorSpec((None, None, None, 3), tf.float32)]
+    traced = tf.function(loaded.__call__, input_signature=signature)
+    compiled = tf.function(loaded.__call__, input_signature=signature, jit_compile=True)
+    for size in [(64, 96), (32, 32)]:
+        x = random_input((2, *size, 3)) * 50 + 128
+        expected = keras.ops.convert_to_numpy(model(x))
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), expected)
+        np.testing.assert_allclose(traced(x).numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(compiled(x).numpy(), expected, atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        traced(random_input((1, 40, 32, 3)))

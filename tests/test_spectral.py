@@ -99,15 +99,25 @@ def test_auto_is_matmul_on_backends_without_an_fft(monkeypatch):
 
 
 @pytest.mark.single_backend
-def test_dynamic_spatial_size_is_rejected():
+@pytest.mark.parametrize("impl", ["fft", "matmul"])
+def test_run_time_spatial_size_matches_numpy(impl):
+    # Any-size models trace with unknown H and W: the FFT takes the run-time size, the
+    # matmul path builds its DFT tables in the graph; both keep the static channel count.
     import tensorflow as tf
 
-    fn = tf.function(
-        lambda t: spectral.rfft2(t, "fft"),
-        input_signature=[tf.TensorSpec((None, None, 8, 3), tf.float32)],
+    weight = random_input((1, 1, 3, 2), seed=1)
+    traced = tf.function(
+        lambda t: spectral.global_filter(t, weight, impl),
+        input_signature=[tf.TensorSpec((None, None, None, 3), tf.float32)],
     )
-    with pytest.raises(ValueError, match="static spatial dimensions"):
-        fn.get_concrete_function()
+    assert tuple(traced.get_concrete_function().structured_outputs.shape) == (None, None, None, 3)
+    for size in [(6, 8), (5, 7)]:
+        x = random_input((2, *size, 3))
+        spectrum = np.fft.rfft2(x, axes=(1, 2), norm="ortho") * (
+            weight[..., 0] + 1j * weight[..., 1]
+        )
+        expected = np.fft.irfft2(spectrum, s=size, axes=(1, 2), norm="ortho")
+        np.testing.assert_allclose(traced(x).numpy(), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("size", [(6, 8), (5, 7)])

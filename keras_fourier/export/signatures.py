@@ -166,7 +166,8 @@ def serving_model(
 
     Raises:
         ValueError: for an unknown `output` or `fft_impl`, "logits" asked of a
-            model without a Dense head, or a model that cannot be cloned.
+            model without a Dense head, a model that cannot be cloned, or an
+            any-size model (unknown input height or width).
 
     Example:
         >>> serving = serving_model(model, output="logits", fft_impl="matmul")
@@ -176,6 +177,15 @@ def serving_model(
     check_output(output)
     if fft_impl is not None:
         spectral.validate_fft_impl(fft_impl)
+    for tensor in keras.tree.flatten(model.input):
+        if len(tensor.shape) == 4 and None in tuple(tensor.shape[1:3]):
+            raise ValueError(
+                "Export needs a model of a fixed input size; this one accepts any size "
+                f"(input {tensor.name!r} of shape {tuple(tensor.shape)}). Build it again "
+                "with a fixed input_shape, the size its filters were built for (224 x 224 "
+                "for the named builders), and copy the weights: "
+                f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
+            )
     head = _classifier_head(model)
     if head is None:
         if output == "logits":

@@ -6,7 +6,7 @@ from keras_fourier.layers.ffn import GLU, Mlp
 from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock
 from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
-from keras_fourier.layers.position import PositionEmbedding
+from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
 
 __all__ = [
@@ -25,4 +25,5 @@ __all__ = [
     "Mlp",
     "PositionEmbedding",
     "SelfAttention",
+    "StrideCheck",
 ]

@@ -25,9 +25,10 @@ def contract_axis(x, matrix, axis: int, group_axis: int | None = None):
     length g) is contracted with ``matrix[k]``: a block-diagonal product.
 
     Args:
-        x: tensor whose `axis` (and `group_axis`) have static lengths.
+        x: tensor; `group_axis`, if given, must have a static length.
         matrix: (n, m) or (g, n, m) tensor or NumPy array; a NumPy array is
-            converted to the dtype of `x`.
+            converted to the dtype of `x`. n and m may be known only at run
+            time (tables built in the graph for any-size models).
         axis: the contracted axis of `x`, length n; it becomes length m.
         group_axis: optional axis of `x` of length g paired with the
             leading axis of `matrix`. Default None.
@@ -51,7 +52,10 @@ def contract_axis(x, matrix, axis: int, group_axis: int | None = None):
     perm = [*rest, axis]
     moved = x if perm == list(range(rank)) else ops.transpose(x, perm)
     shape = ops.shape(moved)
-    n, m = matrix.shape[-2], matrix.shape[-1]
+    n, m = (
+        size if size is not None else ops.shape(matrix)[i]
+        for i, size in ((-2, matrix.shape[-2]), (-1, matrix.shape[-1]))
+    )
     flat_shape = (-1, n) if group_axis is None else (matrix.shape[0], -1, n)
     out = ops.matmul(ops.reshape(moved, flat_shape), matrix)
     out = ops.reshape(out, (*shape[:-1], m))

@@ -19,33 +19,44 @@ from keras import ops
 
 from keras_fourier.layers import spectral
 from keras_fourier.layers.contraction import contract_axis
-from keras_fourier.validation import check_positive_int
+from keras_fourier.layers.interpolation import resize_axis_tensor
+from keras_fourier.validation import check_optional_size, check_positive_int
 
 
-def _static_image_shape(layer: str, input_shape) -> tuple[int, int, int]:
-    if len(input_shape) != 4:
+def _image_shape(layer: str, input_shape) -> tuple[int | None, int | None, int]:
+    """(H, W, C) of a channels-last input shape; H and W may be None, C must be static."""
+    if len(input_shape) != 4 or input_shape[-1] is None:
         raise ValueError(
-            f"{layer} expects channels-last inputs (B, H, W, C); "
+            f"{layer} expects channels-last inputs (B, H, W, C) with a static C; "
             f"received input_shape={tuple(input_shape)}."
         )
     _, height, width, channels = input_shape
-    if height is None or width is None or channels is None:
-        raise ValueError(
-            f"{layer} builds a filter for a fixed spatial size, so H, W and C must be static; "
-            f"received input_shape={tuple(input_shape)}."
-        )
-    return int(height), int(width), int(channels)
+    return height, width, int(channels)
 
 
-def check_built_input(layer: str, built: tuple[int, int, int], inputs) -> None:
-    """Raises ValueError unless `inputs` are (B, H, W, C) with the built (H, W, C)."""
-    got = tuple(inputs.shape[1:])
-    if got != built:
+def check_channels(layer: str, channels: int, inputs) -> None:
+    """Raises ValueError unless `inputs` are (B, H, W, C) with the built C."""
+    if len(inputs.shape) != 4 or inputs.shape[-1] != channels:
         raise ValueError(
-            f"{layer} was built for inputs (B, H, W, C) with (H, W, C) = {built}; received "
-            f"inputs of shape {tuple(inputs.shape)}. Build a new layer (or model) for this "
-            "size and channel count."
+            f"{layer} was built for inputs (B, H, W, C) with C = {channels}; received inputs "
+            f"of shape {tuple(inputs.shape)}."
         )
+
+
+def filter_grid(layer, input_shape) -> tuple[int, int]:
+    """(h, w) of a filter over the rfft2 grid: `layer.height`/`width`, else the input's."""
+    _, height, width, _ = input_shape
+    grid_height = height if layer.height is None else layer.height
+    grid_width = layer.width
+    if grid_width is None and width is not None:
+        grid_width = width // 2 + 1
+    if grid_height is None or grid_width is None:
+        raise ValueError(
+            f"{type(layer).__name__} takes its filter size from the input when `height` or "
+            "`width` is None, so H and W must then be static; received "
+            f"input_shape={tuple(input_shape)} with height={layer.height}, width={layer.width}."
+        )
+    return int(grid_height), int(grid_width)
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -57,54 +68,93 @@ class GlobalFilter(keras.layers.Layer):
     circular convolution with a full-size kernel, computed in O(HW log HW).
 
     The weight ``complex_weight`` has the layout of the official checkpoints,
-    (H, W // 2 + 1, C, 2) with real and imaginary parts last, initialised
-    N(0, 0.02). H and W are taken from the static input shape at build time.
+    (h, w, C, 2) with real and imaginary parts last, initialised N(0, 0.02),
+    where (h, w) is the rfft2 size (H, W // 2 + 1) of the inputs it is made
+    for: the static input shape at build time, or ``height`` and ``width``.
+
+    Any input size: when the inputs' rfft2 size (H, W // 2 + 1) differs from
+    (h, w), the filter is resized to it in the graph, bicubic with
+    ``align_corners=True`` over (h, w), as the official GFNet fine-tuning
+    code resizes a checkpoint's filter for a new resolution (and as
+    :func:`keras_fourier.models.checkpoints.resize_global_filter` does when
+    converting weights). So a layer built for 14 x 14 tokens gives, on
+    24 x 20 tokens, the outputs of a layer built for 24 x 20 holding the
+    resized filter (to float32 rounding), and at its built size exactly the
+    unresized outputs. H and W may be unknown until run time (then the
+    resize matrices are built in the graph from the run-time size, see
+    :func:`keras_fourier.layers.interpolation.resize_axis_tensor`).
 
     Args:
+        height: h, the filter's rows, or None (default) for the input
+            height at build time. Set it, with ``width``, to build the layer
+            for inputs of unknown size (any-size models).
+        width: w, the filter's columns in the half spectrum, or None
+            (default) for W // 2 + 1 of the input width at build time.
         fft_impl: "auto" (default), "fft" or "matmul"; see
             :mod:`keras_fourier.layers.spectral`.
         **kwargs: base `keras.layers.Layer` arguments (name, dtype, ...).
 
     Call arguments:
-        inputs: (B, H, W, C) tensor with the H and W the layer was built for.
+        inputs: (B, H, W, C) tensor with the C the layer was built for and
+            any H and W.
 
     Returns:
         Tensor of the same shape and the layer's compute dtype.
 
     Example:
-        >>> layer = GlobalFilter()
+        >>> layer = GlobalFilter(height=14, width=8)
         >>> layer(keras.ops.ones((2, 14, 14, 32))).shape
         TensorShape([2, 14, 14, 32])
+        >>> layer(keras.ops.ones((2, 24, 20, 32))).shape
+        TensorShape([2, 24, 20, 32])
 
     Reference:
         Rao et al., "Global Filter Networks for Image Classification",
         NeurIPS 2021, Eq. (4)-(5).
     """
 
-    def __init__(self, fft_impl: str = "auto", **kwargs):
+    def __init__(
+        self,
+        height: int | None = None,
+        width: int | None = None,
+        fft_impl: str = "auto",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
+        self.height = check_optional_size("height", height)
+        self.width = check_optional_size("width", width)
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
 
     def build(self, input_shape):
-        height, width, channels = _static_image_shape("GlobalFilter", input_shape)
-        self._built_input = (height, width, channels)
+        _, _, channels = _image_shape("GlobalFilter", input_shape)
+        grid_height, grid_width = filter_grid(self, input_shape)
+        self._channels = channels
         self.complex_weight = self.add_weight(
             name="complex_weight",
-            shape=(height, width // 2 + 1, channels, 2),
+            shape=(grid_height, grid_width, channels, 2),
             initializer=keras.initializers.RandomNormal(stddev=0.02),
             autocast=False,
         )
 
     def call(self, inputs):
-        check_built_input("GlobalFilter", self._built_input, inputs)
-        out = spectral.global_filter(inputs, self.complex_weight, self.fft_impl)
+        check_channels("GlobalFilter", self._channels, inputs)
+        height, width = spectral.spatial_dims(inputs, (1, 2))
+        weight = ops.cast(self.complex_weight, "float32")
+        weight = resize_axis_tensor(weight, height, 0, "bicubic", align_corners=True)
+        weight = resize_axis_tensor(weight, width // 2 + 1, 1, "bicubic", align_corners=True)
+        out = spectral.global_filter(inputs, weight, self.fft_impl)
         return ops.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
     def get_config(self):
-        return {**super().get_config(), "fft_impl": self.fft_impl}
+        return {
+            **super().get_config(),
+            "height": self.height,
+            "width": self.width,
+            "fft_impl": self.fft_impl,
+        }
 
 
 def _block_matmul(x, weight):
@@ -123,12 +173,28 @@ def low_frequency_mask(height: int, width: int, fraction: float) -> np.ndarray:
     (the half spectrum) it is k. Of the H // 2 + 1 (resp. W // 2 + 1)
     distinct frequencies, the lowest int(fraction * count) are kept.
     """
+    if not isinstance(height, int) or not isinstance(width, int):
+        return _low_frequency_mask_tensor(height, width, fraction)
     kept_h = int((height // 2 + 1) * fraction)
     kept_w = int((width // 2 + 1) * fraction)
     rows = np.arange(height)
     freq_h = np.minimum(rows, height - rows)
     freq_w = np.arange(width // 2 + 1)
     return ((freq_h[:, None] < kept_h) & (freq_w[None, :] < kept_w)).astype("float32")
+
+
+def _low_frequency_mask_tensor(height, width, fraction: float):
+    """:func:`low_frequency_mask` from sizes known only at run time, as a float32 tensor."""
+
+    def kept(count):
+        return ops.cast(ops.floor(ops.cast(count, "float64") * fraction), "int32")
+
+    rows = ops.arange(height)
+    freq_h = ops.minimum(rows, height - rows)
+    freq_w = ops.arange(width // 2 + 1)
+    keep_h = ops.less(freq_h, kept(height // 2 + 1))[:, None]
+    keep_w = ops.less(freq_w, kept(width // 2 + 1))[None, :]
+    return ops.cast(ops.logical_and(keep_h, keep_w), "float32")
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -154,6 +220,9 @@ class AFNO2D(keras.layers.Layer):
     intent, "truncating" high frequencies in both directions. At 1.0 (the
     default) the two agree exactly.
 
+    No weight depends on the input size, so one layer runs at any H and W
+    (known or not when tracing); the mask follows the inputs' size.
+
     Args:
         num_blocks: number of diagonal blocks, must divide C. Default 8.
         sparsity_threshold: soft-shrink lambda. Default 0.01.
@@ -165,7 +234,8 @@ class AFNO2D(keras.layers.Layer):
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: (B, H, W, C) tensor with the H and W the layer was built for.
+        inputs: (B, H, W, C) tensor with the C the layer was built for and
+            any H and W.
 
     Returns:
         Tensor of the same shape and the layer's compute dtype.
@@ -218,13 +288,13 @@ class AFNO2D(keras.layers.Layer):
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
 
     def build(self, input_shape):
-        height, width, channels = _static_image_shape("AFNO2D", input_shape)
+        _, _, channels = _image_shape("AFNO2D", input_shape)
         if channels % self.num_blocks:
             raise ValueError(
                 f"AFNO2D needs channels divisible by `num_blocks`; received {channels} "
                 f"channels with num_blocks={self.num_blocks}."
             )
-        self._built_input = (height, width, channels)
+        self._channels = channels
         block = channels // self.num_blocks
         hidden = block * self.hidden_size_factor
         init = keras.initializers.RandomNormal(stddev=0.02)
@@ -240,9 +310,6 @@ class AFNO2D(keras.layers.Layer):
                 name,
                 self.add_weight(name=name, shape=shape, initializer=init, autocast=False),
             )
-        self._mask = None
-        if self.hard_thresholding_fraction < 1:
-            self._mask = low_frequency_mask(height, width, self.hard_thresholding_fraction)
 
     def _complex_block_linear(self, real, imag, weight, bias):
         weight = ops.cast(weight, "float32")
@@ -252,8 +319,9 @@ class AFNO2D(keras.layers.Layer):
         return out_real, out_imag
 
     def call(self, inputs):
-        check_built_input("AFNO2D", self._built_input, inputs)
-        height, width, channels = self._built_input
+        check_channels("AFNO2D", self._channels, inputs)
+        channels = self._channels
+        height, width = spectral.spatial_dims(inputs, (1, 2))
         real, imag = spectral.rfft2(inputs, self.fft_impl)
         spectrum_shape = (-1, height, width // 2 + 1, channels)
         block_shape = (*spectrum_shape[:-1], self.num_blocks, channels // self.num_blocks)
@@ -262,8 +330,9 @@ class AFNO2D(keras.layers.Layer):
         real, imag = self._complex_block_linear(real, imag, self.w1, self.b1)
         real, imag = ops.relu(real), ops.relu(imag)
         real, imag = self._complex_block_linear(real, imag, self.w2, self.b2)
-        if self._mask is not None:
-            mask = ops.convert_to_tensor(self._mask[:, :, None, None])
+        if self.hard_thresholding_fraction < 1:
+            mask = low_frequency_mask(height, width, self.hard_thresholding_fraction)
+            mask = ops.convert_to_tensor(mask)[:, :, None, None]
             real, imag = real * mask, imag * mask
         real = ops.reshape(_soft_shrink(real, self.sparsity_threshold), spectrum_shape)
         imag = ops.reshape(_soft_shrink(imag, self.sparsity_threshold), spectrum_shape)

@@ -14,8 +14,9 @@ import keras
 from keras import ops
 
 from keras_fourier.layers import spectral
-from keras_fourier.layers.interpolation import resize_2d_tensor
-from keras_fourier.validation import check_choice
+from keras_fourier.layers.fourier import filter_grid
+from keras_fourier.layers.interpolation import resize_axis_tensor
+from keras_fourier.validation import check_choice, check_optional_size
 
 SPATIAL_MIXINGS = ("dwconv", "global_local")
 
@@ -27,14 +28,6 @@ def _channels_last_shape(layer: str, input_shape) -> tuple:
             f"received input_shape={tuple(input_shape)}."
         )
     return tuple(input_shape)
-
-
-def _check_optional_size(name: str, value) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be None or a positive int. Received: {name}={value!r}")
-    return value
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -55,7 +48,10 @@ class GlobalLocalFilter(keras.layers.Layer):
     size differs, the filter is resized over (h, w) bilinearly with
     ``align_corners=True``, as the official code's ``F.interpolate`` does
     (see :mod:`keras_fourier.layers.interpolation`), so one layer runs at any
-    resolution, non-square included. The transforms run in float32 and the
+    resolution, non-square included, and at its built size gives exactly the
+    unresized outputs. H and W may be unknown until run time (any-size
+    models): the resize matrices are then built in the graph from the
+    run-time size. The transforms run in float32 and the
     filter is never autocast.
 
     Initialisation: ``complex_weight`` is drawn from N(0, 0.02^2). The
@@ -67,7 +63,8 @@ class GlobalLocalFilter(keras.layers.Layer):
     Args:
         height: h, the filter's first spatial size, or None (default) for
             the input height at build time. Set it, with ``width``, to hold a
-            checkpoint's filter (14 for HorNet's 224-pixel stage 3).
+            checkpoint's filter (14 for HorNet's 224-pixel stage 3) or to
+            build the layer for inputs of unknown size.
         width: w, the filter's second size in the half spectrum, or None
             (default) for W // 2 + 1 of the input width at build time (8 for
             HorNet's 224-pixel stage 3).
@@ -76,7 +73,7 @@ class GlobalLocalFilter(keras.layers.Layer):
         **kwargs: base `keras.layers.Layer` arguments (name, dtype, ...).
 
     Call arguments:
-        inputs: (B, H, W, C) tensor with static H and W and even C.
+        inputs: (B, H, W, C) tensor with the even C the layer was built for.
 
     Returns:
         Tensor of the same shape and the layer's compute dtype.
@@ -101,8 +98,8 @@ class GlobalLocalFilter(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.height = _check_optional_size("height", height)
-        self.width = _check_optional_size("width", width)
+        self.height = check_optional_size("height", height)
+        self.width = check_optional_size("width", width)
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
 
     def build(self, input_shape):
@@ -112,16 +109,7 @@ class GlobalLocalFilter(keras.layers.Layer):
                 "GlobalLocalFilter splits the channels into two halves, so C must be even; "
                 f"received input_shape={tuple(input_shape)}."
             )
-        filter_height = height if self.height is None else self.height
-        filter_width = self.width
-        if filter_width is None and width is not None:
-            filter_width = width // 2 + 1
-        if filter_height is None or filter_width is None:
-            raise ValueError(
-                "GlobalLocalFilter takes the filter size from the input when `height` or "
-                "`width` is None, so H and W must then be static; received "
-                f"input_shape={tuple(input_shape)} with height={self.height}, width={self.width}."
-            )
+        filter_height, filter_width = filter_grid(self, input_shape)
         half = channels // 2
         self._channels = channels
         self.pre_norm = keras.layers.LayerNormalization(
@@ -143,18 +131,21 @@ class GlobalLocalFilter(keras.layers.Layer):
         )
         self.post_norm.build(input_shape)
 
-    def _filter(self, spectrum_size: tuple[int, int]):
+    def _filter(self, spectrum_size: tuple):
         """The complex filter as (h, w, C/2, 2) float32, resized to `spectrum_size`."""
         weight = ops.transpose(ops.cast(self.complex_weight, "float32"), [1, 2, 0, 3])
-        return resize_2d_tensor(weight, spectrum_size, axes=(0, 1), mode="bilinear")
+        for axis, size in enumerate(spectrum_size):
+            weight = resize_axis_tensor(weight, size, axis, "bilinear", align_corners=True)
+        return weight
 
     def call(self, inputs):
-        height, width, channels = inputs.shape[1:]
-        if height is None or width is None or channels != self._channels:
+        channels = inputs.shape[-1]
+        if len(inputs.shape) != 4 or channels != self._channels:
             raise ValueError(
-                f"GlobalLocalFilter was built for {self._channels} channels and needs static "
-                f"H and W at call time; received inputs of shape {tuple(inputs.shape)}."
+                f"GlobalLocalFilter was built for (B, H, W, C) inputs with C = "
+                f"{self._channels}; received inputs of shape {tuple(inputs.shape)}."
             )
+        height, width = spectral.spatial_dims(inputs, (1, 2))
         x = self.pre_norm(inputs)
         # ops.split rather than slices: the gradient of a split is one concat, while
         # each slice's gradient pads a full-size zero tensor (StridedSliceGrad).
@@ -204,7 +195,7 @@ class GnConv(keras.layers.Layer):
     bias and zero "same" padding (``spatial_mixing="dwconv"``, HorNet_7x7),
     or a :class:`GlobalLocalFilter` over the sum(dims) channels
     (``spatial_mixing="global_local"``, HorNet_GF) whose filter takes the
-    input's spatial size at build time. Conv weights keep the Keras defaults
+    input's spatial size at build time, or ``filter_size``. Conv weights keep the Keras defaults
     (Glorot-uniform, zero bias), which equal the official
     ``uniform_init=True`` option; the official default draws them from
     N(0, 0.02^2) at the model level.
@@ -219,12 +210,17 @@ class GnConv(keras.layers.Layer):
             Default 1/3, the value of every official HorNet model.
         fft_impl: "auto" (default), "fft" or "matmul"; used by
             "global_local".
+        filter_size: (h, w) of the global-local filter (its ``height`` and
+            ``width``), or None (default) for the rfft2 size of the input at
+            build time. Set it to build a "global_local" layer for inputs of
+            unknown size. Unused by "dwconv".
         **kwargs: base `keras.layers.Layer` arguments (name, dtype, ...).
 
     Call arguments:
-        inputs: (B, H, W, C) tensor; H and W must be static for
-            "global_local". With "global_local", C must be divisible by
-            2**n so that the filter's sum(dims) channels split in halves.
+        inputs: (B, H, W, C) tensor; with "global_local", H and W must be
+            static at build time unless ``filter_size`` is set, and C must
+            be divisible by 2**n so that the filter's sum(dims) channels
+            split in halves.
 
     Returns:
         Tensor of the same shape and the layer's compute dtype.
@@ -246,9 +242,22 @@ class GnConv(keras.layers.Layer):
         kernel_size: int = 7,
         scale: float = 1 / 3,
         fft_impl: str = "auto",
+        filter_size: tuple[int, int] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if filter_size is not None:
+            if not isinstance(filter_size, (tuple, list)) or len(filter_size) != 2:
+                raise ValueError(
+                    f"`filter_size` must be None or (height, width). Received: {filter_size=}"
+                )
+            filter_size = tuple(
+                check_optional_size(f"filter_size[{i}]", v) for i, v in enumerate(filter_size)
+            )
+            if None in filter_size:
+                raise ValueError(
+                    f"`filter_size` must be two positive ints. Received: {filter_size=}"
+                )
         if isinstance(order, bool) or not isinstance(order, int) or order < 1:
             raise ValueError(f"`order` must be an int >= 1. Received: {order=}")
         check_choice("spatial_mixing", spatial_mixing, SPATIAL_MIXINGS)
@@ -270,6 +279,7 @@ class GnConv(keras.layers.Layer):
         self.kernel_size = kernel_size
         self.scale = scale
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
+        self.filter_size = filter_size
 
     def build(self, input_shape):
         batch, height, width, channels = _channels_last_shape("GnConv", input_shape)
@@ -297,8 +307,13 @@ class GnConv(keras.layers.Layer):
                 self.kernel_size, padding="same", dtype=self.dtype_policy, name="dwconv"
             )
         else:
+            filter_height, filter_width = self.filter_size or (None, None)
             self.dwconv = GlobalLocalFilter(
-                fft_impl=self.fft_impl, dtype=self.dtype_policy, name="dwconv"
+                height=filter_height,
+                width=filter_width,
+                fft_impl=self.fft_impl,
+                dtype=self.dtype_policy,
+                name="dwconv",
             )
         self.dwconv.build((batch, height, width, mixed))
         self.pws = []
@@ -330,4 +345,5 @@ class GnConv(keras.layers.Layer):
             "kernel_size": self.kernel_size,
             "scale": self.scale,
             "fft_impl": self.fft_impl,
+            "filter_size": self.filter_size,
         }

@@ -2,9 +2,12 @@
 
 Bilinear and bicubic resizing of a 2D grid are separable: each axis is
 resized by its own (out, in) matrix, so the whole resize is two matrix
-products. :func:`interpolation_matrix` builds those matrices with NumPy,
-:func:`resize_2d` applies them to NumPy arrays (checkpoint conversion) and
-:func:`resize_2d_tensor` to backend tensors (inside layers, on every Keras
+products. :func:`interpolation_matrix` builds those matrices with NumPy from
+static sizes, :func:`interpolation_matrix_tensor` builds the same matrices
+in the graph with `keras.ops` from sizes that may be run-time scalars (the
+any-size models traced with unknown H and W), :func:`resize_2d` applies them
+to NumPy arrays (checkpoint conversion), :func:`resize_2d_tensor` and
+:func:`resize_axis_tensor` to backend tensors (inside layers, on every Keras
 backend). The tensor version contracts each axis with a constant matrix
 through :func:`~keras_fourier.layers.contraction.contract_axis` (transposes,
 reshapes and ``matmul`` only), so it is exact, differentiable, and accepted
@@ -112,6 +115,150 @@ def interpolation_matrix(
     return _cached_matrix(
         in_size, out_size, check_choice("mode", mode, MODES), bool(align_corners)
     ).copy()
+
+
+def interpolation_matrix_tensor(
+    in_size, out_size, mode: str = "bilinear", align_corners: bool = True
+):
+    """(out_size, in_size) float32 tensor equal to :func:`interpolation_matrix`, built in the graph.
+
+    Indices and weights come from ``arange``, ``floor`` and ``clip`` of the
+    sizes, so the sizes may be scalar tensors known only at run time (a
+    TensorFlow graph traced with unknown height and width). The source
+    positions are computed in float32, so entries differ from the float64
+    NumPy matrix by float32 rounding (below 1e-6). Source positions are
+    kept as integer fractions, so their floors are exact and, when
+    ``in_size == out_size``, every fraction is exactly 0, the cubic kernel's
+    weights exactly 0, 1, 0, 0, and the matrix exactly the identity.
+
+    Args:
+        in_size: length of the input axis, a positive int or int scalar tensor.
+        out_size: length of the output axis, a positive int or int scalar tensor.
+        mode: "bilinear" (default) or "bicubic".
+        align_corners: PyTorch's flag. Default True.
+
+    Returns:
+        A float32 tensor of shape (out_size, in_size).
+
+    Example:
+        >>> keras.ops.convert_to_numpy(interpolation_matrix_tensor(2, 3))
+        array([[1. , 0. ],
+               [0.5, 0.5],
+               [0. , 1. ]], dtype=float32)
+    """
+    check_choice("mode", mode, MODES)
+    for name, size in (("in_size", in_size), ("out_size", out_size)):
+        if isinstance(size, (int, np.integer)):
+            check_positive_int(name, int(size))
+    columns = ops.cast(ops.arange(in_size), "float32")
+    matrix = 0.0
+    for neighbour, weight in _taps(in_size, out_size, mode, align_corners):
+        hit = ops.cast(
+            ops.equal(ops.cast(neighbour, "float32")[:, None], columns[None, :]), "float32"
+        )
+        matrix = matrix + hit * weight[:, None]
+    return matrix
+
+
+def _taps(in_size, out_size, mode: str, align_corners: bool) -> list:
+    """[(int32 input index, float32 weight) per neighbour], each (out_size,), in the graph."""
+    # The source position num / den of each output index, in integers so that its floor is
+    # exact on every backend (float division may round 21 / 7 below 3 under XLA).
+    index = ops.arange(out_size, dtype="int32")
+    in_i = ops.cast(in_size, "int32")
+    out_i = ops.cast(out_size, "int32")
+    if align_corners:  # j * (in - 1) / (out - 1)
+        num = index * (in_i - 1)
+        den = ops.maximum(out_i - 1, 1)
+    else:  # (j + 0.5) * in / out - 0.5
+        num = (2 * index + 1) * in_i - out_i
+        den = 2 * out_i
+        if mode == "bilinear":
+            num = ops.maximum(num, 0)
+    base = ops.floor_divide(num, den)
+    frac = ops.cast(num - base * den, "float32") / ops.cast(den, "float32")
+    if mode == "bilinear":
+        offsets = (0, 1)
+        weights = [1.0 - frac, frac]
+    else:
+        offsets = (-1, 0, 1, 2)
+        weights = list(ops.unstack(_cubic_weights_tensor(frac), num=4, axis=-1))
+    return [
+        (ops.clip(base + offset, 0, in_i - 1), weight)
+        for offset, weight in zip(offsets, weights, strict=True)
+    ]
+
+
+def _cubic_weights_tensor(t):
+    """keras.ops twin of :func:`_cubic_weights`: (n, 4) weights for fractions t."""
+    a = CUBIC_A
+
+    def near(x):
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+
+    def far(x):
+        return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+
+    return ops.stack([far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)], axis=-1)
+
+
+def _is_static(size) -> bool:
+    return isinstance(size, (int, np.integer))
+
+
+def resize_axis_tensor(x, out_size, axis: int, mode: str = "bilinear", align_corners: bool = True):
+    """Resizes one axis of a backend tensor to `out_size`, static or run-time.
+
+    With static lengths (Python ints on both sides) this is the constant
+    NumPy matrix of :func:`interpolation_matrix` (skipped when the lengths
+    are equal), exactly as :func:`resize_2d_tensor`. When either length is
+    known only at run time, the resize is a weighted sum of the two (bilinear)
+    or four (bicubic) neighbours gathered with ``take``, indices and weights
+    computed in the graph as in :func:`interpolation_matrix_tensor`: no
+    matmul, so no reduced-precision matmul on any device, XLA-compatible
+    (the sizes fold to constants once the input shape is known), and a
+    run-time identity resize returns `x` exactly (weights 0, 1, 0, 0).
+
+    Args:
+        x: floating-point tensor.
+        out_size: new length of `axis`, a positive int or int scalar tensor.
+        axis: the axis to resize.
+        mode: "bilinear" (default) or "bicubic".
+        align_corners: PyTorch's flag. Default True.
+
+    Returns:
+        Tensor of the dtype of `x` with `axis` of length `out_size`.
+
+    Example:
+        >>> resize_axis_tensor(keras.ops.zeros((4, 14, 8)), 20, axis=1).shape
+        (4, 20, 8)
+    """
+    x = ops.convert_to_tensor(x)
+    check_choice("mode", mode, MODES)
+    axis = _check_axis(axis, len(x.shape))
+    in_size = x.shape[axis]
+    if _is_static(in_size) and _is_static(out_size):
+        out_size = check_positive_int("out_size", int(out_size))
+        if in_size == out_size:
+            return x
+        matrix = _cached_matrix(in_size, out_size, mode, bool(align_corners))
+        return contract_axis(x, matrix.T, axis)
+    if in_size is None:
+        in_size = ops.shape(x)[axis]
+    out = 0.0
+    broadcast = [1] * len(x.shape)
+    broadcast[axis] = -1
+    for neighbour, weight in _taps(in_size, out_size, mode, align_corners):
+        out = out + ops.take(x, neighbour, axis=axis) * ops.reshape(
+            ops.cast(weight, x.dtype), broadcast
+        )
+    return out
+
+
+def _check_axis(axis: int, rank: int) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+        raise ValueError(f"`axis` must be an axis of a rank-{rank} tensor. Received: {axis=}")
+    return axis % rank
 
 
 def _check_resize_args(size, mode: str) -> tuple[int, int]:

@@ -244,8 +244,8 @@ def _float32(x):
 
 def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     """Unnormalised complex DFT (or its unscaled inverse) along `axis` by matmul."""
-    n = real.shape[axis]
-    cos, sin = _dft_tables(n, n)
+    (n,) = spatial_dims(real, (axis,))
+    cos, sin = _tables(n, n)
     sign = 1.0 if inverse else -1.0
     # (r + i q) (cos + i*sign*sin) = r cos - sign q sin + i (q cos + sign r sin)
     out_real = contract_axis(real, cos, axis)
@@ -256,14 +256,51 @@ def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     return out_real, out_imag
 
 
-def _static_dims(x, axes, name: str) -> list[int]:
-    dims = [x.shape[a] for a in axes]
-    if any(d is None for d in dims):
-        raise ValueError(
-            f"{name} needs static spatial dimensions; received a tensor of shape "
-            f"{tuple(x.shape)}. Build the model with a fixed input size."
-        )
-    return [int(d) for d in dims]
+def _is_static(*sizes) -> bool:
+    return all(isinstance(size, int) for size in sizes)
+
+
+def spatial_dims(x, axes) -> list:
+    """Lengths of `axes`: Python ints where static, scalar tensors where known only at run time."""
+    shape = ops.shape(x)
+    return [int(x.shape[a]) if x.shape[a] is not None else shape[a] for a in axes]
+
+
+def _with_dims(x, dims):
+    """`x` reshaped to `dims` (ints or run-time scalars): restores the static lengths
+    that TensorFlow's shape inference loses through run-time-sized FFTs and reshapes."""
+    return ops.reshape(x, list(dims))
+
+
+def _ortho_scale(height, width):
+    if _is_static(height, width):
+        return 1.0 / np.sqrt(height * width)
+    return ops.rsqrt(ops.cast(height * width, "float32"))
+
+
+def _dynamic_dft_tables(n, m):
+    """Run-time twin of :func:`_dft_tables` (float32 phases): for lengths unknown when tracing."""
+    phase = ops.mod(ops.arange(n)[:, None] * ops.arange(m)[None, :], n)
+    angle = ops.cast(phase, "float32") * (2.0 * np.pi) / ops.cast(n, "float32")
+    return ops.cos(angle), ops.sin(angle)
+
+
+def _tables(n, m):
+    return _dft_tables(n, m) if _is_static(n, m) else _dynamic_dft_tables(n, m)
+
+
+def _inverse_tables(n):
+    """(K, n) inverse real DFT tables of :func:`_irfft_tables`, static or run-time."""
+    if _is_static(n):
+        return _irfft_tables(n)
+    k = n // 2 + 1
+    cos, sin = _dynamic_dft_tables(n, k)
+    bins = ops.arange(k)
+    single = ops.logical_or(
+        ops.equal(bins, 0), ops.logical_and(ops.equal(n % 2, 0), ops.equal(bins, k - 1))
+    )
+    weight = ops.where(single, 1.0, 2.0)
+    return ops.transpose(cos * weight), ops.transpose(sin * weight)
 
 
 def _native_rfft2(x):
@@ -286,9 +323,9 @@ def _native_rfft2(x):
         return spectrum.real, spectrum.imag
     import tensorflow as tf
 
-    height, width = x.shape[1], x.shape[2]
+    height, width = spatial_dims(x, (1, 2))
     spectrum = tf.transpose(tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2])), [0, 2, 3, 1])
-    scale = 1.0 / np.sqrt(height * width)
+    scale = _ortho_scale(height, width)
     return tf.math.real(spectrum) * scale, tf.math.imag(spectrum) * scale
 
 
@@ -313,8 +350,10 @@ def _native_irfft2(real, imag, height: int, width: int):
     import tensorflow as tf
 
     spectrum = tf.complex(tf.transpose(real, [0, 3, 1, 2]), tf.transpose(imag, [0, 3, 1, 2]))
-    out = tf.signal.irfft2d(spectrum, fft_length=[height, width])
-    return tf.transpose(out, [0, 2, 3, 1]) * np.float32(np.sqrt(height * width))
+    out = tf.transpose(tf.signal.irfft2d(spectrum, fft_length=[height, width]), [0, 2, 3, 1])
+    if _is_static(height, width):
+        return out * np.float32(np.sqrt(height * width))
+    return out * ops.sqrt(ops.cast(height * width, "float32"))
 
 
 def _native_fft_real(x):
@@ -341,20 +380,28 @@ def rfft2(x, fft_impl: str = "auto"):
     """Orthonormal 2D real FFT over axes 1 and 2 of a (B, H, W, C) tensor.
 
     Args:
-        x: real tensor (B, H, W, C) with static H and W; cast to float32.
+        x: real tensor (B, H, W, C); cast to float32. H and W may be
+            unknown when tracing (any-size models): "auto" then picks
+            "fft" (except on a TPU), and "matmul" builds its DFT tables in
+            the graph from the run-time sizes.
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
         (real, imag), each float32 (B, H, W // 2 + 1, C).
     """
-    height, width = _static_dims(x, (1, 2), "rfft2")
+    height, width = spatial_dims(x, (1, 2))
+    static = _is_static(height, width)
     x = _float32(x)
-    if resolve_fft_impl(fft_impl, height * width) == "fft":
-        return _native_rfft2(x)
-    if height * width <= DENSE_DFT_MAX_TOKENS:
+    if resolve_fft_impl(fft_impl, height * width if static else None) == "fft":
+        real, imag = _native_rfft2(x)
+        if static:
+            return real, imag
+        dims = (*spatial_dims(x, (0, 1)), width // 2 + 1, *spatial_dims(x, (3,)))
+        return _with_dims(real, dims), _with_dims(imag, dims)
+    if static and height * width <= DENSE_DFT_MAX_TOKENS:
         return _dense_rfft2(x, height, width)
-    scale = 1.0 / np.sqrt(height * width)
-    cos, sin = _dft_tables(width, width // 2 + 1)
+    scale = _ortho_scale(height, width)
+    cos, sin = _tables(width, width // 2 + 1)
     real = contract_axis(x, cos * scale, axis=2)
     imag = contract_axis(x, -sin * scale, axis=2)
     return _complex_dft_axis(real, imag, axis=1)
@@ -370,15 +417,21 @@ def _hermitian_edge_columns(real, imag, width: int):
     explicitly gives every FFT backend (pocketfft on CPU, cuFFT on GPU) a
     valid input, so all of them agree with numpy and with the matmul path.
     """
-    height = real.shape[1]
-    edges = np.zeros((1, 1, width // 2 + 1, 1), dtype=np.float32)
-    edges[..., 0, :] = 1.0
-    if width % 2 == 0:
-        edges[..., -1, :] = 1.0
-    mirror = np.array([0, *range(height - 1, 0, -1)], dtype="int32")
+    (height,) = spatial_dims(real, (1,))
+    if _is_static(height, width):
+        edges = np.zeros((1, 1, width // 2 + 1, 1), dtype=np.float32)
+        edges[..., 0, :] = 1.0
+        if width % 2 == 0:
+            edges[..., -1, :] = 1.0
+        edges = _const(edges)
+        mirror = np.array([0, *range(height - 1, 0, -1)], dtype="int32")
+    else:
+        bins = ops.arange(width // 2 + 1)
+        last = ops.logical_and(ops.equal(width % 2, 0), ops.equal(bins, width // 2))
+        edges = ops.cast(ops.logical_or(ops.equal(bins, 0), last), "float32")[None, None, :, None]
+        mirror = ops.mod(-ops.arange(height), height)
     real_part = (real + ops.take(real, mirror, axis=1)) * 0.5
     imag_part = (imag - ops.take(imag, mirror, axis=1)) * 0.5
-    edges = _const(edges)
     return real + edges * (real_part - real), imag + edges * (imag_part - imag)
 
 
@@ -388,23 +441,27 @@ def irfft2(real, imag, width: int, fft_impl: str = "auto"):
     Args:
         real: real part of the half spectrum, float32.
         imag: imaginary part, same shape.
-        width: W of the output (needed because W // 2 + 1 is not invertible).
+        width: W of the output (needed because W // 2 + 1 is not invertible),
+            an int or, for sizes unknown when tracing, a scalar tensor.
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
         float32 tensor (B, H, W, C).
     """
-    (height,) = _static_dims(real, (1,), "irfft2")
+    (height,) = spatial_dims(real, (1,))
+    static = _is_static(height, width)
     real = _float32(real)
     imag = _float32(imag)
-    if resolve_fft_impl(fft_impl, height * width) == "fft":
+    if resolve_fft_impl(fft_impl, height * width if static else None) == "fft":
+        batch, channels = spatial_dims(real, (0, 3))
         real, imag = _hermitian_edge_columns(real, imag, width)
-        return _native_irfft2(real, imag, height, width)
-    if height * width <= DENSE_DFT_MAX_TOKENS:
+        out = _native_irfft2(real, imag, height, width)
+        return out if static else _with_dims(out, (batch, height, width, channels))
+    if static and height * width <= DENSE_DFT_MAX_TOKENS:
         return _dense_irfft2(real, imag, height, width)
-    scale = 1.0 / np.sqrt(height * width)
+    scale = _ortho_scale(height, width)
     real, imag = _complex_dft_axis(real, imag, axis=1, inverse=True)
-    cos, sin = _irfft_tables(width)
+    cos, sin = _inverse_tables(width)
     return contract_axis(real, cos * scale, axis=2) - contract_axis(imag, sin * scale, axis=2)
 
 
@@ -412,7 +469,8 @@ def global_filter(x, weight, fft_impl: str = "auto"):
     """GFNet's spectral filtering: ``irfft2(rfft2(x) * K)``, orthonormal.
 
     Args:
-        x: real tensor (B, H, W, C) with static H and W; cast to float32.
+        x: real tensor (B, H, W, C); cast to float32 (H and W may be
+            unknown when tracing, see :func:`rfft2`).
         weight: the complex filter K as (H, W // 2 + 1, C, 2), real and
             imaginary parts last (or broadcastable to it).
         fft_impl: "auto", "fft" or "matmul".
@@ -425,7 +483,7 @@ def global_filter(x, weight, fft_impl: str = "auto"):
     w_real, w_imag = weight[..., 0], weight[..., 1]
     out_real = real * w_real - imag * w_imag
     out_imag = real * w_imag + imag * w_real
-    return irfft2(out_real, out_imag, x.shape[2], fft_impl)
+    return irfft2(out_real, out_imag, spatial_dims(x, (2,))[0], fft_impl)
 
 
 def fourier_mix_real(x, fft_impl: str = "auto"):

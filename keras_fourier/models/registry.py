@@ -55,7 +55,10 @@ Args:
     input_tensor: optional Keras tensor to use as the image input.
     input_shape: (height, width, channels), default (224, 224, 3); height
         and width must be multiples of {stride}. Fourier filters are built for
-        this size (checkpoint filters are resized to it).
+        this size (checkpoint filters are resized to it). None for the
+        height and/or width builds an any-size model: it runs at every size
+        {stride} divides, its filters and position embedding built for 224
+        on that axis and resized in the graph at call time.
     pooling: without the top, None (the final feature map), "avg" or "max".
     classes: classes of the head. Default 1000.
     classifier_activation: activation of the head; None returns logits.

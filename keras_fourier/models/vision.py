@@ -40,10 +40,20 @@ from keras_fourier.layers import (
 )
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.hornet import GnConv
-from keras_fourier.layers.position import PositionEmbedding
+from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
+# The size an any-size model's filters and position embeddings are built for
+# (H or W given as None): the training size of every official release.
+BUILT_SIZE = 224
+# Mixers whose layers hold a size-dependent filter, by the keyword arguments
+# that fix it for an any-size model from the stage's token grid (h, w).
+_FILTER_KWARGS: dict[str, Callable[[int, int], dict]] = {
+    "global_filter": lambda h, w: {"height": h, "width": w // 2 + 1},
+    "gnconv_gf": lambda h, w: {"filter_size": (h, w // 2 + 1)},
+}
+_FIXED_SIZE_MIXERS = ("fourier",)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 POOLINGS = (None, "avg", "max")
 
@@ -112,24 +122,32 @@ class VisionSpec:
         return any(name in FOURIER_MIXERS for name, _ in self.mixers)
 
 
-def _check_input_shape(spec: VisionSpec, input_shape, weights) -> tuple[int, int, int]:
+def _check_input_shape(spec: VisionSpec, input_shape, weights) -> tuple:
     if input_shape is None:
-        input_shape = (224, 224, 3)
+        input_shape = (BUILT_SIZE, BUILT_SIZE, 3)
     if (
         not isinstance(input_shape, (tuple, list))
         or len(input_shape) != 3
-        or not all(isinstance(d, int) and d > 0 for d in input_shape)
+        or not all(
+            (isinstance(d, int) and not isinstance(d, bool) and d > 0) or (d is None and i < 2)
+            for i, d in enumerate(input_shape)
+        )
     ):
         raise ValueError(
-            "`input_shape` must be a tuple of three positive ints (height, width, channels); "
-            "Fourier filters are built for a fixed size. "
+            "`input_shape` must be (height, width, channels): positive ints, with None for a "
+            "height or width of any size. "
             f"Received: input_shape={input_shape!r}"
         )
     height, width, channels = input_shape
-    if height % spec.stride or width % spec.stride:
+    if any(d is not None and d % spec.stride for d in (height, width)):
         raise ValueError(
             f"`input_shape` height and width must be multiples of the model's stride "
             f"{spec.stride}. Received: input_shape={tuple(input_shape)!r}"
+        )
+    if None in (height, width) and any(name in _FIXED_SIZE_MIXERS for name, _ in spec.mixers):
+        raise ValueError(
+            "FourierMixing mixes over the whole token map and has no any-size form; give "
+            f"`input_shape` a fixed height and width. Received: input_shape={tuple(input_shape)!r}"
         )
     if weights is not None and channels != 3:
         raise ValueError(
@@ -161,15 +179,27 @@ def check_weights_argument(weights, include_top: bool, classes: int) -> None:
         )
 
 
-def _mixer(spec: VisionSpec, stage: int, fft_impl: str, name: str) -> keras.layers.Layer:
+def _mixer(
+    spec: VisionSpec, stage: int, fft_impl: str, name: str, grid: tuple[int, int] | None
+) -> keras.layers.Layer:
     mixer_name, kwargs = spec.mixers[stage]
     kwargs = dict(kwargs)
     if mixer_name in FOURIER_MIXERS:
         kwargs["fft_impl"] = fft_impl
+    if grid is not None and mixer_name in _FILTER_KWARGS:
+        kwargs.update(_FILTER_KWARGS[mixer_name](*grid))
     return MIXERS[mixer_name](name=name, **kwargs)
 
 
-def _block(x, spec: VisionSpec, stage: int, index: int, drop_path: float, fft_impl: str):
+def _block(
+    x,
+    spec: VisionSpec,
+    stage: int,
+    index: int,
+    drop_path: float,
+    fft_impl: str,
+    grid: tuple[int, int] | None,
+):
     prefix = f"stage{stage}_block{index}"
 
     def norm(part: str):
@@ -184,7 +214,7 @@ def _block(x, spec: VisionSpec, stage: int, index: int, drop_path: float, fft_im
 
     ffn_name, ffn_kwargs = spec.ffn
     ffn = FFNS[ffn_name](name=f"{prefix}_ffn", **ffn_kwargs)
-    mixer = _mixer(spec, stage, fft_impl, f"{prefix}_mixer")
+    mixer = _mixer(spec, stage, fft_impl, f"{prefix}_mixer", grid)
     if spec.residual == "two":
         x = keras.layers.Add(name=f"{prefix}_add1")([x, branch(mixer(norm("norm1")(x)), "1")])
         return keras.layers.Add(name=f"{prefix}_add2")([x, branch(ffn(norm("norm2")(x)), "2")])
@@ -194,17 +224,16 @@ def _block(x, spec: VisionSpec, stage: int, index: int, drop_path: float, fft_im
     return keras.layers.Add(name=f"{prefix}_add")([x, branch(ffn(norm("norm2")(mixed)), "")])
 
 
-def _input_tensor_shape(spec: VisionSpec, input_tensor) -> tuple[int, int, int]:
-    """(H, W, C) of `input_tensor`, checked like `input_shape`."""
+def _input_tensor_shape(spec: VisionSpec, input_tensor) -> tuple:
+    """(H, W, C) of `input_tensor` (H and W may be None), checked like `input_shape`."""
     shape = tuple(input_tensor.shape)
-    if len(shape) != 4 or any(d is None for d in shape[1:]):
+    if len(shape) != 4 or shape[-1] is None:
         raise ValueError(
             "`input_tensor` must be a (batch, height, width, channels) tensor with static "
-            "height, width and channels (the Fourier filters and position embeddings have a "
-            f"fixed size). Received: input_tensor with shape {shape}"
+            f"channels. Received: input_tensor with shape {shape}"
         )
-    height, width, channels = (int(d) for d in shape[1:])
-    if height % spec.stride or width % spec.stride:
+    height, width, channels = (None if d is None else int(d) for d in shape[1:])
+    if any(d is not None and d % spec.stride for d in (height, width)):
         raise ValueError(
             f"`input_tensor` height and width must be multiples of the model's stride "
             f"{spec.stride}, or the stem and downsampling convolutions drop edge pixels. "
@@ -265,7 +294,8 @@ def build_vision_model(
             `load_weights`).
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: (H, W, C); H and W multiples of the model's stride.
-            Default (224, 224, 3).
+            Default (224, 224, 3). None for H and/or W builds an any-size
+            model (see :func:`any_size_grid`).
         pooling: without the top, None (feature map), "avg" or "max".
         classes: number of classes of the head.
         classifier_activation: activation of the head, None for logits.
@@ -295,7 +325,10 @@ def build_vision_model(
             )
     shape = _check_input_shape(spec, input_shape, weights)
     inputs = _inputs(input_tensor, shape)
+    grids = any_size_grid(spec, shape[:2])
     x = inputs
+    if grids is not None:
+        x = StrideCheck(spec.stride, name="stride_check")(x)
     if include_preprocessing and x.shape[-1] != 3:
         raise ValueError(
             "include_preprocessing=True normalises RGB images with the ImageNet mean and std, "
@@ -314,7 +347,8 @@ def build_vision_model(
     if spec.stem_norm:
         x = keras.layers.LayerNormalization(epsilon=spec.norm_epsilon, name="stem_norm")(x)
     if spec.pos_embed:
-        x = PositionEmbedding(name="pos_embed")(x)
+        height, width = grids[0] if grids is not None else (None, None)
+        x = PositionEmbedding(height=height, width=width, name="pos_embed")(x)
     rates = np.linspace(0.0, drop_path_rate, sum(spec.depths)).tolist()
     for stage, (dim, depth) in enumerate(zip(spec.dims, spec.depths, strict=True)):
         if stage > 0:
@@ -324,7 +358,8 @@ def build_vision_model(
                 )(x)
             x = keras.layers.Conv2D(dim, 2, strides=2, name=f"downsample{stage}_conv")(x)
         for index in range(depth):
-            x = _block(x, spec, stage, index, rates.pop(0), fft_impl)
+            grid = grids[stage] if grids is not None else None
+            x = _block(x, spec, stage, index, rates.pop(0), fft_impl, grid)
         x = keras.layers.Identity(name=f"stage{stage}_output")(x)
 
     final_norm = keras.layers.LayerNormalization(epsilon=spec.norm_epsilon, name="norm")
@@ -356,11 +391,44 @@ def build_vision_model(
     return model
 
 
+def any_size_grid(spec: VisionSpec, size: tuple) -> list[tuple[int, int]] | None:
+    """Per stage, the token grid an any-size model's filters are built for; None if fixed.
+
+    An input height or width of None makes an any-size model: it runs at
+    every size its stride divides, its global filters and position
+    embedding built for :data:`BUILT_SIZE` pixels on that axis (the official
+    releases' training size) and resized in the graph to the run-time size
+    (GFNet filters bicubic with ``align_corners=True``, HorNet's bilinear
+    with ``align_corners=True``, position embeddings bicubic; AFNO needs no
+    resize).
+
+    Args:
+        spec: the variant's row.
+        size: (height, width) of the input, ints or None.
+
+    Returns:
+        None when both are ints, else [(h_s, w_s) for each stage s].
+
+    Example:
+        >>> any_size_grid(keras_fourier.models.gfnet.VARIANTS["gfnet_ti"], (None, None))
+        [(14, 14)]
+    """
+    if None not in size:
+        return None
+    height, width = (BUILT_SIZE if d is None else d for d in size)
+    strides = [spec.patch_size * 2**stage for stage in range(len(spec.dims))]
+    return [(height // stride, width // stride) for stride in strides]
+
+
 def feature_extractor(model: keras.Model) -> keras.Model:
     """A model returning the per-stage feature maps of a keras_fourier vision model.
 
     Args:
-        model: a model built by keras_fourier (any `include_top`).
+        model: a model built by keras_fourier (any `include_top`), of a
+            fixed or of any size (``input_shape=(None, None, 3)``); the
+            features of an any-size model follow its input size, a feature
+            pyramid for dense prediction at any resolution its stride
+            divides.
 
     Returns:
         A `keras.Model` with the same inputs whose output is a dict
