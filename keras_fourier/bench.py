@@ -41,8 +41,10 @@ BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 JIT_CHOICES = ("auto", "on", "off")
 SCALING_MIXERS = ("global_filter", "afno", "fourier", "gnconv", "gnconv_gf", "attention")
-SCALING_GRIDS = (14, 28, 42, 56, 64)
-SCALING_SEQUENCES = (512, 1024, 2048, 4096, 8192)
+# Up to 16384 tokens; self-attention's points there need about 11 GiB and are skipped
+# where the machine has less memory available (see _attention_fits).
+SCALING_GRIDS = (14, 28, 42, 56, 64, 96, 128)
+SCALING_SEQUENCES = (512, 1024, 2048, 4096, 8192, 16384)
 SCALING_WIDTH = 384
 
 
@@ -117,6 +119,31 @@ def _status_mib(field: str) -> float | None:
     except OSError:
         pass
     return None
+
+
+def _available_mib() -> float | None:
+    """MemAvailable of /proc/meminfo in MiB, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as file:
+            for line in file:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _attention_fits(tokens: int, width: int, batch_size: int) -> bool:
+    """Whether self-attention's score and softmax matrices fit in the available memory.
+
+    Two float32 (heads, tokens, tokens) matrices per example, as measured
+    (16384 tokens, 6 heads: about 11 GiB), against 80% of MemAvailable;
+    True where that cannot be read.
+    """
+    available = _available_mib()
+    heads = max(1, width // 64)
+    need = 2 * batch_size * heads * tokens**2 * 4 / 2**20
+    return available is None or need <= 0.8 * available
 
 
 def peak_rss_mib() -> float:
@@ -355,6 +382,10 @@ def _scaling_series(
     baseline = _status_mib("VmRSS:")
     rows = []
     for shape in shapes:
+        tokens = int(np.prod(shape))
+        if mixer == "attention" and not _attention_fits(tokens, width, batch_size):
+            print(f"mixer={mixer}  tokens={tokens}  skipped: not enough memory", flush=True)
+            break
         model = scaling_block(mixer, shape, width, impl if impl != "-" else "auto")
         model.compile(jit_compile=jit)
         x = np.random.default_rng(0).standard_normal((batch_size, *shape, width))
@@ -367,7 +398,7 @@ def _scaling_series(
                 "mixer": mixer,
                 "layout": layout,
                 "shape": "x".join(map(str, shape)),
-                "tokens": int(np.prod(shape)),
+                "tokens": tokens,
                 "width": width,
                 "batch_size": batch_size,
                 "fft_impl": impl,
@@ -543,7 +574,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--repeats", type=int, default=5, help="timed calls per figure (median)")
     add("--threads", type=int, default=None, help="TFLite interpreter threads")
     add("--no-train", action="store_true", help="skip the training step")
-    add("--mixers", type=_comma(SCALING_MIXERS), default=list(SCALING_MIXERS))
+    add(
+        "--mixers",
+        type=_comma(SCALING_MIXERS),
+        default=list(SCALING_MIXERS),
+        help=f"comma-separated, of {', '.join(SCALING_MIXERS)}",
+    )
     add("--grids", type=_comma(None, int), default=list(SCALING_GRIDS), help="2D grid sides")
     add(
         "--sequences",

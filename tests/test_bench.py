@@ -84,3 +84,16 @@ def test_bench_refuses_bad_arguments_and_writes_nothing(argv, tmp_path):
     with pytest.raises(SystemExit):
         main([*argv, "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_attention_points_that_do_not_fit_in_memory_are_skipped(monkeypatch, capsys):
+    # Two float32 (heads, tokens, tokens) matrices: 16384 tokens at width 384 need 12 GiB.
+    monkeypatch.setattr(bench, "_available_mib", lambda: 20 * 1024.0)
+    assert bench._attention_fits(16384, 384, 1)
+    assert not bench._attention_fits(16384, 384, 2)
+    monkeypatch.setattr(bench, "_available_mib", lambda: 0.1)  # 64 tokens fit, 128 do not
+    rows = bench._scaling_series(
+        "attention", "1d", [(64,), (128,)], "-", 16, 1, "auto", 1, "float32"
+    )
+    assert [row["tokens"] for row in rows] == [64]
+    assert "tokens=128  skipped: not enough memory" in capsys.readouterr().out
