@@ -172,3 +172,30 @@ def test_int8_with_an_empty_calibration_set_writes_nothing(model_file, tmp_path)
     with pytest.raises(ValueError, match="at least one calibration batch"):
         export.tflite(model_file[1], path, "int8", representative_dataset=[], verbose=False)
     assert not (tmp_path / "out").exists()
+
+
+def _digests(folder) -> dict[str, str]:
+    import hashlib
+
+    return {
+        os.path.relpath(os.path.join(root, name), folder): hashlib.sha256(
+            open(os.path.join(root, name), "rb").read()
+        ).hexdigest()
+        for root, _, names in os.walk(folder)
+        for name in names
+    }
+
+
+def test_failed_overwrite_leaves_the_previous_export_whole(model_file, tmp_path, monkeypatch):
+    # The SavedModel is written before the TFLite check fails: with --overwrite the
+    # old version must come back, byte for byte, with nothing set aside left over.
+    out = tmp_path / "models"
+    assert _export(model_file, out) == 0
+    previous = _digests(out)
+    monkeypatch.setattr(litert, "FLOAT32_TOLERANCE", -1.0)
+    with pytest.raises(RuntimeError, match="differs from Keras"):
+        _export(model_file, out, "--overwrite")
+    assert _digests(out) == previous
+    monkeypatch.undo()
+    assert _export(model_file, out, "--overwrite") == 0
+    assert sorted(_digests(out)) == sorted(previous)

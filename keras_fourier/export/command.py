@@ -286,30 +286,63 @@ def _check(args: argparse.Namespace, model) -> None:
         raise ValueError(f"{onnx_path!r} already exists; pass --overwrite to replace it.")
 
 
+def _replaced_paths(args: argparse.Namespace, name: str) -> list[str]:
+    """The existing files and SavedModel version that this export would replace."""
+    paths = [path for _, path in _outputs(args, name)]
+    if "saved_model" in args.format:
+        paths.append(os.path.join(args.out, name, str(args.version)))
+    if "onnx" in args.format:
+        paths.append(os.path.join(args.out, f"{name}.onnx"))
+    return [path for path in paths if os.path.exists(path)]
+
+
+def _set_aside(path: str) -> str:
+    """Renames `path` to a hidden name beside it (same folder: an atomic rename)."""
+    folder, base = os.path.split(path)
+    aside = os.path.join(folder, f".{base}.{os.getpid()}.previous")
+    os.replace(path, aside)
+    return aside
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
 @contextlib.contextmanager
 def _removed_on_failure(args: argparse.Namespace, name: str):
-    """Removes what this export wrote if the body raises."""
+    """Removes what this export wrote if the body raises, and puts back what it replaced.
+
+    With ``--overwrite`` the files and SavedModel version to be replaced are
+    first renamed aside; they are removed only once every format has been
+    written and checked, and renamed back if any step fails, so a failed
+    export leaves the previous one whole.
+    """
     before = set(os.listdir(args.out)) if os.path.isdir(args.out) else None
     model_dir = os.path.join(args.out, name)
     versions = set(os.listdir(model_dir)) if os.path.isdir(model_dir) else None
+    aside = {path: _set_aside(path) for path in _replaced_paths(args, name)}
     try:
         yield
     except BaseException:
+        for path, moved in aside.items():
+            _remove(path)
+            os.replace(moved, path)
         if before is None:
             shutil.rmtree(args.out, ignore_errors=True)
         else:
             if versions is None:
                 shutil.rmtree(model_dir, ignore_errors=True)
-            elif not args.overwrite:
+            else:
                 for version in set(os.listdir(model_dir)) - versions:
-                    shutil.rmtree(os.path.join(model_dir, version), ignore_errors=True)
+                    _remove(os.path.join(model_dir, version))
             for entry in set(os.listdir(args.out)) - before:
-                path = os.path.join(args.out, entry)
-                if os.path.isdir(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.remove(path)
+                _remove(os.path.join(args.out, entry))
         raise
+    for moved in aside.values():
+        _remove(moved)
 
 
 def run(args: argparse.Namespace) -> int:

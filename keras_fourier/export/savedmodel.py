@@ -275,9 +275,14 @@ def saved_model(
         with temporary_directory(export_dir, STAGING_PREFIX) as staging:
             archive.write_out(staging, verbose=False)
             diffs = _check_parity(staging, serving, transform)
+            # The old version is renamed aside, not deleted, until the new one is in place.
+            replaced = None
             if os.path.exists(target):
-                shutil.rmtree(target)
+                replaced = os.path.join(export_dir, f".{version}.{os.getpid()}.replaced")
+                os.replace(target, replaced)
             os.replace(staging, target)
+            if replaced is not None:
+                shutil.rmtree(replaced, ignore_errors=True)
     except BaseException:
         if created:
             shutil.rmtree(export_dir, ignore_errors=True)
