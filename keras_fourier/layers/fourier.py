@@ -59,8 +59,50 @@ def filter_grid(layer, input_shape) -> tuple[int, int]:
     return int(grid_height), int(grid_width)
 
 
+class SpectralFilterBase(keras.layers.Layer):
+    """Arguments, filter weight and config shared by GlobalFilter and GlobalLocalFilter.
+
+    Subclasses build ``complex_weight`` with :meth:`_add_filter` in their
+    official checkpoint's layout and resize it to the input's spectrum in
+    `call`; ``height``/``width`` fix the filter's token grid (None: the
+    built input's).
+    """
+
+    def __init__(
+        self,
+        height: int | None = None,
+        width: int | None = None,
+        fft_impl: str = "auto",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.height = check_optional_size("height", height)
+        self.width = check_optional_size("width", width)
+        self.fft_impl = spectral.validate_fft_impl(fft_impl)
+
+    def _add_filter(self, shape: tuple[int, ...]) -> None:
+        """Creates ``complex_weight`` of `shape` (real and imaginary parts last), N(0, 0.02)."""
+        self.complex_weight = self.add_weight(
+            name="complex_weight",
+            shape=shape,
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            autocast=False,
+        )
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "height": self.height,
+            "width": self.width,
+            "fft_impl": self.fft_impl,
+        }
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
-class GlobalFilter(keras.layers.Layer):
+class GlobalFilter(SpectralFilterBase):
     """GFNet's global filter: rfft2, element-wise learnable complex filter, irfft2.
 
     ``y = irfft2(rfft2(x, ortho) * K, ortho)`` over the spatial axes, one
@@ -113,28 +155,11 @@ class GlobalFilter(keras.layers.Layer):
         NeurIPS 2021, Eq. (4)-(5).
     """
 
-    def __init__(
-        self,
-        height: int | None = None,
-        width: int | None = None,
-        fft_impl: str = "auto",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.height = check_optional_size("height", height)
-        self.width = check_optional_size("width", width)
-        self.fft_impl = spectral.validate_fft_impl(fft_impl)
-
     def build(self, input_shape):
         _, _, channels = _image_shape("GlobalFilter", input_shape)
         grid_height, grid_width = filter_grid(self, input_shape)
         self._channels = channels
-        self.complex_weight = self.add_weight(
-            name="complex_weight",
-            shape=(grid_height, grid_width, channels, 2),
-            initializer=keras.initializers.RandomNormal(stddev=0.02),
-            autocast=False,
-        )
+        self._add_filter((grid_height, grid_width, channels, 2))
 
     def call(self, inputs):
         check_channels("GlobalFilter", self._channels, inputs)
@@ -144,17 +169,6 @@ class GlobalFilter(keras.layers.Layer):
         weight = resize_axis_tensor(weight, width // 2 + 1, 1, "bicubic", align_corners=True)
         out = spectral.global_filter(inputs, weight, self.fft_impl)
         return ops.cast(out, self.compute_dtype)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "height": self.height,
-            "width": self.width,
-            "fft_impl": self.fft_impl,
-        }
 
 
 def _block_matmul(x, weight):

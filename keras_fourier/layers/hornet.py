@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from keras_fourier.layers import spectral
-from keras_fourier.layers.fourier import filter_grid
+from keras_fourier.layers.fourier import SpectralFilterBase, filter_grid
 from keras_fourier.layers.interpolation import resize_axis_tensor
 from keras_fourier.validation import check_choice, check_optional_size
 
@@ -31,7 +31,7 @@ def _channels_last_shape(layer: str, input_shape) -> tuple:
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
-class GlobalLocalFilter(keras.layers.Layer):
+class GlobalLocalFilter(SpectralFilterBase):
     """HorNet's GF layer: half the channels by a 3x3 depthwise conv, half by a global filter.
 
     ``pre_norm`` (LayerNorm over channels, eps 1e-6), then the first C/2
@@ -90,18 +90,6 @@ class GlobalLocalFilter(keras.layers.Layer):
         Classification", NeurIPS 2021, Eq. (4)-(5).
     """
 
-    def __init__(
-        self,
-        height: int | None = None,
-        width: int | None = None,
-        fft_impl: str = "auto",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.height = check_optional_size("height", height)
-        self.width = check_optional_size("width", width)
-        self.fft_impl = spectral.validate_fft_impl(fft_impl)
-
     def build(self, input_shape):
         batch, height, width, channels = _channels_last_shape("GlobalLocalFilter", input_shape)
         if channels % 2:
@@ -120,12 +108,7 @@ class GlobalLocalFilter(keras.layers.Layer):
             3, padding="same", use_bias=False, dtype=self.dtype_policy, name="dw"
         )
         self.dw.build((batch, height, width, half))
-        self.complex_weight = self.add_weight(
-            name="complex_weight",
-            shape=(half, filter_height, filter_width, 2),
-            initializer=keras.initializers.RandomNormal(stddev=0.02),
-            autocast=False,
-        )
+        self._add_filter((half, filter_height, filter_width, 2))
         self.post_norm = keras.layers.LayerNormalization(
             epsilon=1e-6, dtype=self.dtype_policy, name="post_norm"
         )
@@ -156,17 +139,6 @@ class GlobalLocalFilter(keras.layers.Layer):
         glob = ops.cast(glob, self.compute_dtype)
         x = ops.reshape(ops.stack([local, glob], axis=-1), (-1, height, width, channels))
         return self.post_norm(x)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "height": self.height,
-            "width": self.width,
-            "fft_impl": self.fft_impl,
-        }
 
 
 def _split_channels(x, sizes: list[int]) -> list:
