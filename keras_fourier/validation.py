@@ -12,6 +12,11 @@ from collections.abc import Collection
 from typing import Any
 
 
+def is_static_size(*sizes: Any) -> bool:
+    """Whether every size is a Python or NumPy integer (not a run-time scalar tensor)."""
+    return all(isinstance(size, numbers.Integral) for size in sizes)
+
+
 def check_choice(name: str, value: Any, choices: Collection) -> Any:
     """Returns `value` if it is one of `choices`, else raises ValueError."""
     if value not in choices:

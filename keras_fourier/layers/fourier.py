@@ -20,7 +20,7 @@ from keras import ops
 from keras_fourier.layers import spectral
 from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.layers.interpolation import resize_axis_tensor
-from keras_fourier.validation import check_optional_size, check_positive_int
+from keras_fourier.validation import check_optional_size, check_positive_int, is_static_size
 
 
 def _image_shape(layer: str, input_shape) -> tuple[int | None, int | None, int]:
@@ -187,7 +187,7 @@ def low_frequency_mask(height: int, width: int, fraction: float) -> np.ndarray:
     (the half spectrum) it is k. Of the H // 2 + 1 (resp. W // 2 + 1)
     distinct frequencies, the lowest int(fraction * count) are kept.
     """
-    if not isinstance(height, int) or not isinstance(width, int):
+    if not is_static_size(height, width):
         return _low_frequency_mask_tensor(height, width, fraction)
     kept_h = int((height // 2 + 1) * fraction)
     kept_w = int((width // 2 + 1) * fraction)

@@ -29,7 +29,7 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
-from keras_fourier.validation import check_choice, check_positive_int
+from keras_fourier.validation import check_choice, check_positive_int, is_static_size
 
 MODES = ("bilinear", "bicubic")
 CUBIC_A = -0.75
@@ -148,7 +148,7 @@ def interpolation_matrix_tensor(
     """
     check_choice("mode", mode, MODES)
     for name, size in (("in_size", in_size), ("out_size", out_size)):
-        if isinstance(size, (int, np.integer)):
+        if is_static_size(size):
             check_positive_int(name, int(size))
     columns = ops.cast(ops.arange(in_size), "float32")
     matrix = 0.0
@@ -202,10 +202,6 @@ def _cubic_weights_tensor(t):
     return ops.stack([far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)], axis=-1)
 
 
-def _is_static(size) -> bool:
-    return isinstance(size, (int, np.integer))
-
-
 def resize_axis_tensor(x, out_size, axis: int, mode: str = "bilinear", align_corners: bool = True):
     """Resizes one axis of a backend tensor to `out_size`, static or run-time.
 
@@ -237,7 +233,7 @@ def resize_axis_tensor(x, out_size, axis: int, mode: str = "bilinear", align_cor
     check_choice("mode", mode, MODES)
     axis = _check_axis(axis, len(x.shape))
     in_size = x.shape[axis]
-    if _is_static(in_size) and _is_static(out_size):
+    if is_static_size(in_size) and is_static_size(out_size):
         out_size = check_positive_int("out_size", int(out_size))
         if in_size == out_size:
             return x
@@ -325,6 +321,5 @@ def resize_2d_tensor(
                 f"resize_2d_tensor needs static lengths on `axes`; received shape {x.shape} "
                 f"with axes={tuple(axes)}."
             )
-        if in_size != out_size:
-            x = contract_axis(x, _cached_matrix(in_size, out_size, mode, True).T, axis)
+        x = resize_axis_tensor(x, out_size, axis, mode, align_corners=True)
     return x

@@ -54,7 +54,7 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
-from keras_fourier.validation import check_choice
+from keras_fourier.validation import check_choice, is_static_size
 
 FFT_IMPLS = ("auto", "fft", "matmul")
 FFT_BACKENDS = ("tensorflow", "jax", "torch", "numpy")
@@ -256,10 +256,6 @@ def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     return out_real, out_imag
 
 
-def _is_static(*sizes) -> bool:
-    return all(isinstance(size, int) for size in sizes)
-
-
 def spatial_dims(x, axes) -> list:
     """Lengths of `axes`: Python ints where static, scalar tensors where known only at run time."""
     shape = ops.shape(x)
@@ -273,7 +269,7 @@ def _with_dims(x, dims):
 
 
 def _ortho_scale(height, width):
-    if _is_static(height, width):
+    if is_static_size(height, width):
         return 1.0 / np.sqrt(height * width)
     return ops.rsqrt(ops.cast(height * width, "float32"))
 
@@ -286,12 +282,12 @@ def _dynamic_dft_tables(n, m):
 
 
 def _tables(n, m):
-    return _dft_tables(n, m) if _is_static(n, m) else _dynamic_dft_tables(n, m)
+    return _dft_tables(n, m) if is_static_size(n, m) else _dynamic_dft_tables(n, m)
 
 
 def _inverse_tables(n):
     """(K, n) inverse real DFT tables of :func:`_irfft_tables`, static or run-time."""
-    if _is_static(n):
+    if is_static_size(n):
         return _irfft_tables(n)
     k = n // 2 + 1
     cos, sin = _dynamic_dft_tables(n, k)
@@ -351,7 +347,7 @@ def _native_irfft2(real, imag, height: int, width: int):
 
     spectrum = tf.complex(tf.transpose(real, [0, 3, 1, 2]), tf.transpose(imag, [0, 3, 1, 2]))
     out = tf.transpose(tf.signal.irfft2d(spectrum, fft_length=[height, width]), [0, 2, 3, 1])
-    if _is_static(height, width):
+    if is_static_size(height, width):
         return out * np.float32(np.sqrt(height * width))
     return out * ops.sqrt(ops.cast(height * width, "float32"))
 
@@ -390,7 +386,7 @@ def rfft2(x, fft_impl: str = "auto"):
         (real, imag), each float32 (B, H, W // 2 + 1, C).
     """
     height, width = spatial_dims(x, (1, 2))
-    static = _is_static(height, width)
+    static = is_static_size(height, width)
     x = _float32(x)
     if resolve_fft_impl(fft_impl, height * width if static else None) == "fft":
         real, imag = _native_rfft2(x)
@@ -418,7 +414,7 @@ def _hermitian_edge_columns(real, imag, width: int):
     valid input, so all of them agree with numpy and with the matmul path.
     """
     (height,) = spatial_dims(real, (1,))
-    if _is_static(height, width):
+    if is_static_size(height, width):
         edges = np.zeros((1, 1, width // 2 + 1, 1), dtype=np.float32)
         edges[..., 0, :] = 1.0
         if width % 2 == 0:
@@ -449,7 +445,7 @@ def irfft2(real, imag, width: int, fft_impl: str = "auto"):
         float32 tensor (B, H, W, C).
     """
     (height,) = spatial_dims(real, (1,))
-    static = _is_static(height, width)
+    static = is_static_size(height, width)
     real = _float32(real)
     imag = _float32(imag)
     if resolve_fft_impl(fft_impl, height * width if static else None) == "fft":
