@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from keras_fourier.layers import spectral
-from keras_fourier.layers.fourier import SpectralFilterBase, filter_grid
+from keras_fourier.layers.fourier import SpectralFilterBase, check_channels, filter_grid
 from keras_fourier.layers.interpolation import resize_axis_tensor
 from keras_fourier.validation import check_choice, check_optional_size
 
@@ -122,12 +122,7 @@ class GlobalLocalFilter(SpectralFilterBase):
         return weight
 
     def call(self, inputs):
-        channels = inputs.shape[-1]
-        if len(inputs.shape) != 4 or channels != self._channels:
-            raise ValueError(
-                f"GlobalLocalFilter was built for (B, H, W, C) inputs with C = "
-                f"{self._channels}; received inputs of shape {tuple(inputs.shape)}."
-            )
+        check_channels("GlobalLocalFilter", self._channels, inputs)
         height, width = spectral.spatial_dims(inputs, (1, 2))
         x = self.pre_norm(inputs)
         # ops.split rather than slices: the gradient of a split is one concat, while
@@ -137,7 +132,7 @@ class GlobalLocalFilter(SpectralFilterBase):
         weight = self._filter((height, width // 2 + 1))
         glob = spectral.global_filter(global_half, weight, self.fft_impl)
         glob = ops.cast(glob, self.compute_dtype)
-        x = ops.reshape(ops.stack([local, glob], axis=-1), (-1, height, width, channels))
+        x = ops.reshape(ops.stack([local, glob], axis=-1), (-1, height, width, self._channels))
         return self.post_norm(x)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_fourier.layers import spectral
+from keras_fourier.layers.fourier import check_channels
 from keras_fourier.layers.interpolation import resize_axis_tensor
 from keras_fourier.validation import check_optional_size, check_positive_int
 
@@ -76,16 +78,9 @@ class PositionEmbedding(keras.layers.Layer):
         )
 
     def call(self, inputs):
-        channels = self.pos_embed.shape[-1]
-        if len(inputs.shape) != 4 or inputs.shape[-1] != channels:
-            raise ValueError(
-                f"PositionEmbedding was built for (B, H, W, C) inputs with C = {channels}; "
-                f"received inputs of shape {tuple(inputs.shape)}."
-            )
-        shape = ops.shape(inputs)
+        check_channels("PositionEmbedding", self.pos_embed.shape[-1], inputs)
         pos_embed = ops.convert_to_tensor(self.pos_embed)
-        for axis in (1, 2):
-            size = inputs.shape[axis] if inputs.shape[axis] is not None else shape[axis]
+        for axis, size in zip((1, 2), spectral.spatial_dims(inputs, (1, 2)), strict=True):
             pos_embed = resize_axis_tensor(pos_embed, size, axis, "bicubic", align_corners=False)
         return inputs + ops.cast(pos_embed, inputs.dtype)
 
