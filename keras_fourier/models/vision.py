@@ -44,6 +44,7 @@ from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 # The size an any-size model's filters and position embeddings are built for
 # (H or W given as None): the training size of every official release.
 BUILT_SIZE = 224
@@ -54,7 +55,6 @@ _FILTER_KWARGS: dict[str, Callable[[int, int], dict]] = {
     "gnconv_gf": lambda h, w: {"filter_size": (h, w // 2 + 1)},
 }
 _FIXED_SIZE_MIXERS = ("fourier",)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 POOLINGS = (None, "avg", "max")
 
 MIXERS: dict[str, Callable[..., keras.layers.Layer]] = {
