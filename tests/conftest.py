@@ -4,9 +4,10 @@ The suite runs once per Keras backend (``KERAS_BACKEND=tensorflow|jax|torch``).
 Tests marked ``single_backend`` run only in the TensorFlow run and are
 deselected, not skipped, under the other backends: TensorFlow by nature
 (tf.data, strategies, SavedModel, TFLite, training and the CLI: every module
-not in :data:`MULTI_BACKEND_MODULES`, plus marked tests there), shape-only
-checks that no backend can change (parameter counts), and the cross-backend
-parity test, which drives JAX and PyTorch in subprocesses itself.
+that does not mark itself ``pytestmark = pytest.mark.multi_backend``, plus
+marked tests in those that do), shape-only checks that no backend can change
+(parameter counts), and the cross-backend parity test, which drives JAX and
+PyTorch in subprocesses itself.
 """
 
 import os
@@ -30,26 +31,10 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 import keras  # noqa: E402 (after the environment above)
 import pytest  # noqa: E402
 
-# The layer, model and weight tests: the modules that run under every backend. Every other
-# module (data, training, export, CLI, benchmarks, parity driver) is single_backend.
-MULTI_BACKEND_MODULES = {
-    "test_afbo.py",
-    "test_backend_training.py",
-    "test_checkpoints.py",
-    "test_clear_errors.py",
-    "test_common_layers.py",
-    "test_fnet_models.py",
-    "test_fourier_layers.py",
-    "test_hornet_layers.py",
-    "test_interpolation.py",
-    "test_models.py",
-    "test_spectral.py",
-}
-
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name not in MULTI_BACKEND_MODULES:
+        if not item.get_closest_marker("multi_backend"):
             item.add_marker(pytest.mark.single_backend)
     if keras.config.backend() == "tensorflow":
         return

@@ -11,6 +11,9 @@ from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.ffn import Mlp
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 SHAPE = (2, 6, 5, 8)
 _erf = np.vectorize(math.erf)
 

@@ -13,6 +13,9 @@ import pytest
 from keras_fourier.training import get_strategy, train
 from keras_fourier.training.strategy import BACKEND_STRATEGIES, STRATEGIES
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 
 def test_strategies_of_this_backend():
     backend = keras.config.backend()

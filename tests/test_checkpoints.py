@@ -25,6 +25,9 @@ from keras_fourier.models import build_model, checkpoints, download
 from keras_fourier.models.weights import imagenet_checkpoint, load_variant_weights
 from tests.harness import random_input, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 LEFT_UNCHANGED = "the model was left unchanged"
 GFNET_TI_URL = "https://cloud.tsinghua.edu.cn/f/3d0c1579aa524a0a99dd/?dl=1"
 

@@ -11,6 +11,9 @@ from keras_fourier import cli
 from keras_fourier.models import build_model
 from keras_fourier.models.weights import load_keras_file, load_weights_file
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 
 def _tiny(dims: int = 16, channels: int = 3, **options):
     return build_model(

@@ -18,6 +18,9 @@ from keras_fourier.layers import (
 from keras_fourier.models import checkpoints
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 _erf = np.vectorize(math.erf)
 
 

@@ -15,6 +15,9 @@ from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FourierMixing
 from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
 from tests.harness import random_input, relative_error
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 TINY = {"hidden_size": 16, "num_layers": 2, "intermediate_size": 32}
 VOCAB = 100
 MAX_LENGTH = 16

@@ -11,6 +11,9 @@ from keras_fourier.layers.fourier import low_frequency_mask
 from keras_fourier.models import checkpoints
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 AFNO_WEIGHTS = {"w1": (2, 2, 2, 4), "b1": (2, 2, 4), "w2": (2, 2, 4, 2), "b2": (2, 2, 2)}
 
 

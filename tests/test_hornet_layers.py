@@ -8,6 +8,9 @@ from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.interpolation import resize_2d
 from tests.harness import random_input, relative_error, run_layer_checks, tflite_max_error, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 
 def _gnconv_weights(channels: int, order: int, kernel_size: int) -> dict[str, tuple]:
     dims = [channels // 2**i for i in range(order)][::-1]

@@ -14,6 +14,9 @@ from keras_fourier.layers.interpolation import (
 )
 from tests.harness import random_input, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 MODES = ("bilinear", "bicubic")
 SIZE_PAIRS = [(1, 4), (4, 1), (2, 3), (3, 2), (5, 9), (9, 5), (7, 13), (14, 24), (8, 8)]
 

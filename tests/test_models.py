@@ -13,6 +13,9 @@ from keras_fourier.models import checkpoints
 from keras_fourier.models.vision import BUILT_SIZE, FFNS, MIXERS, build_vision_model
 from tests.harness import random_input
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 OFFICIAL_PARAMS = {
     "GFNetTi": 7_511_784,
     "GFNetXS": 15_985_768,

@@ -8,6 +8,9 @@ from keras import ops
 from keras_fourier.layers import spectral
 from tests.harness import random_input, to_numpy
 
+# The layer, model and weight tests run under every Keras backend (tests/conftest.py).
+pytestmark = pytest.mark.multi_backend
+
 # Up to 256 tokens the matmul path is one dense 2D DFT matrix; (17, 16) and (16, 18) take the
 # per-axis matrices.
 SIZES = [(4, 6), (5, 7), (6, 5), (7, 7), (8, 8), (14, 14), (12, 10), (17, 16), (16, 18)]
