@@ -87,19 +87,36 @@ class FNetEmbeddings(keras.layers.Layer):
         self.num_segments = num_segments
         self.dropout = dropout
         self.word = keras.layers.Embedding(
-            vocabulary_size, hidden_size, embeddings_initializer=initializer(), name="word"
+            vocabulary_size,
+            hidden_size,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="word",
         )
         self.position = keras.layers.Embedding(
-            max_sequence_length, hidden_size, embeddings_initializer=initializer(), name="position"
+            max_sequence_length,
+            hidden_size,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="position",
         )
         self.segment = keras.layers.Embedding(
-            num_segments, hidden_size, embeddings_initializer=initializer(), name="segment"
+            num_segments,
+            hidden_size,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="segment",
         )
-        self.norm = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
+        self.norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="norm"
+        )
         self.projection = keras.layers.Dense(
-            hidden_size, kernel_initializer=initializer(), name="projection"
+            hidden_size,
+            kernel_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="projection",
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         length = token_ids_shape[-1]
@@ -184,19 +201,22 @@ class FNetEncoderBlock(keras.layers.Layer):
         self.intermediate_size = intermediate_size
         self.dropout = dropout
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
-        self.mixing = FourierMixing(fft_impl=fft_impl, name="mixing")
+        self.mixing = FourierMixing(fft_impl=fft_impl, dtype=self.dtype_policy, name="mixing")
         self.mixing_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="mixing_norm"
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="mixing_norm"
         )
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             kernel_initializer=initializer(),
             bias_initializer=initializer(),
+            dtype=self.dtype_policy,
             name="intermediate",
         )
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="output_dropout"
+        )
         self.output_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="output_norm"
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="output_norm"
         )
 
     def build(self, inputs_shape, padding_mask_shape=None):
@@ -205,7 +225,10 @@ class FNetEncoderBlock(keras.layers.Layer):
         self.mixing_norm.build(inputs_shape)
         self.intermediate.build(inputs_shape)
         self.output_dense = keras.layers.Dense(
-            inputs_shape[-1], kernel_initializer=initializer(), name="output"
+            inputs_shape[-1],
+            kernel_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="output",
         )
         self.output_dense.build((*inputs_shape[:-1], self.intermediate_size))
         self.output_norm.build(inputs_shape)
