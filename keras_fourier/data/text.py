@@ -5,7 +5,9 @@ fixed sequence length: ``[CLS] tokens [SEP]`` (or ``[CLS] a [SEP] b [SEP]``
 for sentence pairs) right-padded with the pad id. token_ids and segment_ids
 are int32 (segment 0 for the first sentence with its [CLS] and [SEP], 1 for
 the second), padding_mask is int32 (1 on real tokens, 0 on padding), as
-the `keras_fourier.models` FNet inputs expect. Labels are int32:
+the `keras_fourier.models` FNet inputs expect (an FNet built with the
+default ``use_padding_mask=False`` takes no ``padding_mask``:
+`select_model_inputs` keeps only a model's inputs). Labels are int32:
 train with `keras.losses.SparseCategoricalCrossentropy`.
 
 Any tokenizer works that, called on a 1-D string tensor inside `tf.data`,
@@ -274,3 +276,32 @@ def text_dataset(
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.prefetch(AUTOTUNE).with_options(options)
+
+
+def select_model_inputs(dataset: tf.data.Dataset, model: keras.Model) -> tf.data.Dataset:
+    """`dataset` with only the features `model` takes as inputs.
+
+    The text pipelines always produce ``padding_mask``; an FNet built with
+    the default ``use_padding_mask=False`` (the paper's function) has no
+    such input. Models whose input is not a dict get `dataset` unchanged.
+
+    Args:
+        dataset: batches of (features, labels...).
+        model: the model the batches feed.
+
+    Returns:
+        The dataset with each features dict reduced to the model's input names.
+
+    Example:
+        >>> ds = select_model_inputs(text_dataset(["a"], [0], sequence_length=4), model)
+        >>> sorted(next(iter(ds))[0])
+        ['segment_ids', 'token_ids']
+    """
+    if not isinstance(model.input, dict):
+        return dataset
+    names = tuple(model.input)
+
+    def select(features, *rest):
+        return ({name: features[name] for name in names}, *rest)
+
+    return dataset.map(select, num_parallel_calls=AUTOTUNE)

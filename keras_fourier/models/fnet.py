@@ -21,11 +21,18 @@ with the variant fixed.
 Padding mask
 ------------
 The official FNet code does not mask: every position, padding included,
-enters the DFT of every layer, so the contents of padding tokens change the
-outputs at real positions. With ``use_padding_mask=True`` (the default) the
-model takes a third input, ``padding_mask`` (B, L), 1 for real tokens and 0
-for padding, and each encoder block multiplies its input by the mask before
-the Fourier mixing only. Precisely, block ``i`` computes::
+enters the DFT of every layer (its ``FourierTransform`` drops the mask), so
+the ids at padded positions change the outputs at real positions. That is
+the default here (``use_padding_mask=False``): the model computes the
+paper's function, the one the official checkpoints were trained for, and
+takes no mask input (a ``padding_mask`` entry in the input dict, as the
+package's text pipelines produce, is not an input of the model; select the
+model's inputs, see :func:`keras_fourier.data.text.select_model_inputs`).
+
+With ``use_padding_mask=True`` the model takes a third input,
+``padding_mask`` (B, L), 1 for real tokens and 0 for padding, and each
+encoder block multiplies its input by the mask before the Fourier mixing
+only. Precisely, block ``i`` computes::
 
     mixed = Re(DFT2(x * mask[..., None]))        # padded rows are zero here
     x = LayerNorm(x + mixed)                     # residual uses the unmasked x
@@ -33,7 +40,14 @@ the Fourier mixing only. Precisely, block ``i`` computes::
 
 Every other operation acts on each position separately, so the outputs at
 real positions do not depend on the token or segment ids at padded
-positions. What the mask does *not* do:
+positions. The trade-off: masking makes a prediction independent of what
+fills the padding (useful when padding is not always the pad id, or for
+bucketed batching), but it is *another function* than the one pretrained
+weights learned (the official models saw ``[PAD]`` embeddings in every
+mixing), so it shifts a pretrained model's outputs and needs fine-tuning to
+recover; with the default the padding's contribution is the learned one
+and is the same for every batch padded with the pad id. What the mask does
+*not* do:
 
 * it does not make a padded sequence equivalent to the shorter unpadded one:
   the DFT still has length L (the static sequence length) and zero rows
@@ -43,9 +57,6 @@ positions. What the mask does *not* do:
   real tokens) and are meaningless; ignore them downstream;
 * the pooled output reads position 0, which must be a real token (the
   first token, e.g. ``[CLS]``).
-
-With ``use_padding_mask=False`` there is no mask input and every position
-is mixed, as in the original code.
 
 Layer names are stable, so importing a checkpoint is a key map:
 ``embeddings/{word,position,segment,norm,projection}``,
@@ -131,7 +142,7 @@ def FNet(
     sequence_length: int | None = None,
     num_segments: int = 4,
     dropout: float = 0.1,
-    use_padding_mask: bool = True,
+    use_padding_mask: bool = False,
     num_classes: int | None = None,
     classifier_activation: str | Callable | None = None,
     fft_impl: str = "auto",
@@ -159,8 +170,9 @@ def FNet(
         dropout: dropout rate after the embeddings, after each feed-forward
             sublayer and before the classifier. Default 0.1.
         use_padding_mask: whether the model takes a ``padding_mask`` input
-            that keeps padded positions out of every Fourier mixing.
-            Default True.
+            that keeps padded positions out of every Fourier mixing (see the
+            module docstring for the trade-off). Default False: every
+            position is mixed, as in the paper and the official code.
         num_classes: if set, a classifier head (dropout + Dense(num_classes))
             on the pooled output replaces the dict output. Default None.
         classifier_activation: activation of the classifier head, e.g.
@@ -186,8 +198,7 @@ def FNet(
         ...     max_sequence_length=8,
         ... )
         >>> ids = keras.ops.zeros((2, 8), dtype="int32")
-        >>> mask = keras.ops.ones((2, 8), dtype="int32")
-        >>> out = model({"token_ids": ids, "segment_ids": ids, "padding_mask": mask})
+        >>> out = model({"token_ids": ids, "segment_ids": ids})
         >>> out["sequence_output"].shape, out["pooled_output"].shape
         (TensorShape([2, 8, 16]), TensorShape([2, 16]))
 
@@ -277,7 +288,8 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
         sequence_length: static input length. Default None: max_sequence_length.
         num_segments: segment table rows. Default 4.
         dropout: dropout rate. Default 0.1.
-        use_padding_mask: whether to take a ``padding_mask`` input. Default True.
+        use_padding_mask: whether to take a ``padding_mask`` input (not the
+            paper's function; see the module docstring). Default False.
         num_classes: classifier head size. Default None: no head.
         classifier_activation: head activation. Default None: logits.
         fft_impl: "auto" (default), "fft" or "matmul".
@@ -308,7 +320,7 @@ def _variant_builder(variant: str) -> Callable[..., keras.Model]:
         sequence_length: int | None = None,
         num_segments: int = 4,
         dropout: float = 0.1,
-        use_padding_mask: bool = True,
+        use_padding_mask: bool = False,
         num_classes: int | None = None,
         classifier_activation: str | Callable | None = None,
         fft_impl: str = "auto",
