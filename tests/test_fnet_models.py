@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FourierMixing
+from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead, FourierMixing
 from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
 from tests.harness import check_dtype_policy, random_input, relative_error, run_layer_checks
 
@@ -203,6 +203,18 @@ def test_embeddings_follow_the_layer_dtype_policy():
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
 
 
+def test_masked_lm_head_follows_the_layer_dtype_policy():
+    sequence = random_input((2, LENGTH, 16), seed=3)
+    positions = np.array([[0, 2], [1, 7]], dtype="int32")
+    table = random_input((VOCAB, 16), seed=4)
+
+    def make(**kwargs):
+        return FNetMaskedLMHead(VOCAB, 16, **kwargs)
+
+    check_dtype_policy(make, sequence, positions, table)
+    assert tuple(make()(sequence, positions, table).shape) == (2, 2, VOCAB)
+
+
 def test_classifier_head():
     logits = tiny(num_classes=3)
     assert logits.output_shape == (None, 3)
@@ -334,6 +346,8 @@ def test_all_ones_mask_equals_no_mask():
         ({"num_classes": 0}, "num_classes=0"),
         ({"num_classes": 2, "classifier_activation": "nope"}, "classifier_activation='nope'"),
         ({"fft_impl": "dft"}, "fft_impl='dft'"),
+        ({"heads": "mlm"}, "heads='mlm'"),
+        ({"heads": "pretraining", "num_classes": 2}, "num_classes=2"),
         ({"weights": "imagenet"}, "weights='imagenet'"),
         ({"weights": "missing.weights.h5"}, "weights='missing.weights.h5'"),
         ({"weights": 3}, "weights=3"),
