@@ -29,16 +29,25 @@ from keras_fourier.data.listops import (
     listops_eval_dataset,
     listops_train_dataset,
 )
-from keras_fourier.data.text import ByteTokenizer, WordTokenizer, text_dataset, tokenize_and_pack
+from keras_fourier.data.text import (
+    ByteTokenizer,
+    SentencePieceTokenizer,
+    WordTokenizer,
+    select_model_inputs,
+    text_dataset,
+    tokenize_and_pack,
+)
 
 __all__ = [
     "LISTOPS_NUM_CLASSES",
     "LISTOPS_VOCABULARY",
     "AugmentConfig",
     "ByteTokenizer",
+    "SentencePieceTokenizer",
     "ImageAugmenter",
     "RandomResizedCrop",
     "WordTokenizer",
+    "select_model_inputs",
     "count_examples",
     "eval_transform",
     "evaluate_listops",

@@ -12,12 +12,14 @@ train with `keras.losses.SparseCategoricalCrossentropy`.
 
 Any tokenizer works that, called on a 1-D string tensor inside `tf.data`,
 returns int token ids as a `tf.RaggedTensor` (B, None) or a dense (B, T)
-tensor right-padded with the pad id: `ByteTokenizer`, `WordTokenizer`,
-keras-hub tokenizers, or `keras.layers.TextVectorization(ragged=True)`.
+tensor right-padded with the pad id: `SentencePieceTokenizer` (the official
+FNet vocabulary), `ByteTokenizer`, `WordTokenizer`, keras-hub tokenizers, or
+`keras.layers.TextVectorization(ragged=True)`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 import keras
@@ -107,6 +109,103 @@ class WordTokenizer:
         return self._lookup(tf.strings.split(tf.convert_to_tensor(texts, tf.string)))
 
 
+# The official FNet vocabulary: 32,000 pieces (google-research f_net/README.md).
+OFFICIAL_SENTENCEPIECE_URL = (
+    "https://storage.googleapis.com/gresearch/f_net/vocab/c4_bpe_sentencepiece.model"
+)
+
+
+class SentencePieceTokenizer:
+    """A SentencePiece model as a tokenizer that runs inside `tf.data`.
+
+    Encodes with the `sentencepiece` package (the library the official FNet
+    code uses, so the ids are the official ones) through
+    `tf.numpy_function`. The special ids are found as the official code
+    finds them: ``cls_id``, ``sep_id`` and ``mask_id`` are the ids of the
+    pieces ``[CLS]``, ``[SEP]`` and ``[MASK]`` (``PieceToId``), ``pad_id``
+    the model's pad id (``pad_id()``). Install it with
+    ``pip install keras-fourier[text]``.
+
+    The op is a Python function: it runs in `tf.data` (on the host, holding
+    the GIL while it encodes a batch) but is not part of an exported
+    SavedModel; tokenize before serving.
+
+    Args:
+        model: the ``.model`` file (a path) or its bytes, e.g.
+            ``c4_bpe_sentencepiece.model`` (:data:`OFFICIAL_SENTENCEPIECE_URL`).
+
+    Raises:
+        ImportError: the `sentencepiece` package is not installed.
+        ValueError: the model cannot be read, or lacks one of the pieces
+            ``[CLS]``, ``[SEP]``, ``[MASK]`` or a pad id.
+
+    Example:
+        >>> tokenizer = SentencePieceTokenizer("c4_bpe_sentencepiece.model")  # doctest: +SKIP
+        >>> tokenizer.vocabulary_size  # doctest: +SKIP
+        32000
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes):
+        try:
+            import sentencepiece
+        except ImportError as error:
+            raise ImportError(
+                "SentencePieceTokenizer needs the `sentencepiece` package: "
+                "pip install 'keras-fourier[text]'."
+            ) from error
+        if isinstance(model, bytes):
+            proto, source = model, "the model bytes"
+        else:
+            source = os.fspath(model)
+            try:
+                with open(source, "rb") as file:
+                    proto = file.read()
+            except OSError as error:
+                raise ValueError(
+                    f"Cannot read the SentencePiece model {source!r}: {error}"
+                ) from error
+        self._processor = sentencepiece.SentencePieceProcessor()
+        try:
+            self._processor.LoadFromSerializedProto(proto)
+        except (RuntimeError, OSError) as error:
+            raise ValueError(f"{source} is not a SentencePiece model: {error}") from error
+        self.vocabulary_size = self._processor.GetPieceSize()
+        unk = self._processor.unk_id()
+        ids = {}
+        for name, piece in (("cls_id", "[CLS]"), ("sep_id", "[SEP]"), ("mask_id", "[MASK]")):
+            ids[name] = self._processor.PieceToId(piece)
+            if ids[name] == unk:
+                raise ValueError(f"The SentencePiece model {source} has no {piece} piece.")
+        self.cls_id, self.sep_id, self.mask_id = ids["cls_id"], ids["sep_id"], ids["mask_id"]
+        self.pad_id = self._processor.pad_id()
+        if self.pad_id < 0:
+            raise ValueError(f"The SentencePiece model {source} has no pad id.")
+
+    def _encode(self, texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pieces = self._processor.Encode([text.decode("utf-8") for text in texts.tolist()])
+        lengths = np.array([len(ids) for ids in pieces], dtype=np.int64)
+        values = np.fromiter((i for ids in pieces for i in ids), np.int32, int(lengths.sum()))
+        return values, lengths
+
+    def __call__(self, texts: tf.Tensor | str | Sequence[str]) -> tf.Tensor | tf.RaggedTensor:
+        """Tokenize a string or a batch of strings.
+
+        Args:
+            texts: a scalar string or a 1-D batch of strings.
+
+        Returns:
+            int32 ids: (L,) for a scalar, a `tf.RaggedTensor` (B, None) for a batch.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        values, lengths = tf.numpy_function(
+            self._encode, [tf.reshape(texts, [-1])], [tf.int32, tf.int64], stateful=False
+        )
+        values.set_shape([None])
+        lengths.set_shape([None])
+        ragged = tf.RaggedTensor.from_row_lengths(values, lengths)
+        return ragged[0] if texts.shape.rank == 0 else ragged
+
+
 def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
     positions = tf.ragged.range(ids.row_lengths())
     return tf.ragged.boolean_mask(ids, positions < counts[:, None])
@@ -130,7 +229,8 @@ def tokenize_and_pack(
     Args:
         texts: 1-D batch of strings.
         tokenizer: callable mapping a 1-D string tensor to ids (see the module
-            docstring). Default None: `ByteTokenizer()`.
+            docstring), e.g. a `SentencePieceTokenizer` of the official
+            vocabulary. Default None: `ByteTokenizer()`.
         sequence_length: output length, larger than the number of special
             tokens added. Default 512.
         text_pairs: second sentences, same batch size. Default None.
