@@ -95,7 +95,7 @@ def convert(
                 f"{tuple(variable.shape)}"
             )
             continue
-        pairs.append((variable, converted.astype(np.float32)))
+        pairs.append((variable, converted.astype(np.float32, copy=False)))
     problems = [
         f"{label} ({len(items)}): {_listing(items)}"
         for label, items in (
