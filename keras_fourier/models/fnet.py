@@ -156,10 +156,6 @@ RELEASES: dict[str, FNetRelease] = {
         "large", "f_net_large_checkpoint", _GRESEARCH.format("large"), size=35 * 10**8
     ),
 }
-# The checkpoints' vocabulary (c4_bpe_sentencepiece.model, GetPieceSize()).
-SENTENCEPIECE_URL = (
-    "https://storage.googleapis.com/gresearch/f_net/vocab/c4_bpe_sentencepiece.model"
-)
 
 
 def _check_weights(weights: Any) -> None:
