@@ -6,6 +6,10 @@
 * `.keras` save and load give identical outputs,
 * forward under `mixed_float16` and `mixed_bfloat16` is finite, has the
   policy's compute dtype, and is close to float32 with the same weights,
+* the per-layer dtype policy (`check_dtype_policy`, Keras's own
+  ``run_layer_test`` mixed-precision check): with ``dtype="mixed_float16"``
+  on the layer alone, every sublayer carries that policy, every weight is
+  float32 and the output has the dtype `compute_output_spec` promises,
 * compiled forward equals eager, and its gradients are finite and equal
   eager gradients (TensorFlow: ``tf.function(jit_compile=True)`` under a
   ``GradientTape``; JAX: ``jax.jit`` of ``jax.value_and_grad`` over
@@ -101,6 +105,38 @@ def check_mixed_precision(make_layer, shape) -> None:
         assert np.all(np.isfinite(out)), policy
         error = relative_error(out, expected)
         assert error < tolerance, (policy, error)
+
+
+def check_dtype_policy(make_layer, *inputs) -> None:
+    """The layer contract's dtype rule, with the policy set on the layer only.
+
+    The global policy stays float32, so a sublayer built without
+    ``dtype=self.dtype_policy`` falls back to float32 and shows up here
+    (wrong policy, or an output dtype other than the one
+    ``compute_output_spec`` promises).
+
+    Args:
+        make_layer: factory taking ``dtype`` and returning a fresh layer.
+        *inputs: NumPy call arguments (float or int).
+    """
+    assert keras.config.dtype_policy().name == "float32"
+    layer = make_layer(dtype="mixed_float16")
+    outputs = layer(*inputs)
+    specs = layer.compute_output_spec(
+        *[
+            keras.KerasTensor(
+                x.shape,
+                dtype=layer.compute_dtype if np.issubdtype(x.dtype, np.floating) else str(x.dtype),
+            )
+            for x in inputs
+        ]
+    )
+    for sublayer in layer._flatten_layers(include_self=False):
+        assert sublayer.dtype_policy.name == "mixed_float16", (sublayer.path, sublayer.dtype_policy)
+    for weight in layer.weights:
+        assert keras.backend.standardize_dtype(weight.dtype) == "float32", weight.path
+    for output, spec in zip(keras.tree.flatten(outputs), keras.tree.flatten(specs), strict=True):
+        assert keras.backend.standardize_dtype(output.dtype) == spec.dtype, (output.dtype, spec)
 
 
 def _tf_gradients(layer, x, target):
@@ -249,6 +285,7 @@ def run_layer_checks(
     check_output_shape(make_layer, shape)
     check_save_load(make_layer, shape, tmp_dir)
     check_mixed_precision(make_layer, shape)
+    check_dtype_policy(make_layer, random_input(shape, seed=2))
     check_xla(make_layer, shape)
     check_training_step(make_layer, shape, learning_rate)
 

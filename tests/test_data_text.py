@@ -238,3 +238,86 @@ def test_listops_dataset_shapes_vocabulary_and_labels():
     assert np.concatenate([b[1] for b in batches]).tolist() == expected.tolist()
     lengths = features["padding_mask"].sum(axis=1)
     assert lengths.tolist() == [len(text.split()) + 2 for text in texts[:4]]
+
+
+def _tiny_sentencepiece_model() -> bytes:
+    """A 60-piece SentencePiece model trained here, with FNet's special pieces (as c4_bpe)."""
+    spm = pytest.importorskip("sentencepiece", reason="the [text] extra")
+    import io
+
+    sentences = [
+        "the cat sat on the mat",
+        "a dog ran in the park",
+        "fourier transforms mix tokens",
+        "the quick brown fox jumps over the lazy dog",
+    ] * 20
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        vocab_size=60,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def test_sentencepiece_tokenizer_gives_the_official_ids_inside_tf_data():
+    import sentencepiece
+
+    from keras_fourier.data import SentencePieceTokenizer
+
+    proto = _tiny_sentencepiece_model()
+    reference = sentencepiece.SentencePieceProcessor()
+    reference.LoadFromSerializedProto(proto)
+    tokenizer = SentencePieceTokenizer(proto)
+    assert tokenizer.vocabulary_size == 60
+    assert (tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (
+        0,
+        reference.PieceToId("[CLS]"),
+        reference.PieceToId("[SEP]"),
+        reference.PieceToId("[MASK]"),
+    )
+    assert tokenizer.cls_id == 4 and tokenizer.mask_id == 6
+    texts = ["the cat ran", "", "a lazy fox mixes tokens"]
+    expected = [reference.EncodeAsIds(text) for text in texts]
+    assert tokenizer(tf.constant(texts)).to_list() == expected
+    assert tokenizer("the dog").numpy().tolist() == reference.EncodeAsIds("the dog")
+
+    # Inside tf.data, packed as the official GLUE pipeline: [CLS] a [SEP] b [SEP], pad id.
+    ds = tf.data.Dataset.from_tensor_slices((texts, ["x", "the", "park"])).batch(3)
+    ds = ds.map(
+        lambda a, b: tokenize_and_pack(a, text_pairs=b, tokenizer=tokenizer, sequence_length=16)
+    )
+    features = next(iter(ds))
+    first = [tokenizer.cls_id, *expected[0], tokenizer.sep_id, *reference.EncodeAsIds("x")]
+    first.append(tokenizer.sep_id)
+    row = features["token_ids"].numpy()[0].tolist()
+    assert row == first + [tokenizer.pad_id] * (16 - len(first))
+    assert features["segment_ids"].numpy()[0].tolist()[: len(first)] == [0] * (
+        len(expected[0]) + 2
+    ) + [1] * (len(first) - len(expected[0]) - 2)
+
+
+def test_sentencepiece_model_without_special_pieces_is_refused(tmp_path):
+    spm = pytest.importorskip("sentencepiece", reason="the [text] extra")
+    import io
+
+    from keras_fourier.data import SentencePieceTokenizer
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["plain text only"] * 10),
+        model_writer=model,
+        vocab_size=15,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match=re.escape("has no [CLS] piece")):
+        SentencePieceTokenizer(model.getvalue())
+    with pytest.raises(ValueError, match="Cannot read the SentencePiece model"):
+        SentencePieceTokenizer(str(tmp_path / "missing.model"))

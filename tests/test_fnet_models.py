@@ -11,9 +11,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FourierMixing
+from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead, FourierMixing
 from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
-from tests.harness import random_input, relative_error
+from tests.harness import check_dtype_policy, random_input, relative_error, run_layer_checks
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -36,7 +36,7 @@ def tiny(**kwargs) -> keras.Model:
     return FNet(TINY, **config)
 
 
-def tiny_inputs(seed: int = 0, with_mask: bool = True) -> dict[str, np.ndarray]:
+def tiny_inputs(seed: int = 0, with_mask: bool = False) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     inputs = {
         "token_ids": rng.integers(0, VOCAB, (BATCH, LENGTH)).astype("int32"),
@@ -132,7 +132,8 @@ def test_variant_constructors_are_the_generic_builder():
 
 def test_outputs_shapes_names_and_layer_paths():
     model = tiny()
-    assert set(model.input) == {"token_ids", "segment_ids", "padding_mask"}
+    assert set(model.input) == {"token_ids", "segment_ids"}
+    assert set(tiny(use_padding_mask=True).input) == {"token_ids", "segment_ids", "padding_mask"}
     outputs = as_numpy(model(tiny_inputs()))
     assert outputs["sequence_output"].shape == (BATCH, LENGTH, 16)
     assert outputs["pooled_output"].shape == (BATCH, 16)
@@ -150,9 +151,10 @@ def test_outputs_shapes_names_and_layer_paths():
     assert len(paths) == 7 + 8 * TINY["num_layers"] + 2
 
 
-def test_model_matches_numpy_reference():
-    model = tiny()
-    inputs = tiny_inputs(seed=1)
+@pytest.mark.parametrize("use_padding_mask", [False, True])
+def test_model_matches_numpy_reference(use_padding_mask):
+    model = tiny(use_padding_mask=use_padding_mask)
+    inputs = tiny_inputs(seed=1, with_mask=use_padding_mask)
     expected = np_model(model, inputs)
     actual = as_numpy(model(inputs, training=False))
     for key, value in expected.items():
@@ -175,12 +177,53 @@ def test_encoder_block_matches_numpy_reference():
     assert relative_error(masked, unmasked) > 1e-2
 
 
+def test_encoder_block_passes_the_shared_layer_checks(tmp_path):
+    def make(**kwargs):
+        return FNetEncoderBlock(intermediate_size=32, dropout=0.0, **kwargs)
+
+    expected = {
+        "mixing_norm/gamma": (16,),
+        "mixing_norm/beta": (16,),
+        "intermediate/kernel": (16, 32),
+        "intermediate/bias": (32,),
+        "output/kernel": (32, 16),
+        "output/bias": (16,),
+        "output_norm/gamma": (16,),
+        "output_norm/beta": (16,),
+    }
+    run_layer_checks(make, (2, LENGTH, 16), expected, str(tmp_path))
+
+
+def test_embeddings_follow_the_layer_dtype_policy():
+    ids = np.random.default_rng(0).integers(0, VOCAB, (2, LENGTH)).astype("int32")
+    segments = np.zeros((2, LENGTH), dtype="int32")
+
+    def make(**kwargs):
+        return FNetEmbeddings(VOCAB, 16, max_sequence_length=MAX_LENGTH, num_segments=2, **kwargs)
+
+    check_dtype_policy(make, ids, segments)
+    out = make(dtype="mixed_float16")(ids, segments)
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+
+
+def test_masked_lm_head_follows_the_layer_dtype_policy():
+    sequence = random_input((2, LENGTH, 16), seed=3)
+    positions = np.array([[0, 2], [1, 7]], dtype="int32")
+    table = random_input((VOCAB, 16), seed=4)
+
+    def make(**kwargs):
+        return FNetMaskedLMHead(VOCAB, 16, **kwargs)
+
+    check_dtype_policy(make, sequence, positions, table)
+    assert tuple(make()(sequence, positions, table).shape) == (2, 2, VOCAB)
+
+
 def test_classifier_head():
     logits = tiny(num_classes=3)
     assert logits.output_shape == (None, 3)
     assert [la.name for la in logits.layers[-2:]] == ["classifier_dropout", "classifier"]
-    probabilities = tiny(num_classes=3, classifier_activation="softmax", use_padding_mask=False)
-    out = keras.ops.convert_to_numpy(probabilities(tiny_inputs(with_mask=False)))
+    probabilities = tiny(num_classes=3, classifier_activation="softmax")
+    out = keras.ops.convert_to_numpy(probabilities(tiny_inputs()))
     assert out.shape == (BATCH, 3)
     np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-5)
 
@@ -240,16 +283,32 @@ def test_matmul_dft_matches_fft():
         assert relative_error(actual[key], value) <= 1e-4, key
 
 
-def test_padding_mask_keeps_padding_out_of_real_positions():
-    masked = tiny()
-    unmasked = tiny(use_padding_mask=False)
-    unmasked.set_weights(masked.get_weights())
-    inputs = tiny_inputs(seed=8)
+def _padded_pair(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A padded batch (positions NUM_REAL.. are padding) and the same batch with other
+    token and segment ids at the padded positions only."""
+    inputs = tiny_inputs(seed=seed, with_mask=True)
     changed = {key: value.copy() for key, value in inputs.items()}
-    shift = np.random.default_rng(9).integers(1, VOCAB, (BATCH, LENGTH - NUM_REAL))
+    shift = np.random.default_rng(seed + 1).integers(1, VOCAB, (BATCH, LENGTH - NUM_REAL))
     changed["token_ids"][:, NUM_REAL:] = (changed["token_ids"][:, NUM_REAL:] + shift) % VOCAB
     changed["segment_ids"][:, NUM_REAL:] = (changed["segment_ids"][:, NUM_REAL:] + 1) % 4
+    return inputs, changed
 
+
+def test_default_mixes_padded_positions_as_the_official_code():
+    model = tiny()
+    assert "padding_mask" not in model.input
+    inputs, changed = _padded_pair(seed=8)
+    ids = ("token_ids", "segment_ids")
+    first = as_numpy(model({k: inputs[k] for k in ids}, training=False))
+    second = as_numpy(model({k: changed[k] for k in ids}, training=False))
+    real = np.abs(second["sequence_output"][:, :NUM_REAL] - first["sequence_output"][:, :NUM_REAL])
+    assert np.max(real) > 1e-2
+    assert np.max(np.abs(second["pooled_output"] - first["pooled_output"])) > 1e-3
+
+
+def test_padding_mask_keeps_padding_out_of_real_positions():
+    masked = tiny(use_padding_mask=True)
+    inputs, changed = _padded_pair(seed=8)
     first = as_numpy(masked(inputs, training=False))
     second = as_numpy(masked(changed, training=False))
     np.testing.assert_array_equal(
@@ -258,19 +317,12 @@ def test_padding_mask_keeps_padding_out_of_real_positions():
     np.testing.assert_array_equal(second["pooled_output"], first["pooled_output"])
     assert np.max(np.abs(second["sequence_output"] - first["sequence_output"])) > 1e-3
 
-    # Without a mask the padding tokens are mixed into every position.
-    no_mask = {key: inputs[key] for key in ("token_ids", "segment_ids")}
-    no_mask_changed = {key: changed[key] for key in ("token_ids", "segment_ids")}
-    first = as_numpy(unmasked(no_mask, training=False))
-    second = as_numpy(unmasked(no_mask_changed, training=False))
-    assert np.max(np.abs(second["pooled_output"] - first["pooled_output"])) > 1e-3
-
 
 def test_all_ones_mask_equals_no_mask():
-    masked = tiny()
-    unmasked = tiny(use_padding_mask=False)
+    masked = tiny(use_padding_mask=True)
+    unmasked = tiny()
     unmasked.set_weights(masked.get_weights())
-    inputs = tiny_inputs(seed=10)
+    inputs = tiny_inputs(seed=10, with_mask=True)
     inputs["padding_mask"] = np.ones_like(inputs["padding_mask"])
     expected = as_numpy(unmasked({k: inputs[k] for k in ("token_ids", "segment_ids")}))
     actual = as_numpy(masked(inputs))
@@ -297,6 +349,8 @@ def test_all_ones_mask_equals_no_mask():
         ({"num_classes": 0}, "num_classes=0"),
         ({"num_classes": 2, "classifier_activation": "nope"}, "classifier_activation='nope'"),
         ({"fft_impl": "dft"}, "fft_impl='dft'"),
+        ({"heads": "mlm"}, "heads='mlm'"),
+        ({"heads": "pretraining", "num_classes": 2}, "num_classes=2"),
         ({"weights": "imagenet"}, "weights='imagenet'"),
         ({"weights": "missing.weights.h5"}, "weights='missing.weights.h5'"),
         ({"weights": 3}, "weights=3"),

@@ -29,7 +29,14 @@ from keras_fourier.data.listops import (
     listops_eval_dataset,
     listops_train_dataset,
 )
-from keras_fourier.data.text import ByteTokenizer, WordTokenizer, text_dataset, tokenize_and_pack
+from keras_fourier.data.text import (
+    ByteTokenizer,
+    SentencePieceTokenizer,
+    WordTokenizer,
+    select_model_inputs,
+    text_dataset,
+    tokenize_and_pack,
+)
 
 __all__ = [
     "LISTOPS_NUM_CLASSES",
@@ -38,6 +45,7 @@ __all__ = [
     "ByteTokenizer",
     "ImageAugmenter",
     "RandomResizedCrop",
+    "SentencePieceTokenizer",
     "WordTokenizer",
     "count_examples",
     "eval_transform",
@@ -49,6 +57,7 @@ __all__ = [
     "listops_train_dataset",
     "load_digits",
     "load_image_dataset",
+    "select_model_inputs",
     "text_dataset",
     "tokenize_and_pack",
     "training_splits",

@@ -5,17 +5,21 @@ fixed sequence length: ``[CLS] tokens [SEP]`` (or ``[CLS] a [SEP] b [SEP]``
 for sentence pairs) right-padded with the pad id. token_ids and segment_ids
 are int32 (segment 0 for the first sentence with its [CLS] and [SEP], 1 for
 the second), padding_mask is int32 (1 on real tokens, 0 on padding), as
-the `keras_fourier.models` FNet inputs expect. Labels are int32:
+the `keras_fourier.models` FNet inputs expect (an FNet built with the
+default ``use_padding_mask=False`` takes no ``padding_mask``:
+`select_model_inputs` keeps only a model's inputs). Labels are int32:
 train with `keras.losses.SparseCategoricalCrossentropy`.
 
 Any tokenizer works that, called on a 1-D string tensor inside `tf.data`,
 returns int token ids as a `tf.RaggedTensor` (B, None) or a dense (B, T)
-tensor right-padded with the pad id: `ByteTokenizer`, `WordTokenizer`,
-keras-hub tokenizers, or `keras.layers.TextVectorization(ragged=True)`.
+tensor right-padded with the pad id: `SentencePieceTokenizer` (the official
+FNet vocabulary), `ByteTokenizer`, `WordTokenizer`, keras-hub tokenizers, or
+`keras.layers.TextVectorization(ragged=True)`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 import keras
@@ -105,6 +109,103 @@ class WordTokenizer:
         return self._lookup(tf.strings.split(tf.convert_to_tensor(texts, tf.string)))
 
 
+# The official FNet vocabulary: 32,000 pieces (google-research f_net/README.md).
+OFFICIAL_SENTENCEPIECE_URL = (
+    "https://storage.googleapis.com/gresearch/f_net/vocab/c4_bpe_sentencepiece.model"
+)
+
+
+class SentencePieceTokenizer:
+    """A SentencePiece model as a tokenizer that runs inside `tf.data`.
+
+    Encodes with the `sentencepiece` package (the library the official FNet
+    code uses, so the ids are the official ones) through
+    `tf.numpy_function`. The special ids are found as the official code
+    finds them: ``cls_id``, ``sep_id`` and ``mask_id`` are the ids of the
+    pieces ``[CLS]``, ``[SEP]`` and ``[MASK]`` (``PieceToId``), ``pad_id``
+    the model's pad id (``pad_id()``). Install it with
+    ``pip install keras-fourier[text]``.
+
+    The op is a Python function: it runs in `tf.data` (on the host, holding
+    the GIL while it encodes a batch) but is not part of an exported
+    SavedModel; tokenize before serving.
+
+    Args:
+        model: the ``.model`` file (a path) or its bytes, e.g.
+            ``c4_bpe_sentencepiece.model`` (:data:`OFFICIAL_SENTENCEPIECE_URL`).
+
+    Raises:
+        ImportError: the `sentencepiece` package is not installed.
+        ValueError: the model cannot be read, or lacks one of the pieces
+            ``[CLS]``, ``[SEP]``, ``[MASK]`` or a pad id.
+
+    Example:
+        >>> tokenizer = SentencePieceTokenizer("c4_bpe_sentencepiece.model")  # doctest: +SKIP
+        >>> tokenizer.vocabulary_size  # doctest: +SKIP
+        32000
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes):
+        try:
+            import sentencepiece
+        except ImportError as error:
+            raise ImportError(
+                "SentencePieceTokenizer needs the `sentencepiece` package: "
+                "pip install 'keras-fourier[text]'."
+            ) from error
+        if isinstance(model, bytes):
+            proto, source = model, "the model bytes"
+        else:
+            source = os.fspath(model)
+            try:
+                with open(source, "rb") as file:
+                    proto = file.read()
+            except OSError as error:
+                raise ValueError(
+                    f"Cannot read the SentencePiece model {source!r}: {error}"
+                ) from error
+        self._processor = sentencepiece.SentencePieceProcessor()
+        try:
+            self._processor.LoadFromSerializedProto(proto)
+        except (RuntimeError, OSError) as error:
+            raise ValueError(f"{source} is not a SentencePiece model: {error}") from error
+        self.vocabulary_size = self._processor.GetPieceSize()
+        unk = self._processor.unk_id()
+        ids = {}
+        for name, piece in (("cls_id", "[CLS]"), ("sep_id", "[SEP]"), ("mask_id", "[MASK]")):
+            ids[name] = self._processor.PieceToId(piece)
+            if ids[name] == unk:
+                raise ValueError(f"The SentencePiece model {source} has no {piece} piece.")
+        self.cls_id, self.sep_id, self.mask_id = ids["cls_id"], ids["sep_id"], ids["mask_id"]
+        self.pad_id = self._processor.pad_id()
+        if self.pad_id < 0:
+            raise ValueError(f"The SentencePiece model {source} has no pad id.")
+
+    def _encode(self, texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pieces = self._processor.Encode([text.decode("utf-8") for text in texts.tolist()])
+        lengths = np.array([len(ids) for ids in pieces], dtype=np.int64)
+        values = np.fromiter((i for ids in pieces for i in ids), np.int32, int(lengths.sum()))
+        return values, lengths
+
+    def __call__(self, texts: tf.Tensor | str | Sequence[str]) -> tf.Tensor | tf.RaggedTensor:
+        """Tokenize a string or a batch of strings.
+
+        Args:
+            texts: a scalar string or a 1-D batch of strings.
+
+        Returns:
+            int32 ids: (L,) for a scalar, a `tf.RaggedTensor` (B, None) for a batch.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        values, lengths = tf.numpy_function(
+            self._encode, [tf.reshape(texts, [-1])], [tf.int32, tf.int64], stateful=False
+        )
+        values.set_shape([None])
+        lengths.set_shape([None])
+        ragged = tf.RaggedTensor.from_row_lengths(values, lengths)
+        return ragged[0] if texts.shape.rank == 0 else ragged
+
+
 def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
     positions = tf.ragged.range(ids.row_lengths())
     return tf.ragged.boolean_mask(ids, positions < counts[:, None])
@@ -128,7 +229,8 @@ def tokenize_and_pack(
     Args:
         texts: 1-D batch of strings.
         tokenizer: callable mapping a 1-D string tensor to ids (see the module
-            docstring). Default None: `ByteTokenizer()`.
+            docstring), e.g. a `SentencePieceTokenizer` of the official
+            vocabulary. Default None: `ByteTokenizer()`.
         sequence_length: output length, larger than the number of special
             tokens added. Default 512.
         text_pairs: second sentences, same batch size. Default None.
@@ -274,3 +376,32 @@ def text_dataset(
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.prefetch(AUTOTUNE).with_options(options)
+
+
+def select_model_inputs(dataset: tf.data.Dataset, model: keras.Model) -> tf.data.Dataset:
+    """`dataset` with only the features `model` takes as inputs.
+
+    The text pipelines always produce ``padding_mask``; an FNet built with
+    the default ``use_padding_mask=False`` (the paper's function) has no
+    such input. Models whose input is not a dict get `dataset` unchanged.
+
+    Args:
+        dataset: batches of (features, labels...).
+        model: the model the batches feed.
+
+    Returns:
+        The dataset with each features dict reduced to the model's input names.
+
+    Example:
+        >>> ds = select_model_inputs(text_dataset(["a"], [0], sequence_length=4), model)
+        >>> sorted(next(iter(ds))[0])
+        ['segment_ids', 'token_ids']
+    """
+    if not isinstance(model.input, dict):
+        return dataset
+    names = tuple(model.input)
+
+    def select(features, *rest):
+        return ({name: features[name] for name in names}, *rest)
+
+    return dataset.map(select, num_parallel_calls=AUTOTUNE)

@@ -3,7 +3,7 @@
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.ffn import GLU, Mlp
-from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock
+from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead
 from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
@@ -17,6 +17,7 @@ __all__ = [
     "DropPath",
     "FNetEmbeddings",
     "FNetEncoderBlock",
+    "FNetMaskedLMHead",
     "FourierMixing",
     "GlobalFilter",
     "GlobalLocalFilter",

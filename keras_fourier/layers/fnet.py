@@ -87,19 +87,36 @@ class FNetEmbeddings(keras.layers.Layer):
         self.num_segments = num_segments
         self.dropout = dropout
         self.word = keras.layers.Embedding(
-            vocabulary_size, hidden_size, embeddings_initializer=initializer(), name="word"
+            vocabulary_size,
+            hidden_size,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="word",
         )
         self.position = keras.layers.Embedding(
-            max_sequence_length, hidden_size, embeddings_initializer=initializer(), name="position"
+            max_sequence_length,
+            hidden_size,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="position",
         )
         self.segment = keras.layers.Embedding(
-            num_segments, hidden_size, embeddings_initializer=initializer(), name="segment"
+            num_segments,
+            hidden_size,
+            embeddings_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="segment",
         )
-        self.norm = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
+        self.norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="norm"
+        )
         self.projection = keras.layers.Dense(
-            hidden_size, kernel_initializer=initializer(), name="projection"
+            hidden_size,
+            kernel_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="projection",
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         length = token_ids_shape[-1]
@@ -184,19 +201,22 @@ class FNetEncoderBlock(keras.layers.Layer):
         self.intermediate_size = intermediate_size
         self.dropout = dropout
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
-        self.mixing = FourierMixing(fft_impl=fft_impl, name="mixing")
+        self.mixing = FourierMixing(fft_impl=fft_impl, dtype=self.dtype_policy, name="mixing")
         self.mixing_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="mixing_norm"
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="mixing_norm"
         )
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             kernel_initializer=initializer(),
             bias_initializer=initializer(),
+            dtype=self.dtype_policy,
             name="intermediate",
         )
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="output_dropout"
+        )
         self.output_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="output_norm"
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="output_norm"
         )
 
     def build(self, inputs_shape, padding_mask_shape=None):
@@ -205,7 +225,10 @@ class FNetEncoderBlock(keras.layers.Layer):
         self.mixing_norm.build(inputs_shape)
         self.intermediate.build(inputs_shape)
         self.output_dense = keras.layers.Dense(
-            inputs_shape[-1], kernel_initializer=initializer(), name="output"
+            inputs_shape[-1],
+            kernel_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="output",
         )
         self.output_dense.build((*inputs_shape[:-1], self.intermediate_size))
         self.output_norm.build(inputs_shape)
@@ -231,4 +254,86 @@ class FNetEncoderBlock(keras.layers.Layer):
             "intermediate_size": self.intermediate_size,
             "dropout": self.dropout,
             "fft_impl": self.fft_impl,
+        }
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class FNetMaskedLMHead(keras.layers.Layer):
+    """FNet's masked-LM head: gather, Dense, GELU, LayerNorm, then the tied word-embedding decoder.
+
+    ``logits = LayerNorm(gelu_tanh(Dense(E)(x[positions]))) @ W^T + b`` with
+    ``W`` the word embedding table (V, E), passed at call time so that the
+    decoder is tied to the embeddings, as in the official pretraining model
+    (``predictions_dense``, ``predictions_layer_norm``,
+    ``predictions_output``; Flax's ``nn.gelu`` is the tanh approximation).
+    The Dense kernel and the output bias are initialised N(0, 0.02), the
+    Dense bias zeros.
+
+    Args:
+        vocabulary_size: rows V of the word table (size of the output bias).
+        embedding_size: width E of the word table and of the Dense layer.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        sequence_output: (B, L, D) encoder output.
+        masked_positions: int (B, P) positions to predict.
+        word_embeddings: (V, E) word embedding table.
+
+    Returns:
+        (B, P, V) logits.
+
+    Example:
+        >>> head = FNetMaskedLMHead(vocabulary_size=100, embedding_size=16)
+        >>> x = keras.ops.ones((2, 8, 16))
+        >>> head(x, keras.ops.zeros((2, 3), "int32"), keras.ops.ones((100, 16))).shape
+        TensorShape([2, 3, 100])
+
+    Reference:
+        Lee-Thorp et al., "FNet: Mixing Tokens with Fourier Transforms",
+        NAACL 2022, Section 4.1 (BERT's MLM and NSP pretraining).
+    """
+
+    def __init__(self, vocabulary_size: int, embedding_size: int, **kwargs):
+        super().__init__(**kwargs)
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("embedding_size", embedding_size)
+        self.vocabulary_size = vocabulary_size
+        self.embedding_size = embedding_size
+        self.dense = keras.layers.Dense(
+            embedding_size,
+            kernel_initializer=initializer(),
+            dtype=self.dtype_policy,
+            name="dense",
+        )
+        self.norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="norm"
+        )
+
+    def build(self, sequence_output_shape, masked_positions_shape=None, word_embeddings_shape=None):
+        gathered = (None, None, sequence_output_shape[-1])
+        self.dense.build(gathered)
+        self.norm.build((None, None, self.embedding_size))
+        self.output_bias = self.add_weight(
+            shape=(self.vocabulary_size,), initializer=initializer(), name="output_bias"
+        )
+
+    def call(self, sequence_output, masked_positions, word_embeddings):
+        positions = keras.ops.cast(masked_positions, "int32")[..., None]
+        gathered = keras.ops.take_along_axis(sequence_output, positions, axis=1)
+        hidden = keras.activations.gelu(self.dense(gathered), approximate=True)
+        hidden = self.norm(hidden)
+        table = keras.ops.cast(word_embeddings, hidden.dtype)
+        logits = keras.ops.matmul(hidden, keras.ops.transpose(table))
+        return logits + keras.ops.cast(self.output_bias, hidden.dtype)
+
+    def compute_output_shape(
+        self, sequence_output_shape, masked_positions_shape, word_embeddings_shape=None
+    ):
+        return (*tuple(masked_positions_shape), self.vocabulary_size)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_size": self.embedding_size,
         }

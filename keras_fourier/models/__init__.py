@@ -1,7 +1,7 @@
 """Model builders of keras_fourier, in the keras.applications style."""
 
 from keras_fourier.models.builder import build_model
-from keras_fourier.models.fnet import FNet, FNetBase, FNetLarge
+from keras_fourier.models.fnet import FNet, FNetBase, FNetLarge, FNetPretraining
 from keras_fourier.models.registry import BUILDERS, VARIANTS, make_builder
 from keras_fourier.models.vision import feature_extractor
 
@@ -29,6 +29,7 @@ __all__ = [
     "FNet",
     "FNetBase",
     "FNetLarge",
+    "FNetPretraining",
     "GFNetB",
     "GFNetHB",
     "GFNetHS",

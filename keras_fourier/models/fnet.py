@@ -21,11 +21,18 @@ with the variant fixed.
 Padding mask
 ------------
 The official FNet code does not mask: every position, padding included,
-enters the DFT of every layer, so the contents of padding tokens change the
-outputs at real positions. With ``use_padding_mask=True`` (the default) the
-model takes a third input, ``padding_mask`` (B, L), 1 for real tokens and 0
-for padding, and each encoder block multiplies its input by the mask before
-the Fourier mixing only. Precisely, block ``i`` computes::
+enters the DFT of every layer (its ``FourierTransform`` drops the mask), so
+the ids at padded positions change the outputs at real positions. That is
+the default here (``use_padding_mask=False``): the model computes the
+paper's function, the one the official checkpoints were trained for, and
+takes no mask input (a ``padding_mask`` entry in the input dict, as the
+package's text pipelines produce, is not an input of the model; select the
+model's inputs, see :func:`keras_fourier.data.text.select_model_inputs`).
+
+With ``use_padding_mask=True`` the model takes a third input,
+``padding_mask`` (B, L), 1 for real tokens and 0 for padding, and each
+encoder block multiplies its input by the mask before the Fourier mixing
+only. Precisely, block ``i`` computes::
 
     mixed = Re(DFT2(x * mask[..., None]))        # padded rows are zero here
     x = LayerNorm(x + mixed)                     # residual uses the unmasked x
@@ -33,7 +40,14 @@ the Fourier mixing only. Precisely, block ``i`` computes::
 
 Every other operation acts on each position separately, so the outputs at
 real positions do not depend on the token or segment ids at padded
-positions. What the mask does *not* do:
+positions. The trade-off: masking makes a prediction independent of what
+fills the padding (useful when padding is not always the pad id, or for
+bucketed batching), but it is *another function* than the one pretrained
+weights learned (the official models saw ``[PAD]`` embeddings in every
+mixing), so it shifts a pretrained model's outputs and needs fine-tuning to
+recover; with the default the padding's contribution is the learned one
+and is the same for every batch padded with the pad id. What the mask does
+*not* do:
 
 * it does not make a padded sequence equivalent to the shorter unpadded one:
   the DFT still has length L (the static sequence length) and zero rows
@@ -43,9 +57,6 @@ positions. What the mask does *not* do:
   real tokens) and are meaningless; ignore them downstream;
 * the pooled output reads position 0, which must be a real token (the
   first token, e.g. ``[CLS]``).
-
-With ``use_padding_mask=False`` there is no mask input and every position
-is mixed, as in the original code.
 
 Layer names are stable, so importing a checkpoint is a key map:
 ``embeddings/{word,position,segment,norm,projection}``,
@@ -59,14 +70,24 @@ Reference:
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import keras
 
+from keras_fourier.fileio import atomic_save
 from keras_fourier.layers import spectral
-from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, initializer
+from keras_fourier.layers.fnet import (
+    FNetEmbeddings,
+    FNetEncoderBlock,
+    FNetMaskedLMHead,
+    initializer,
+)
+from keras_fourier.models import download, flax_weights
+from keras_fourier.models.flax_msgpack import FlaxCheckpointError
 from keras_fourier.models.weights import load_weights_file
 from keras_fourier.validation import check_positive_int, check_rate
 
@@ -98,19 +119,463 @@ def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
     return sizes
 
 
+@dataclasses.dataclass(frozen=True)
+class FNetRelease:
+    """One official pretrained FNet checkpoint (a Flax msgpack optimizer checkpoint).
+
+    Attributes:
+        variant: the key of :data:`FNET_VARIANTS` it was trained as.
+        file_name: its name in the Keras cache.
+        url: download link (google-research ``f_net/README.md``).
+        source: the repository that publishes it.
+        license: that repository's licence.
+        sha256: hex digest checked after downloading, or None: the README
+            publishes none and these rows were written without network
+            access to compute one.
+        size: approximate size in bytes, as the README gives it (Base "~1 GB",
+            Large "3-4 GB").
+    """
+
+    variant: str
+    file_name: str
+    url: str
+    source: str = "https://github.com/google-research/google-research/tree/master/f_net"
+    license: str = "Apache-2.0"
+    sha256: str | None = None
+    size: int | None = None
+
+
+_GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_net_checkpoint"
+# Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
+# 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).
+RELEASES: dict[str, FNetRelease] = {
+    "f_net_base": FNetRelease(
+        "base", "f_net_base_checkpoint", _GRESEARCH.format("base"), size=10**9
+    ),
+    "f_net_large": FNetRelease(
+        "large", "f_net_large_checkpoint", _GRESEARCH.format("large"), size=35 * 10**8
+    ),
+}
+
+
 def _check_weights(weights: Any) -> None:
-    if weights is None:
+    if weights is None or weights in RELEASES:
         return
-    if (
-        not isinstance(weights, (str, os.PathLike))
-        or not os.fspath(weights).endswith(".weights.h5")
-        or not os.path.isfile(weights)
-    ):
+    if isinstance(weights, (str, os.PathLike)) and os.path.exists(weights):
+        return
+    raise ValueError(
+        f"`weights` must be None, a release name {sorted(RELEASES)}, or the path of an "
+        "existing file or folder: a `.weights.h5` saved by keras_fourier, an official FNet "
+        "checkpoint (Flax msgpack) or a keras-hub FNet preset folder. "
+        f"Received: weights={weights!r}"
+    )
+
+
+def _check_heads(heads: Any, num_classes: int | None) -> None:
+    if heads not in (None, "pretraining"):
+        raise ValueError(f'`heads` must be None or "pretraining". Received: heads={heads!r}')
+    if heads is not None and num_classes is not None:
         raise ValueError(
-            "`weights` must be None or the path of an existing `.weights.h5` file saved by "
-            "keras_fourier (no pretrained FNet weights are bundled). "
-            f"Received: weights={weights!r}"
+            '`heads="pretraining"` and `num_classes` exclude each other (the pretraining '
+            f"model has its own heads). Received: heads={heads!r}, num_classes={num_classes!r}"
         )
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class FNetPretraining(keras.Model):
+    """An FNet encoder with the official pretraining heads: masked LM (tied) and next sentence.
+
+    The heads of the official ``PreTrainingModel``: the masked-LM head
+    (:class:`~keras_fourier.layers.FNetMaskedLMHead`, its decoder tied to the
+    encoder's word embeddings) on the sequence output at
+    ``masked_positions``, and a Dense(2) next-sentence head on the pooled
+    output. With them the whole official checkpoint loads and pretraining
+    can continue. Build it with ``FNet(..., heads="pretraining")``.
+
+    Args:
+        encoder: an FNet encoder built by :func:`FNet` without ``num_classes``.
+        **kwargs: base `keras.Model` arguments (``name``).
+
+    Call arguments:
+        inputs: the encoder's inputs plus ``"masked_positions"``, int (B, P).
+        training: whether dropout is active.
+
+    Returns:
+        ``{"masked_lm_logits": (B, P, vocabulary_size),
+        "next_sentence_logits": (B, 2)}``.
+
+    Example:
+        >>> model = FNet({"hidden_size": 16, "num_layers": 1, "intermediate_size": 32},
+        ...              vocabulary_size=100, max_sequence_length=8, heads="pretraining")
+        >>> ids = keras.ops.zeros((2, 8), "int32")
+        >>> out = model({"token_ids": ids, "segment_ids": ids,
+        ...              "masked_positions": keras.ops.zeros((2, 3), "int32")})
+        >>> out["masked_lm_logits"].shape
+        TensorShape([2, 3, 100])
+
+    Reference:
+        Lee-Thorp et al., "FNet: Mixing Tokens with Fourier Transforms",
+        NAACL 2022, Section 4.1.
+    """
+
+    def __init__(self, encoder: keras.Model, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(encoder, keras.Model) or "pooled_output" not in (encoder.output or {}):
+            raise ValueError(
+                "`encoder` must be an FNet encoder built by FNet() without num_classes. "
+                f"Received: encoder={encoder!r}"
+            )
+        self.encoder = encoder
+        embeddings = encoder.get_layer("embeddings")
+        self.masked_lm_head = FNetMaskedLMHead(
+            embeddings.vocabulary_size,
+            embeddings.hidden_size,
+            dtype=encoder.dtype_policy,
+            name="masked_lm_head",
+        )
+        self.next_sentence_head = keras.layers.Dense(
+            2,
+            kernel_initializer=initializer(),
+            bias_initializer=initializer(),
+            dtype=encoder.dtype_policy,
+            name="next_sentence_head",
+        )
+        hidden = encoder.output["pooled_output"].shape[-1]
+        self.masked_lm_head.build((None, None, hidden), (None, None))
+        self.next_sentence_head.build((None, hidden))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        features = {name: inputs[name] for name in self.encoder.input}
+        outputs = self.encoder(features, training=training)
+        word = self.encoder.get_layer("embeddings").word.embeddings
+        return {
+            "masked_lm_logits": self.masked_lm_head(
+                outputs["sequence_output"], inputs["masked_positions"], word
+            ),
+            "next_sentence_logits": self.next_sentence_head(outputs["pooled_output"]),
+        }
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
+        return cls(encoder, **config)
+
+
+def _encoder_of(model: keras.Model) -> keras.Model:
+    return model.encoder if isinstance(model, FNetPretraining) else model
+
+
+def _num_layers(encoder: keras.Model) -> int:
+    return sum(layer.name.startswith("encoder_layer_") for layer in encoder.layers)
+
+
+def official_key_map(
+    model: keras.Model, checkpoint_keys: Iterable[str] = ()
+) -> tuple[dict[str, tuple[Any, str]], set[str]]:
+    """The official Flax parameter keys of an FNet model built here.
+
+    The tree of the official ``PreTrainingModel`` / ``SequenceClassificationModel``
+    (google-research ``f_net/models.py``, ``layers.py``): ``encoder/embedder/
+    {word,type,position}/embedding`` (position (1, L, E)),
+    ``encoder/embedder/{layer_norm,hidden_mapping_in}``,
+    ``encoder/encoder_{i}/{mixing,output}_layer_norm``,
+    ``encoder/feed_forward_{i}/{intermediate,output}``, ``encoder/pooler``,
+    the masked-LM head ``predictions_dense``, ``predictions_layer_norm``,
+    ``predictions_output/output_bias``, and ``classification/{output_kernel
+    (n, D), output_bias}`` (the NSP head of a pretraining checkpoint, the
+    classifier of a fine-tuned one).
+
+    Args:
+        model: built by :func:`FNet` (any head) or an :class:`FNetPretraining`.
+        checkpoint_keys: the checkpoint's keys; they tell a pretraining
+            checkpoint (with ``predictions_*``) from a fine-tuned one.
+
+    Returns:
+        (key -> (variable, transform), keys of the checkpoint the model
+        leaves unused). A classifier loading a pretraining checkpoint keeps
+        its fresh head, as the official fine-tuning code does; an encoder
+        ignores the heads.
+
+    Example:
+        >>> keys, _ = official_key_map(FNetBase())
+        >>> keys["encoder/pooler/kernel"][0].path
+        'pooler/kernel'
+    """
+    encoder = _encoder_of(model)
+    embeddings = encoder.get_layer("embeddings")
+    keys: dict[str, tuple[Any, str]] = {}
+
+    def dense(prefix: str, layer) -> None:
+        keys[f"{prefix}/kernel"] = (layer.kernel, "copy")
+        keys[f"{prefix}/bias"] = (layer.bias, "copy")
+
+    def norm(prefix: str, layer) -> None:
+        keys[f"{prefix}/scale"] = (layer.gamma, "copy")
+        keys[f"{prefix}/bias"] = (layer.beta, "copy")
+
+    embedder = "encoder/embedder"
+    keys[f"{embedder}/word/embedding"] = (embeddings.word.embeddings, "copy")
+    keys[f"{embedder}/type/embedding"] = (embeddings.segment.embeddings, "copy")
+    keys[f"{embedder}/position/embedding"] = (embeddings.position.embeddings, "squeeze_leading")
+    norm(f"{embedder}/layer_norm", embeddings.norm)
+    dense(f"{embedder}/hidden_mapping_in", embeddings.projection)
+    for index in range(_num_layers(encoder)):
+        block = encoder.get_layer(f"encoder_layer_{index}")
+        norm(f"encoder/encoder_{index}/mixing_layer_norm", block.mixing_norm)
+        norm(f"encoder/encoder_{index}/output_layer_norm", block.output_norm)
+        dense(f"encoder/feed_forward_{index}/intermediate", block.intermediate)
+        dense(f"encoder/feed_forward_{index}/output", block.output_dense)
+    dense("encoder/pooler", encoder.get_layer("pooler"))
+
+    checkpoint_keys = set(checkpoint_keys)
+    mlm = {
+        "predictions_dense/kernel",
+        "predictions_dense/bias",
+        "predictions_layer_norm/scale",
+        "predictions_layer_norm/bias",
+        "predictions_output/output_bias",
+    }
+    classification = {"classification/output_kernel", "classification/output_bias"}
+    pretraining_checkpoint = bool(mlm & checkpoint_keys)
+    ignored: set[str] = set()
+    head = None
+    if isinstance(model, FNetPretraining):
+        lm = model.masked_lm_head
+        dense("predictions_dense", lm.dense)
+        norm("predictions_layer_norm", lm.norm)
+        keys["predictions_output/output_bias"] = (lm.output_bias, "copy")
+        head = model.next_sentence_head
+    elif "classifier" in {layer.name for layer in encoder.layers}:
+        ignored |= mlm
+        if pretraining_checkpoint:
+            # The NSP head is no classifier: the classifier starts fresh (official fine-tuning).
+            ignored |= classification
+        else:
+            head = encoder.get_layer("classifier")
+    else:
+        ignored |= mlm | classification
+    if head is not None:
+        keys["classification/output_kernel"] = (head.kernel, "transpose")
+        keys["classification/output_bias"] = (head.bias, "copy")
+    return keys, ignored
+
+
+def load_official_checkpoint(model: keras.Model, path: str | os.PathLike) -> None:
+    """Loads an official FNet Flax checkpoint into `model`, all or nothing.
+
+    Reads its parameters (``target``) without its optimizer moments and
+    without JAX or Flax (:func:`keras_fourier.models.flax_weights.read_flax_params`).
+
+    Args:
+        model: built by :func:`FNet` with the checkpoint's sizes.
+        path: the checkpoint file.
+
+    Raises:
+        ValueError: the file is not a Flax checkpoint of arrays, or does not
+            match the model (missing, unexpected, wrong-shape keys listed);
+            the model is unchanged.
+
+    Example:
+        >>> load_official_checkpoint(FNetBase(), "f_net_checkpoint")  # doctest: +SKIP
+    """
+    path = os.fspath(path)
+
+    def load():
+        params = flax_weights.read_flax_params(path)
+        keys, ignored = official_key_map(model, params)
+        return flax_weights.convert(
+            keys, params, ignored=ignored, description=f"model {model.name!r}"
+        )
+
+    flax_weights.assign_all(model, load, path)
+
+
+def keras_hub_key_map(model: keras.Model) -> dict[str, tuple[Any, str]]:
+    """keras-hub ``FNetBackbone`` weight paths (in its preset's ``model.weights.h5``) -> variables.
+
+    Keras stores a functional model's layers under their class names in
+    snake case, numbered in layer order: ``reversible_embedding`` (word),
+    ``position_embedding``, ``embedding`` (segment), ``layer_normalization``
+    and ``dense`` (the embedding projection), ``f_net_encoder``,
+    ``f_net_encoder_1``, ... (``_mixing_layer_norm``, ``_intermediate_dense``,
+    ``_output_dense``, ``_output_layer_norm``), and ``dense_1`` (the pooler);
+    ``vars/0`` is a kernel, embedding table or LayerNorm scale, ``vars/1``
+    a bias or LayerNorm offset.
+
+    Args:
+        model: an FNet encoder built by :func:`FNet` (a classifier's head and
+            pretraining heads are not in keras-hub's backbone preset).
+
+    Returns:
+        HDF5 dataset path -> (variable, transform).
+
+    Example:
+        >>> keys = keras_hub_key_map(FNetBase())
+        >>> keys["layers/dense_1/vars/0"][0].path
+        'pooler/kernel'
+    """
+    encoder = _encoder_of(model)
+    embeddings = encoder.get_layer("embeddings")
+    keys: dict[str, tuple[Any, str]] = {}
+
+    def pair(prefix: str, first, second) -> None:
+        keys[f"{prefix}/vars/0"] = (first, "copy")
+        keys[f"{prefix}/vars/1"] = (second, "copy")
+
+    keys["layers/reversible_embedding/vars/0"] = (embeddings.word.embeddings, "copy")
+    keys["layers/position_embedding/vars/0"] = (embeddings.position.embeddings, "copy")
+    keys["layers/embedding/vars/0"] = (embeddings.segment.embeddings, "copy")
+    pair("layers/layer_normalization", embeddings.norm.gamma, embeddings.norm.beta)
+    pair("layers/dense", embeddings.projection.kernel, embeddings.projection.bias)
+    for index in range(_num_layers(encoder)):
+        block = encoder.get_layer(f"encoder_layer_{index}")
+        prefix = "layers/f_net_encoder" + (f"_{index}" if index else "")
+        pair(f"{prefix}/_mixing_layer_norm", block.mixing_norm.gamma, block.mixing_norm.beta)
+        pair(f"{prefix}/_intermediate_dense", block.intermediate.kernel, block.intermediate.bias)
+        pair(f"{prefix}/_output_dense", block.output_dense.kernel, block.output_dense.bias)
+        pair(f"{prefix}/_output_layer_norm", block.output_norm.gamma, block.output_norm.beta)
+    pooler = encoder.get_layer("pooler")
+    pair("layers/dense_1", pooler.kernel, pooler.bias)
+    return keys
+
+
+def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None:
+    """Loads a keras-hub FNet preset folder (``f_net_base_en``, ...) into `model`, all or nothing.
+
+    The folder's ``config.json`` must describe an ``FNetBackbone`` whose
+    sizes match the model; its weights file is read with h5py (keras-hub is
+    not needed). The backbone has no classifier or pretraining heads: those
+    of `model` keep their initialisation.
+
+    Args:
+        model: built by :func:`FNet` with the preset's sizes.
+        folder: the preset folder.
+
+    Raises:
+        ValueError: not an FNet preset, other sizes (listed), or weights
+            that do not match; the model is unchanged.
+
+    Example:
+        >>> load_keras_hub_preset(FNetBase(), "f_net_base_en")  # doctest: +SKIP
+    """
+    folder = os.fspath(folder)
+
+    def load():
+        config, tensors = flax_weights.read_keras_hub_preset(folder)
+        encoder = _encoder_of(model)
+        embeddings = encoder.get_layer("embeddings")
+        block = encoder.get_layer("encoder_layer_0")
+        ours = {
+            "vocabulary_size": embeddings.vocabulary_size,
+            "hidden_dim": embeddings.hidden_size,
+            "num_layers": _num_layers(encoder),
+            "intermediate_dim": block.intermediate_size,
+            "max_sequence_length": embeddings.max_sequence_length,
+            "num_segments": embeddings.num_segments,
+        }
+        differing = [
+            f"{key}: preset {config.get(key)!r}, model {value!r}"
+            for key, value in ours.items()
+            if config.get(key) != value
+        ]
+        if differing:
+            raise ValueError(
+                f"the preset is not an FNet backbone of the model's sizes ({'; '.join(differing)})"
+            )
+        return flax_weights.convert(
+            keras_hub_key_map(model), tensors, description=f"model {model.name!r}"
+        )
+
+    flax_weights.assign_all(model, load, folder)
+
+
+def _cache_path(checkpoint_path: str, model: keras.Model) -> str:
+    """`.weights.h5` next to the downloaded checkpoint, keyed by the model's variables."""
+    layout = "\n".join(f"{v.path} {tuple(v.shape)}" for v in model.weights)
+    digest = hashlib.sha256(layout.encode()).hexdigest()[:12]
+    stem = os.path.basename(checkpoint_path)
+    return os.path.join(os.path.dirname(checkpoint_path), f"{stem}_{digest}.weights.h5")
+
+
+def load_release(model: keras.Model, name: str) -> None:
+    """Loads the official release `name` into `model`: downloaded once, converted once.
+
+    The first call downloads the checkpoint into the Keras cache
+    (:func:`keras_fourier.models.download.download`: whole and checked, or
+    nothing), converts it and saves the model's weights as a
+    ``.weights.h5`` beside it; later calls read that file, offline.
+
+    Args:
+        model: built by :func:`FNet` with the release's sizes.
+        name: a key of :data:`RELEASES`.
+
+    Raises:
+        ValueError: the download failed (the message says how to work
+            offline), the file is not a Flax checkpoint, or it does not
+            match the model; the model is unchanged.
+
+    Example:
+        >>> load_release(FNetBase(sequence_length=128), "f_net_base")  # doctest: +SKIP
+    """
+    release = RELEASES[name]
+    try:
+        path = download.download(release.url, release.file_name, release.sha256)
+    except ValueError as error:
+        raise ValueError(
+            f"weights={name!r} needs network access the first time. {error}"
+        ) from error
+    cache = _cache_path(path, model)
+    if os.path.exists(cache):
+        load_weights_file(model, cache)
+        return
+    try:
+        load_official_checkpoint(model, path)
+    except FlaxCheckpointError as error:
+        raise ValueError(
+            f"The cached official checkpoint {path!r} cannot be read ({error}); delete it to "
+            "download it again."
+        ) from error
+    atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
+
+
+def load_fnet_weights(model: keras.Model, weights: str | os.PathLike) -> None:
+    """Loads any weights `FNet(weights=...)` accepts into `model`, all or nothing.
+
+    Args:
+        model: built by :func:`FNet`.
+        weights: a release name (:data:`RELEASES`), a ``.weights.h5`` saved
+            by keras_fourier, a keras-hub FNet preset folder (its
+            ``config.json`` and weights), or an official Flax checkpoint file.
+
+    Raises:
+        ValueError: the weights do not match the model (listed); the model
+            is unchanged.
+    """
+    if isinstance(weights, str) and weights in RELEASES:
+        load_release(model, weights)
+        return
+    path = os.fspath(weights)
+    if os.path.isdir(path):
+        load_keras_hub_preset(model, path)
+    elif path.endswith(".weights.h5"):
+        load_weights_file(model, path)
+    else:
+        try:
+            load_official_checkpoint(model, path)
+        except FlaxCheckpointError as error:
+            raise ValueError(
+                f"Cannot load weights={path!r}: not a `.weights.h5` file, a keras-hub preset "
+                f"folder or an official FNet Flax checkpoint ({error})."
+            ) from error
 
 
 def _check_classifier_activation(classifier_activation: Any) -> None:
@@ -131,9 +596,10 @@ def FNet(
     sequence_length: int | None = None,
     num_segments: int = 4,
     dropout: float = 0.1,
-    use_padding_mask: bool = True,
+    use_padding_mask: bool = False,
     num_classes: int | None = None,
     classifier_activation: str | Callable | None = None,
+    heads: str | None = None,
     fft_impl: str = "auto",
     weights: str | os.PathLike | None = None,
     name: str = "fnet",
@@ -159,17 +625,35 @@ def FNet(
         dropout: dropout rate after the embeddings, after each feed-forward
             sublayer and before the classifier. Default 0.1.
         use_padding_mask: whether the model takes a ``padding_mask`` input
-            that keeps padded positions out of every Fourier mixing.
-            Default True.
-        num_classes: if set, a classifier head (dropout + Dense(num_classes))
-            on the pooled output replaces the dict output. Default None.
+            that keeps padded positions out of every Fourier mixing (see the
+            module docstring for the trade-off). Default False: every
+            position is mixed, as in the paper and the official code.
+        num_classes: if set, a classifier head on the pooled output replaces
+            the dict output: Dense(num_classes) on the pooled output, as the
+            official ``SequenceClassificationModel`` (its
+            ``classification`` projection); the package adds dropout
+            (``dropout``) between the pooled output and that Dense layer,
+            which the official model does not have (set ``dropout=0`` for
+            the official function in training; inference is the same).
+            Default None.
         classifier_activation: activation of the classifier head, e.g.
             "softmax". Default None: logits. Ignored without ``num_classes``.
+        heads: None (default) or "pretraining": an :class:`FNetPretraining`
+            with the official masked-LM (tied to the word embeddings) and
+            next-sentence heads, which takes ``masked_positions`` too.
         fft_impl: "auto" (default), "fft" or "matmul"; see
             :mod:`keras_fourier.layers.spectral`.
-        weights: None (default, random initialisation) or the path of a
-            ``.weights.h5`` file saved by this package for the same
-            configuration; a file that does not match raises ValueError.
+        weights: None (default, random initialisation), a release name
+            ("f_net_base", "f_net_large": the official C4-pretrained
+            checkpoint, downloaded once into the Keras cache and converted
+            once, offline afterwards), or a path: a ``.weights.h5`` saved by
+            this package, an official FNet Flax checkpoint file (read without
+            JAX or Flax, its optimizer moments skipped), or a keras-hub FNet
+            preset folder (``config.json`` + weights). Loading is all or
+            nothing: weights that do not match raise ValueError listing the
+            missing, unexpected and wrong-shape tensors, and the model is
+            unchanged. A classifier loading a pretraining checkpoint keeps a
+            fresh classifier, as the official fine-tuning does.
         name: model name. Default "fnet".
 
     Returns:
@@ -186,8 +670,7 @@ def FNet(
         ...     max_sequence_length=8,
         ... )
         >>> ids = keras.ops.zeros((2, 8), dtype="int32")
-        >>> mask = keras.ops.ones((2, 8), dtype="int32")
-        >>> out = model({"token_ids": ids, "segment_ids": ids, "padding_mask": mask})
+        >>> out = model({"token_ids": ids, "segment_ids": ids})
         >>> out["sequence_output"].shape, out["pooled_output"].shape
         (TensorShape([2, 8, 16]), TensorShape([2, 16]))
 
@@ -214,6 +697,7 @@ def FNet(
     if num_classes is not None:
         check_positive_int("num_classes", num_classes)
         _check_classifier_activation(classifier_activation)
+    _check_heads(heads, num_classes)
     spectral.validate_fft_impl(fft_impl)
     _check_weights(weights)
 
@@ -259,9 +743,10 @@ def FNet(
             name="classifier",
         )(head)
     model = keras.Model(inputs, outputs, name=name)
+    if heads == "pretraining":
+        model = FNetPretraining(model, name=name)
     if weights is not None:
-        path = os.fspath(weights)
-        load_weights_file(model, path)
+        load_fnet_weights(model, weights)
     return model
 
 
@@ -277,11 +762,14 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
         sequence_length: static input length. Default None: max_sequence_length.
         num_segments: segment table rows. Default 4.
         dropout: dropout rate. Default 0.1.
-        use_padding_mask: whether to take a ``padding_mask`` input. Default True.
+        use_padding_mask: whether to take a ``padding_mask`` input (not the
+            paper's function; see the module docstring). Default False.
         num_classes: classifier head size. Default None: no head.
         classifier_activation: head activation. Default None: logits.
+        heads: None (default) or "pretraining" (masked-LM and NSP heads).
         fft_impl: "auto" (default), "fft" or "matmul".
-        weights: None (default) or a ``.weights.h5`` path saved by this package.
+        weights: None (default), "f_net_{variant}" (the official release), or
+            a path (``.weights.h5``, official Flax checkpoint, keras-hub preset).
         name: model name. Default "fnet_{variant}".
 
     Returns:
@@ -308,9 +796,10 @@ def _variant_builder(variant: str) -> Callable[..., keras.Model]:
         sequence_length: int | None = None,
         num_segments: int = 4,
         dropout: float = 0.1,
-        use_padding_mask: bool = True,
+        use_padding_mask: bool = False,
         num_classes: int | None = None,
         classifier_activation: str | Callable | None = None,
+        heads: str | None = None,
         fft_impl: str = "auto",
         weights: str | os.PathLike | None = None,
         name: str = f"fnet_{variant}",
@@ -325,6 +814,7 @@ def _variant_builder(variant: str) -> Callable[..., keras.Model]:
             use_padding_mask=use_padding_mask,
             num_classes=num_classes,
             classifier_activation=classifier_activation,
+            heads=heads,
             fft_impl=fft_impl,
             weights=weights,
             name=name,

@@ -64,6 +64,7 @@ from keras_fourier.data import (
 )
 from keras_fourier.data.checks import BAD_IMAGE_MODES, UnreadableImageError, unreadable_file
 from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEED
+from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
 from keras_fourier.models.weights import load_keras_file
@@ -613,7 +614,9 @@ def evaluate(
     scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
     return {
         key: float(value)
-        for key, value in scorer.evaluate(dataset, verbose=verbose, return_dict=True).items()
+        for key, value in scorer.evaluate(
+            select_model_inputs(dataset, model), verbose=verbose, return_dict=True
+        ).items()
     }
 
 
@@ -868,11 +871,11 @@ def _fit(
         _print_header(config, model, data, out, strategy)
     try:
         model.fit(
-            data.train,
+            select_model_inputs(data.train, model),
             epochs=config.epochs,
             initial_epoch=last_epoch + 1,
             steps_per_epoch=config.steps_per_epoch,
-            validation_data=data.validation,
+            validation_data=select_model_inputs(data.validation, model),
             callbacks=_callbacks(config, out, backup),
             shuffle=False,
             verbose=verbose,
