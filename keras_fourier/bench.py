@@ -547,7 +547,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from keras_fourier.layers.spectral import FFT_IMPLS
 
     add = parser.add_argument
-    add("model", nargs="?", metavar="MODEL", help="model name, .keras or .tflite file")
+    add(
+        "model",
+        nargs="?",
+        metavar="MODEL",
+        help="model name (gfnet_ti, GFNetTi, ...), .keras file, run folder or .tflite file",
+    )
     add("--scaling", action="store_true", help="time one block against the token count")
     add(
         "--batch-size",
@@ -555,8 +560,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="inputs per timed call; default 16 for a model, 1 for --scaling",
     )
-    add("--image-size", type=int, default=224, help="input size of named models")
-    add("--classes", type=int, default=1000, help="classes of named models")
+    add("--image-size", type=int, default=None, help="input size of named models (224)")
+    add("--classes", type=int, default=None, help="classes of named models (1000)")
     add("--precision", choices=PRECISIONS, default="float32", help="Keras dtype policy")
     add(
         "--fft-impl",
@@ -597,7 +602,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.batch_size is None:
         args.batch_size = 1 if args.scaling else 16
     for name in ("batch_size", "image_size", "classes", "repeats", "width"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise SystemExit(f"keras-fourier bench: --{name.replace('_', '-')} must be >= 1")
 
 
@@ -652,11 +657,21 @@ def run(args: argparse.Namespace) -> int:
         )
         rows.append({"model": os.path.basename(args.model), "runtime": "tflite", **figures})
     else:
-        from keras_fourier.flop_count import flops, load_model
+        from keras_fourier.flop_count import flops
+        from keras_fourier.models.resolve import resolve_model
 
         rate = matmul_rate()
         for impl in args.fft_impl:
-            model = load_model(args.model, args.image_size, args.classes)
+            try:
+                model = resolve_model(
+                    args.model,
+                    image_size=args.image_size,
+                    classes=args.classes,
+                    names={"image_size": "--image-size", "classes": "--classes"},
+                )
+            except (FileNotFoundError, ValueError) as error:
+                print(f"keras-fourier bench: error: {error}", file=sys.stderr)
+                return 2
             if impl != "auto":
                 model = with_fft_impl(model, impl)
             count = flops(model)

@@ -19,7 +19,10 @@ from collections.abc import Sequence
 
 from keras_fourier import _startup
 from keras_fourier.data import AugmentConfig
+from keras_fourier.models import resolve_model
+from keras_fourier.models.catalog import PUBLIC_NAMES, is_model_name, model_names
 from keras_fourier.models.vision import FFNS, MIXERS
+from keras_fourier.run_folder import RunFolder
 from keras_fourier.training import (
     PRECISIONS,
     STRATEGIES,
@@ -28,18 +31,9 @@ from keras_fourier.training import (
     TrainConfig,
     TrainResult,
     evaluate,
-    model_names,
-    resolve_model_file,
     train,
 )
 from keras_fourier.training.callbacks import read_checkpoint_record
-from keras_fourier.training.trainer import (
-    BEST_FILE,
-    HISTORY_FILE,
-    LAST_FILE,
-    LOGS_FOLDER,
-    MODEL_FILE,
-)
 
 _DEFAULTS = TrainConfig()
 # The command-line flag of each TrainConfig field, for error messages.
@@ -63,6 +57,16 @@ def _sizes(text: str) -> int | tuple[int, ...]:
             f"expected an int or comma-separated ints, got {text!r}"
         ) from error
     return values[0] if len(values) == 1 and "," not in text else values
+
+
+def _model_name(text: str) -> str:
+    """Parses train's --model: a model name in either spelling ("gfnet_ti" or "GFNetTi")."""
+    if not is_model_name(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(model_names())}, or "
+            f"{', '.join(sorted(PUBLIC_NAMES))})"
+        )
+    return text
 
 
 def _metrics_line(metrics: dict[str, float]) -> str:
@@ -101,13 +105,13 @@ def _footer(result: TrainResult, test_split: str) -> list[str]:
         if isinstance(epoch, int) and "val_accuracy" in logs
         else ""
     )
+    folder = RunFolder(result.out)
     files = {
-        MODEL_FILE: f"the model selected on the validation split{selected}",
-        BEST_FILE: "checkpoint of the best validation accuracy",
-        LAST_FILE: "checkpoint of the last epoch",
-        HISTORY_FILE: "one row of metrics per epoch",
-        LOGS_FOLDER + "/": "TensorBoard logs: tensorboard --logdir "
-        + os.path.join(result.out, LOGS_FOLDER),
+        folder.MODEL: f"the model selected on the validation split{selected}",
+        folder.BEST: "checkpoint of the best validation accuracy",
+        folder.LAST: "checkpoint of the last epoch",
+        folder.HISTORY: "one row of metrics per epoch",
+        folder.LOGS + "/": f"TensorBoard logs: tensorboard --logdir {folder.logs}",
     }
     done = (
         f"run folder {result.out} is already finished ({len(result.history)} epochs): nothing "
@@ -120,9 +124,9 @@ def _footer(result: TrainResult, test_split: str) -> list[str]:
         *(
             f"  {name:<13} {text}"
             for name, text in files.items()
-            if os.path.exists(os.path.join(result.out, name))
+            if os.path.exists(folder.file(name))
         ),
-        f"test split {test_split!r}, evaluated once on {MODEL_FILE}: "
+        f"test split {test_split!r}, evaluated once on {folder.MODEL}: "
         f"{_metrics_line(result.metrics)}",
     ]
 
@@ -150,7 +154,12 @@ def _add_train_parser(commands) -> None:
         """Adds TrainConfig `field` as the option FLAGS[field], with TrainConfig's default."""
         add(FLAGS[field], default=getattr(_DEFAULTS, field), help=help, **kwargs)
 
-    option("model", f"one of: {', '.join(model_names())}", choices=model_names(), metavar="NAME")
+    option(
+        "model",
+        f"one of: {', '.join(model_names())} (or the builder name, e.g. GFNetTi)",
+        type=_model_name,
+        metavar="NAME",
+    )
     option("data", _DATA_HELP, metavar="SOURCE")
     option("out", "output directory; rerun with it to resume")
     option("epochs", "training epochs", type=int)
@@ -254,12 +263,14 @@ def _add_train_parser(commands) -> None:
 
 def _evaluate(args: argparse.Namespace) -> int:
     try:
-        model_file = resolve_model_file(args.model)
+        model = resolve_model(
+            args.model, image_size=args.image_size, names={"image_size": "--image-size"}
+        )
     except (FileNotFoundError, ValueError) as error:
         print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
         return 2
     metrics = evaluate(
-        model_file,
+        model,
         args.data,
         split=args.split,
         batch_size=args.batch_size,
@@ -285,9 +296,11 @@ def _add_evaluate_parser(commands) -> None:
     add(
         "--model",
         required=True,
-        metavar="PATH",
-        help="a .keras file, or the run folder that train printed (its model.keras)",
+        metavar="MODEL",
+        help="a .keras file, the run folder that train printed (its model.keras), or a model "
+        "name (random weights)",
     )
+    add("--image-size", type=int, default=None, help="input size of a model name (224)")
     add(
         "--data",
         default="digits",

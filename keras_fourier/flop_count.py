@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 
 import keras
@@ -46,6 +47,7 @@ import numpy as np
 from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter, SelfAttention
 from keras_fourier.layers.afbo import _FactorizedBilinearFFN
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
+from keras_fourier.models.resolve import resolve_model
 
 Shape = tuple[int, ...]
 
@@ -315,40 +317,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser: the subcommand's parser.
     """
     parser.add_argument(
-        "model", metavar="MODEL", help="a .keras file or a model name (gfnet_xs, hornet_t_gf, ...)"
+        "model",
+        metavar="MODEL",
+        help="a model name (gfnet_xs, GFNetXS, hornet_t_gf, ...), a .keras file or a run folder",
     )
-    parser.add_argument("--image-size", type=int, default=224, help="input height and width")
-    parser.add_argument("--classes", type=int, default=1000, help="classes of the head")
-    parser.add_argument("--sequence-length", type=int, default=512, help="FNet input length")
+    parser.add_argument(
+        "--image-size", type=int, default=None, help="names: input height and width (224)"
+    )
+    parser.add_argument("--classes", type=int, default=None, help="names: head size (1000)")
+    parser.add_argument(
+        "--sequence-length", type=int, default=None, help="FNet names: input length (512)"
+    )
     parser.add_argument("--by-layer", action="store_true", help="print a per-layer table")
-
-
-def load_model(
-    name: str, image_size: int = 224, classes: int = 1000, sequence_length: int = 512
-) -> keras.Model:
-    """A `.keras` file, or a model of `keras_fourier.training.create_model` by name.
-
-    Args:
-        name: path of a `.keras` file, or a name of `model_names()`.
-        image_size: input size of vision models. Default 224.
-        classes: classes of the head. Default 1000.
-        sequence_length: input length of FNet models. Default 512.
-
-    Returns:
-        The model, random init for names.
-    """
-    from keras_fourier.training import create_model
-
-    if name.endswith(".keras"):
-        return keras.saving.load_model(name, compile=False)
-    return create_model(
-        name, num_classes=classes, image_size=image_size, sequence_length=sequence_length
-    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier flops`: prints the total (and the table with --by-layer)."""
-    model = load_model(args.model, args.image_size, args.classes, args.sequence_length)
+    try:
+        model = resolve_model(
+            args.model,
+            image_size=args.image_size,
+            classes=args.classes,
+            sequence_length=args.sequence_length,
+            names={
+                "image_size": "--image-size",
+                "classes": "--classes",
+                "sequence_length": "--sequence-length",
+            },
+        )
+    except (FileNotFoundError, ValueError) as error:
+        print(f"keras-fourier flops: error: {error}", file=sys.stderr)
+        return 2
     table = flops(model, by_layer=True)
     total = sum(row[2] for row in table)
     if args.by_layer:

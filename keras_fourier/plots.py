@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from keras_fourier.fileio import atomic_save
+from keras_fourier.layers import GlobalFilter, GlobalLocalFilter
+from keras_fourier.run_folder import RunFolder, read_history
+
 if TYPE_CHECKING:
     import keras
     from matplotlib.figure import Figure
 
 PLOTS_EXTRA = 'pip install "keras-fourier[plots]"'
-HISTORY_FILE = "history.csv"
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -48,8 +51,6 @@ def save_png(figure: Figure, path: str | os.PathLike, dpi: int = 100) -> str:
         >>> save_png(plot_history("runs/default"), "runs/default/history.png")
         'runs/default/history.png'
     """
-    from keras_fourier.fileio import atomic_save
-
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_save(path, lambda temporary: figure.savefig(temporary, format="png", dpi=dpi))
@@ -74,8 +75,6 @@ def global_filters(model_or_layer: keras.layers.Layer) -> list[tuple[str, np.nda
         >>> [(name, f.shape) for name, f in global_filters(GFNetTi())][0]
         ('stage0_block0_mixer', (256, 14, 8))
     """
-    from keras_fourier.layers import GlobalFilter, GlobalLocalFilter
-
     filters = []
     for layer in model_or_layer._flatten_layers(include_self=True, recursive=True):
         if isinstance(layer, (GlobalFilter, GlobalLocalFilter)):
@@ -167,15 +166,13 @@ def plot_history(run_dir: str | os.PathLike, path: str | os.PathLike | None = No
     Example:
         >>> plot_history("runs/default", "runs/default/history.png")
     """
-    from keras_fourier.training.callbacks import read_history
-
     run_dir = os.fspath(run_dir)
-    csv_path = run_dir if run_dir.endswith(".csv") else os.path.join(run_dir, HISTORY_FILE)
+    csv_path = run_dir if run_dir.endswith(".csv") else RunFolder(run_dir).history
     rows = read_history(csv_path)
     if not rows:
         raise ValueError(
-            f"No training history in {csv_path!r}: expected the {HISTORY_FILE} of a run folder "
-            "with at least one completed epoch."
+            f"No training history in {csv_path!r}: expected the {RunFolder.HISTORY} of a run "
+            "folder with at least one completed epoch."
         )
     names = sorted({key for row in rows for key in row} - {"epoch"})
     metrics = [name for name in names if not name.startswith("val_")]

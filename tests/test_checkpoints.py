@@ -21,8 +21,12 @@ import torch
 
 import keras_fourier.models as km
 from keras_fourier.layers.hornet import GlobalLocalFilter
-from keras_fourier.models import build_model, checkpoints, download
-from keras_fourier.models.weights import imagenet_checkpoint, load_variant_weights
+from keras_fourier.models import build_model, catalog, checkpoints, download
+from keras_fourier.models.weights import (
+    imagenet_checkpoint,
+    load_file_weights,
+    load_variant_weights,
+)
 from tests.harness import random_input, to_numpy
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
@@ -358,7 +362,7 @@ def test_headless_models_ignore_head_and_unused_final_norm(tmp_path, save_pth):
 
 def test_key_map_covers_every_variable_with_the_official_names():
     model = km.GFNetHTi(input_shape=(32, 32, 3))
-    keys = checkpoints.official_key_map("gfnet_h_ti", model)
+    keys = checkpoints.official_key_map(catalog.variant("gfnet_h_ti"), model)
     official = gfnet_state((64, 128, 256, 512), (3, 3, 10, 3), 4, 8)
     assert keys.keys() == official.keys()
     assert sorted(keys.values()) == sorted(v.path for v in model.weights)
@@ -484,7 +488,7 @@ def test_mismatching_checkpoint_raises_and_leaves_the_model_unchanged(
     path = save_pth(tmp_path / "bad.pth", {"model": tensors(state)})
     before = snapshot(small_gfnet)
     with pytest.raises(ValueError, match=message) as info:
-        load_variant_weights("gfnet_ti", small_gfnet, path)
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, path)
     assert f"do not match the architecture of model 'gfnet_ti'; {LEFT_UNCHANGED}" in str(info.value)
     assert "The checkpoint does not match 'gfnet_ti' as built" in str(info.value)
     assert_same_weights(small_gfnet, before)
@@ -493,11 +497,11 @@ def test_mismatching_checkpoint_raises_and_leaves_the_model_unchanged(
 def test_checkpoint_of_another_variant_lists_every_problem(small_gfnet):
     xs = gfnet_state((384,), (12,), 16, 2)
     with pytest.raises(ValueError, match=r"wrong shapes \(114\): .*, \.\.\. and 104 more"):
-        checkpoints.convert_state_dict("gfnet_ti", xs, small_gfnet)
+        checkpoints.convert_state_dict(catalog.variant("gfnet_ti"), xs, small_gfnet)
     with pytest.raises(ValueError, match=r"variables without a counterpart in the official "):
-        checkpoints.convert_state_dict("hornet_t_7x7", xs, small_gfnet)
+        checkpoints.convert_state_dict(catalog.variant("hornet_t_7x7"), xs, small_gfnet)
     with pytest.raises(ValueError, match=r"Unknown variant 'gfnet_q'; expected one of \["):
-        checkpoints.official_key_map("gfnet_q", small_gfnet)
+        checkpoints.official_key_map(catalog.variant("gfnet_q"), small_gfnet)
 
 
 def test_convert_tensor_layouts_and_errors():
@@ -537,7 +541,7 @@ def test_hostile_checkpoint_is_refused_and_leaves_the_model_unchanged(small_gfne
     torch.save({"model": {"head.weight": torch.ones(2)}, "hook": io.BytesIO(b"x")}, path)
     before = snapshot(small_gfnet)
     with pytest.raises(ValueError, match=r"hostile\.pth.*refers to _io\.BytesIO, which is neither"):
-        load_variant_weights("gfnet_ti", small_gfnet, os.fspath(path))
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, os.fspath(path))
     assert_same_weights(small_gfnet, before)
 
 
@@ -565,7 +569,7 @@ def test_unsupported_weights_file_is_refused(small_gfnet, tmp_path):
     path = tmp_path / "weights.npz"
     path.write_bytes(b"")
     with pytest.raises(ValueError, match=r"or an official PyTorch '\.pth'/'\.pt' checkpoint"):
-        load_variant_weights("gfnet_ti", small_gfnet, os.fspath(path))
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, os.fspath(path))
 
 
 def test_imagenet_without_an_official_checkpoint():
@@ -585,12 +589,17 @@ def test_imagenet_22k_checkpoints_need_include_top_false():
         r"variants with an ImageNet-1k checkpoint. Build it with include_top=False"
     )
     with pytest.raises(ValueError, match=message):
-        imagenet_checkpoint("hornet_l_7x7", _stub((224, 224, 3), head=True))
-    backbone = imagenet_checkpoint("hornet_l_gf", _stub((224, 224, 3), head=False))
+        imagenet_checkpoint(catalog.variant("hornet_l_7x7"), _stub((224, 224, 3), head=True))
+    backbone = imagenet_checkpoint(catalog.variant("hornet_l_gf"), _stub((224, 224, 3), head=False))
     assert (backbone.file_name, backbone.classes) == ("hornet_large_gf.pth", 21841)
-    at_384 = imagenet_checkpoint("hornet_l_gf", _stub((384, 384, 3), head=False))
+    at_384 = imagenet_checkpoint(catalog.variant("hornet_l_gf"), _stub((384, 384, 3), head=False))
     assert (at_384.file_name, at_384.resolution) == ("hornet_large_gf_img384.pth", 384)
-    assert imagenet_checkpoint("hornet_t_gf", _stub((256, 256, 3), head=True)).resolution == 224
+    assert (
+        imagenet_checkpoint(
+            catalog.variant("hornet_t_gf"), _stub((256, 256, 3), head=True)
+        ).resolution
+        == 224
+    )
 
 
 @pytest.fixture
@@ -635,7 +644,7 @@ def test_imagenet_failed_download_raises_and_writes_nothing(
         r"`weights`"
     )
     with pytest.raises(ValueError, match=message):
-        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
     assert_same_weights(small_gfnet, before)
 
@@ -645,7 +654,7 @@ def test_imagenet_cut_off_download_keeps_nothing(small_gfnet, tmp_path, cache, m
     _serve(monkeypatch, tmp_path, {"model": tensors(state)}, [], cut_at=1000)
     before = snapshot(small_gfnet)
     with pytest.raises(ValueError, match=r"cut off at 1000 of \d+ bytes\); nothing was kept"):
-        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
     assert list(cache.iterdir()) == []
     assert_same_weights(small_gfnet, before)
 
@@ -677,7 +686,7 @@ def test_imagenet_mismatching_download_writes_no_conversion(
     _serve(monkeypatch, tmp_path, {"model": tensors(state)}, [])
     before = snapshot(small_gfnet)
     with pytest.raises(ValueError, match=rf"{LEFT_UNCHANGED}.*missing keys \(1\): pos_embed"):
-        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
     assert [p.name for p in cache.iterdir()] == ["gfnet-ti.pth"]
     assert_same_weights(small_gfnet, before)
 
@@ -686,7 +695,7 @@ def test_imagenet_damaged_cached_file_says_to_delete_it(small_gfnet, cache):
     cache.mkdir()
     (cache / "gfnet-ti.pth").write_bytes(b"left by an old, interrupted download")
     with pytest.raises(ValueError, match=r"cached official checkpoint .*gfnet-ti\.pth.* delete it"):
-        load_variant_weights("gfnet_ti", small_gfnet, "imagenet")
+        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
 
 
 def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
@@ -698,24 +707,27 @@ def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
     )
     before = [w.numpy() for w in shallow.weights]
     with pytest.raises(ValueError, match=r"the file holds \d+ tensors, the model \d+"):
-        load_variant_weights("shallow", shallow, path)
+        load_file_weights(shallow, path)
     for weight, value in zip(shallow.weights, before, strict=True):
         np.testing.assert_array_equal(weight.numpy(), value)
     same = build_model(
         depths=3, dims=16, patch_size=4, input_shape=(16, 16, 3), classes=3, name="same"
     )
-    load_variant_weights("same", same, path)
+    load_file_weights(same, path)
     for ours, theirs in zip(same.weights, deeper.weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
 def test_each_family_owns_its_release_rows():
-    from keras_fourier.models import afnonet, gfnet, hornet
-    from keras_fourier.models.releases import releases
+    from keras_fourier.models import afnonet, fnet, gfnet, hornet
 
-    table = releases()
+    table = catalog.RELEASES
     assert set(table) == set(gfnet.RELEASES) | set(hornet.RELEASES)
     assert afnonet.RELEASES == {}
+    assert fnet.FNET.releases["base"][0].file_name == "f_net_base_checkpoint"
+    assert [family.name for family in catalog.FAMILIES if family.releases.get("gfnet_ti")] == [
+        "GFNet"
+    ]
     assert set(table) <= set(km.VARIANTS)
     ti = table["gfnet_ti"][0]
     assert (ti.url, ti.top1, ti.crop_pct, ti.interpolation) == (

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_fourier
 import keras_fourier.models as models
 from keras_fourier import layers
 from keras_fourier.models import checkpoints
@@ -37,7 +38,26 @@ OFFICIAL_PARAMS = {
 
 
 def test_every_builder_has_an_official_count():
-    assert set(OFFICIAL_PARAMS) == set(models.BUILDERS)
+    vision = {name for name, row in models.BUILDERS.items() if row.family.modality == "image"}
+    assert set(OFFICIAL_PARAMS) == vision
+
+
+def test_public_builder_names_are_the_catalogs():
+    """Every builder of the catalog is exported, and nothing else is called a builder."""
+    for module in (models, keras_fourier):
+        exported = {name for name in module.__all__ if name in models.BUILDERS}
+        assert exported == set(models.BUILDERS)
+        for name, row in models.BUILDERS.items():
+            assert getattr(module, name).__name__ == name
+            assert row.key in row.family.variants
+    assert {row.family.name for row in models.BUILDERS.values()} == {
+        "GFNet",
+        "GFNet-H",
+        "HorNet",
+        "AFNONet",
+        "FNet",
+    }
+    assert [family.name for family in models.FAMILIES][-1] == "build_model"
 
 
 @pytest.mark.single_backend
@@ -116,7 +136,9 @@ def test_gfnet_blocks_have_one_residual_and_hornet_blocks_two():
 
 def test_drop_path_defaults_follow_official_configs():
     rates = {
-        name: models.VARIANTS[key].drop_path_rate for name, (key, _) in models.BUILDERS.items()
+        name: row.spec.drop_path_rate
+        for name, row in models.BUILDERS.items()
+        if row.family.modality == "image"
     }
     assert rates["GFNetS"] == 0.15 and rates["GFNetB"] == 0.25
     assert rates["GFNetHTi"] == 0.1 and rates["GFNetHS"] == 0.2 and rates["GFNetHB"] == 0.4

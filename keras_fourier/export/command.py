@@ -9,10 +9,10 @@ for a model named NAME (its Keras name; the variant key for builders):
 * ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``;
 * ``DIR/NAME.onnx`` (float32, standard ONNX ops, checked in onnxruntime).
 
-MODEL is a ``.keras`` file or a builder name (``gfnet_ti`` or ``GFNetTi``)
-built with ``--weights`` (None, "imagenet" or a weights file),
-``--image-size`` and ``--classes``. TensorFlow is imported only when the
-command runs.
+MODEL is a model name (``gfnet_ti`` or ``GFNetTi``, see
+:func:`keras_fourier.models.resolve_model`), a ``.keras`` file or a run
+folder; names are built with ``--weights`` (None, "imagenet" or a weights file),
+``--image-size`` and ``--classes``.
 
 All or nothing: every argument and every output's prerequisites (int8
 calibration data with at least one batch, an output folder that is a
@@ -32,12 +32,16 @@ import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from keras_fourier.models.resolve import resolve_model
+
 if TYPE_CHECKING:
     import keras
 
 FORMATS = ("saved_model", "tflite", "onnx")
 DEFAULT_FORMATS = ("saved_model", "tflite")
 QUANTIZE_CHOICES = ("none", "float16", "dynamic", "int8")
+# The flag of each `resolve_model` argument, for its messages.
+MODEL_FLAGS = {"weights": "--weights", "image_size": "--image-size", "classes": "--classes"}
 
 
 def _comma_list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -80,7 +84,7 @@ def add_model_arguments(
     parser.add_argument(
         "--model" if model_flag else "model",
         **({"required": True} if model_flag else {}),
-        help="a .keras file, or a builder name (gfnet_ti, GFNetTi, ...)",
+        help="a model name (gfnet_ti, GFNetTi, gfnet_tiny, ...), a .keras file or a run folder",
     )
     parser.add_argument("--weights", default=None, help=weights_help)
     parser.add_argument(
@@ -115,7 +119,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(
         parser, model_flag=False, weights_help="builders: 'imagenet' or a weights file"
     )
-    parser.add_argument("--classes", type=int, default=1000, help="builders: head size")
+    parser.add_argument(
+        "--classes", type=int, default=None, help="builders: head size (default 1000)"
+    )
     parser.add_argument(
         "--output",
         choices=("probabilities", "logits"),
@@ -164,47 +170,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_model(args: argparse.Namespace) -> keras.Model:
-    """Loads the model named on the command line.
+    """Loads the model named on the command line (see `resolve_model`).
 
     Args:
-        args: parsed arguments; `args.model` is a `.keras` file or a builder
-            name (variant key such as "gfnet_ti", or public name such as
-            "GFNetTi") built with `args.weights`, `args.image_size` (default
-            224x224) and `args.classes`.
+        args: parsed arguments; `args.model` is a model name (either
+            spelling), a `.keras` file or a run folder; names are built with
+            `args.weights`, `args.image_size` (default 224x224) and
+            `args.classes` (default 1000).
 
     Returns:
         The Keras model.
 
     Raises:
-        ValueError: for an unknown builder name, or builder options given
-            with a `.keras` file.
+        ValueError: for an unknown name, or builder options given with a
+            `.keras` file or run folder.
 
     Example:
         >>> args = build_parser().parse_args(["export", "gfnet_ti", "--out", "models"])
         >>> load_model(args).name
         'gfnet_ti'
     """
-    from keras_fourier import models
-
-    builder_options = {"weights": args.weights, "image_size": args.image_size}
-    if args.model.endswith(".keras"):
-        given = [f"--{name.replace('_', '-')}" for name, value in builder_options.items() if value]
-        if given:
-            raise ValueError(f"{', '.join(given)} only apply to builder names, not .keras files.")
-        from keras_fourier.models.weights import load_keras_file
-
-        return load_keras_file(args.model)
-    public = {variant: name for name, (variant, _) in models.BUILDERS.items()}
-    name = public.get(args.model, args.model)
-    if name not in models.BUILDERS:
-        raise ValueError(
-            f"MODEL must be a .keras file or a builder name, one of {sorted(public)} or "
-            f"{sorted(models.BUILDERS)}. Received: {args.model!r}"
+    try:
+        return resolve_model(
+            args.model,
+            weights=args.weights,
+            image_size=args.image_size,
+            classes=args.classes,
+            names=MODEL_FLAGS,
         )
-    height, width = args.image_size or (224, 224)
-    return getattr(models, name)(
-        weights=args.weights, input_shape=(height, width, 3), classes=args.classes
-    )
+    except FileNotFoundError as error:
+        raise ValueError(str(error)) from error
 
 
 def _image_batches(args: argparse.Namespace, model, split: str):
@@ -264,7 +259,8 @@ def _check(args: argparse.Namespace, model) -> None:
     from keras_fourier.validation import check_number, check_positive_int
 
     check_positive_int("--num-batches", args.num_batches)
-    check_positive_int("--classes", args.classes)
+    if args.classes is not None:
+        check_positive_int("--classes", args.classes)
     check_positive_int("--max-pixels", args.max_pixels)
     check_number("--crop-pct", args.crop_pct, low=0, high=1, low_open=True)
     savedmodel.check_version(args.version, "--version")

@@ -15,7 +15,10 @@ import sys
 
 import numpy as np
 
+from keras_fourier.export.command import add_model_arguments, load_model
 from keras_fourier.imagenet import NUM_CLASSES, decode_predictions
+from keras_fourier.models.catalog import is_model_name, variant
+from keras_fourier.models.weights import imagenet_checkpoint
 
 
 def eval_crop_pct(image_size: int) -> float:
@@ -135,8 +138,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> add_arguments(subcommands.add_parser("predict"))
     """
-    from keras_fourier.export.command import add_model_arguments
-
     parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
     add_model_arguments(
         parser,
@@ -167,20 +168,18 @@ def run(args: argparse.Namespace) -> int:
         >>> run(parser.parse_args(["cat.jpg", "--model", "gfnet_ti"]))
         0
     """
-    from keras_fourier.export.command import load_model
-    from keras_fourier.models.weights import imagenet_checkpoint
-
     missing = [path for path in args.images if not os.path.isfile(path)]
     try:
         if missing:
             raise ValueError(f"No such image file(s): {', '.join(missing)}")
-        if not args.model.endswith(".keras") and args.weights is None:
+        named = is_model_name(args.model)
+        if named and args.weights is None:
             args.weights = "imagenet"
-        args.classes = NUM_CLASSES
+        args.classes = NUM_CLASSES if named else None
         model = load_model(args)
         crop_pct = args.crop_pct
         if crop_pct is None and args.weights == "imagenet":
-            crop_pct = imagenet_checkpoint(model.name, model).crop_pct
+            crop_pct = imagenet_checkpoint(variant(model.name), model).crop_pct
         results = predict(model, args.images, args.top, crop_pct)
     except ValueError as error:
         print(f"keras-fourier predict: error: {error}", file=sys.stderr)

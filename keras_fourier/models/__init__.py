@@ -1,8 +1,14 @@
-"""Model builders of keras_fourier, in the keras.applications style."""
+"""Model builders of keras_fourier, in the keras.applications style.
+
+Every public builder name is a key of `catalog.BUILDERS` (the vision ones made
+from it here, FNet's in `models.fnet`); tests/test_models.py checks that the
+two lists are the same.
+"""
 
 from keras_fourier.models.builder import build_model
+from keras_fourier.models.catalog import BUILDERS, FAMILIES, VARIANTS, make_builder
 from keras_fourier.models.fnet import FNet, FNetBase, FNetLarge, FNetPretraining
-from keras_fourier.models.registry import BUILDERS, VARIANTS, make_builder
+from keras_fourier.models.resolve import resolve_model
 from keras_fourier.models.vision import feature_extractor
 
 GFNetTi = make_builder("GFNetTi")
@@ -24,6 +30,7 @@ AFNONetS4 = make_builder("AFNONetS4")
 
 __all__ = [
     "BUILDERS",
+    "FAMILIES",
     "VARIANTS",
     "AFNONetS4",
     "FNet",
@@ -47,4 +54,5 @@ __all__ = [
     "HorNetTGF",
     "build_model",
     "feature_extractor",
+    "resolve_model",
 ]

@@ -14,6 +14,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.family import Family
 from keras_fourier.models.keymap import BLOCK, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import Release
 from keras_fourier.models.vision import VisionSpec
@@ -58,3 +59,14 @@ def checkpoint_key(variant: str, path: str) -> str | None:
         module = {"mixer": "filter", "ffn": "mlp"}.get(part, part)
         return f"blocks.{index}.{module}.{inner_key(inner, name)}"
     return common_key(path)
+
+
+AFNONET = Family(
+    "AFNONet",
+    __doc__.split("\n\n")[0],
+    variants=VARIANTS,
+    builders={"AFNONetS4": "afnonet_s4"},
+    releases=RELEASES,
+    checkpoint_key=checkpoint_key,
+    options=("double_skip",),
+)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-
 import keras
 
 from keras_fourier.models.vision import FFNS, MIXERS, VisionSpec, build_vision_model
-from keras_fourier.models.weights import load_variant_weights
+from keras_fourier.models.weights import load_file_weights
 from keras_fourier.validation import check_choice
 
 
@@ -130,7 +128,6 @@ def build_model(
         layer_scale=layer_scale,
         pos_embed=not hierarchical if position_embedding is None else position_embedding,
     )
-    variant = name or f"{mixer}_{ffn}"
     return build_vision_model(
         spec,
         include_top=include_top,
@@ -143,6 +140,6 @@ def build_model(
         classifier_activation=classifier_activation,
         drop_path_rate=drop_path_rate,
         fft_impl=fft_impl,
-        name=variant,
-        load_weights=functools.partial(load_variant_weights, variant),
+        name=name or f"{mixer}_{ffn}",
+        load_weights=load_file_weights,
     )

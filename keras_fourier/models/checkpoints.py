@@ -6,8 +6,8 @@ NVlabs/AFNO-transformer) map onto keras_fourier models one tensor at a time:
 * :func:`official_key_map` gives, for a built model, the official key of each
   Keras variable (``blocks.3.mlp.fc1.weight`` ->
   ``stage0_block3_ffn/fc1/kernel``), from the ``checkpoint_key`` of the
-  variant's family module (each family owns its key map and its releases;
-  this module keeps only what is generic);
+  variant's family (:class:`~keras_fourier.models.family.Family`: each family
+  owns its key map and its releases; this module keeps only what is generic);
 * :func:`convert_tensor` changes a tensor's layout: Linear (out, in) to Dense
   (in, out); Conv2d (out, in, kh, kw) to Conv2D (kh, kw, in, out); depthwise
   Conv2d (C, 1, kh, kw) to DepthwiseConv2D (kh, kw, C, 1); ``pos_embed``
@@ -41,7 +41,8 @@ import keras
 import numpy as np
 
 from keras_fourier.layers.interpolation import interpolation_matrix, resize_2d
-from keras_fourier.models import afnonet, gfnet, hornet, keymap, pth
+from keras_fourier.models import keymap, pth
+from keras_fourier.models.family import Variant
 
 TRANSFORMS = (
     "copy",
@@ -55,20 +56,12 @@ TRANSFORMS = (
 _MAX_LISTED = 10
 
 
-def _family_module(variant: str):
-    """The family module whose rows include `variant` (it owns the key map)."""
-    for module in (gfnet, hornet, afnonet):
-        if variant in module.VARIANTS:
-            return module
-    known = sorted({**gfnet.VARIANTS, **hornet.VARIANTS, **afnonet.VARIANTS})
-    raise ValueError(f"Unknown variant {variant!r}; expected one of {known}.")
-
-
-def official_key_map(variant: str, model: keras.Model) -> dict[str, str]:
+def official_key_map(variant: Variant, model: keras.Model) -> dict[str, str]:
     """Official state-dict key -> Keras variable path, for every variable of `model`.
 
     Args:
-        variant: variant-table key the model was built from, e.g. "gfnet_ti".
+        variant: the variant the model was built from, e.g.
+            ``catalog.variant("gfnet_ti")``.
         model: a model built by the variant's builder (any `include_top`,
             `pooling` and input size).
 
@@ -77,19 +70,19 @@ def official_key_map(variant: str, model: keras.Model) -> dict[str, str]:
         variable.
 
     Raises:
-        ValueError: unknown variant, or a model variable without an official
-            counterpart (a model not built from `variant`).
+        ValueError: a family without official checkpoints, or a model
+            variable without an official counterpart (a model not built from
+            `variant`).
 
     Example:
         >>> model = keras_fourier.models.GFNetTi(input_shape=(64, 64, 3))
-        >>> official_key_map("gfnet_ti", model)["blocks.0.mlp.fc1.weight"]
+        >>> official_key_map(catalog.variant("gfnet_ti"), model)["blocks.0.mlp.fc1.weight"]
         'stage0_block0_ffn/fc1/kernel'
     """
-    family = _family_module(variant)
     keys = {}
     unmapped = []
     for variable in model.weights:
-        key = family.checkpoint_key(variant, variable.path)
+        key = variant.checkpoint_key(variable.path)
         if key is None:
             unmapped.append(variable.path)
         else:
@@ -97,7 +90,7 @@ def official_key_map(variant: str, model: keras.Model) -> dict[str, str]:
     if unmapped:
         raise ValueError(
             f"Model {model.name!r} has variables without a counterpart in the official "
-            f"{variant!r} checkpoints; was it built from another variant? "
+            f"{variant.key!r} checkpoints; was it built from another variant? "
             f"Variables: {_listing(unmapped)}"
         )
     return keys
@@ -267,7 +260,7 @@ def _listing(items: list[str]) -> str:
 
 
 def convert_state_dict(
-    variant: str, state_dict: Mapping[str, np.ndarray], model: keras.Model
+    variant: Variant, state_dict: Mapping[str, np.ndarray], model: keras.Model
 ) -> dict[str, np.ndarray]:
     """Converts an official state dict to the values of every variable of `model`.
 
@@ -278,7 +271,8 @@ def convert_state_dict(
     is assigned.
 
     Args:
-        variant: variant-table key the model was built from, e.g. "hornet_t_gf".
+        variant: the variant the model was built from, e.g.
+            ``catalog.variant("hornet_t_gf")``.
         state_dict: official key -> NumPy array (see :func:`read_pth`).
         model: the model to load, built by the variant's builder at any input
             size; resolution-dependent tensors are resized to it.
@@ -294,7 +288,8 @@ def convert_state_dict(
 
     Example:
         >>> model = keras_fourier.models.GFNetTi(input_shape=(384, 384, 3))
-        >>> values = convert_state_dict("gfnet_ti", read_pth("gfnet-ti.pth"), model)
+        >>> state_dict = read_pth("gfnet-ti.pth")
+        >>> values = convert_state_dict(catalog.variant("gfnet_ti"), state_dict, model)
         >>> values["stage0_block0_mixer/complex_weight"].shape
         (24, 13, 256, 2)
     """
@@ -331,7 +326,7 @@ def convert_state_dict(
     ]
     if problems:
         raise ValueError(
-            f"The checkpoint does not match {variant!r} as built (model {model.name!r}); "
+            f"The checkpoint does not match {variant.key!r} as built (model {model.name!r}); "
             + "; ".join(problems)
         )
     return converted

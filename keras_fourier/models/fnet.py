@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -87,6 +88,7 @@ from keras_fourier.layers.fnet import (
     initializer,
 )
 from keras_fourier.models import download, flax_weights
+from keras_fourier.models.family import Family
 from keras_fourier.models.flax_msgpack import FlaxCheckpointError
 from keras_fourier.models.weights import load_weights_file
 from keras_fourier.validation import check_positive_int, check_rate
@@ -786,49 +788,40 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
     """
 
 
-def _variant_builder(variant: str) -> Callable[..., keras.Model]:
-    """The public constructor of one entry of :data:`FNET_VARIANTS`."""
+def _variant_builder(variant: str, public: str) -> Callable[..., keras.Model]:
+    """The public constructor `public` of one entry of :data:`FNET_VARIANTS`.
 
-    def builder(
-        *,
-        vocabulary_size: int = 32000,
-        max_sequence_length: int = 512,
-        sequence_length: int | None = None,
-        num_segments: int = 4,
-        dropout: float = 0.1,
-        use_padding_mask: bool = False,
-        num_classes: int | None = None,
-        classifier_activation: str | Callable | None = None,
-        heads: str | None = None,
-        fft_impl: str = "auto",
-        weights: str | os.PathLike | None = None,
-        name: str = f"fnet_{variant}",
-    ) -> keras.Model:
-        return FNet(
-            variant,
-            vocabulary_size=vocabulary_size,
-            max_sequence_length=max_sequence_length,
-            sequence_length=sequence_length,
-            num_segments=num_segments,
-            dropout=dropout,
-            use_padding_mask=use_padding_mask,
-            num_classes=num_classes,
-            classifier_activation=classifier_activation,
-            heads=heads,
-            fft_impl=fft_impl,
-            weights=weights,
-            name=name,
-        )
+    Its signature is :func:`FNet`'s without `variant`, the default name
+    "fnet_<variant>".
+    """
 
-    title = variant.capitalize()
-    builder.__name__ = builder.__qualname__ = f"FNet{title}"
+    def builder(**kwargs) -> keras.Model:
+        bound = builder.__signature__.bind(**kwargs)
+        bound.apply_defaults()
+        return FNet(variant, **bound.arguments)
+
+    parameters = [
+        parameter.replace(default=f"fnet_{variant}") if parameter.name == "name" else parameter
+        for parameter in inspect.signature(FNet).parameters.values()
+        if parameter.name != "variant"
+    ]
+    builder.__signature__ = inspect.Signature(parameters, return_annotation=keras.Model)
+    builder.__name__ = builder.__qualname__ = public
     builder.__doc__ = _VARIANT_DOCSTRING.format(
-        title=title,
+        title=variant.capitalize(),
         variant=variant,
         **FNET_VARIANTS[variant],
     )
     return builder
 
 
-FNetBase = _variant_builder("base")
-FNetLarge = _variant_builder("large")
+FNET = Family(
+    "FNet",
+    __doc__.split("\n\n")[0],
+    variants=FNET_VARIANTS,
+    builders={"FNetBase": "base", "FNetLarge": "large"},
+    modality="text",
+    releases={release.variant: (release,) for release in RELEASES.values()},
+)
+FNetBase = _variant_builder("base", "FNetBase")
+FNetLarge = _variant_builder("large", "FNetLarge")

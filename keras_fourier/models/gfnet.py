@@ -13,6 +13,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.family import Family
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import ModelZoo, Release
 from keras_fourier.models.vision import VisionSpec
@@ -106,3 +107,28 @@ def checkpoint_key(variant: str, path: str) -> str | None:
         module = {"mixer": "filter", "ffn": "mlp"}.get(part, part)
         return f"{prefix}.{module}.{inner_key(inner, name)}"
     return common_key(path)
+
+
+_SUMMARY = __doc__.split("\n\n")[0]
+
+
+def _family(name: str, hierarchical: bool, builders: dict[str, str]) -> Family:
+    keys = [key for key, spec in VARIANTS.items() if (len(spec.dims) > 1) == hierarchical]
+    return Family(
+        name,
+        _SUMMARY,
+        variants={key: VARIANTS[key] for key in keys},
+        builders=builders,
+        releases={key: RELEASES[key] for key in keys if key in RELEASES},
+        checkpoint_key=checkpoint_key,
+    )
+
+
+GFNET = _family(
+    "GFNet",
+    False,
+    {"GFNetTi": "gfnet_ti", "GFNetXS": "gfnet_xs", "GFNetS": "gfnet_s", "GFNetB": "gfnet_b"},
+)
+GFNET_H = _family(
+    "GFNet-H", True, {"GFNetHTi": "gfnet_h_ti", "GFNetHS": "gfnet_h_s", "GFNetHB": "gfnet_h_b"}
+)

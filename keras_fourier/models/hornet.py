@@ -15,6 +15,7 @@ Reference:
 
 from __future__ import annotations
 
+from keras_fourier.models.family import Family
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import ModelZoo, Release
 from keras_fourier.models.vision import VisionSpec
@@ -108,3 +109,17 @@ def checkpoint_key(variant: str, path: str) -> str | None:
         ffn_layer = {"fc1": "pwconv1", "fc2": "pwconv2"}[inner[0]]
         return f"{prefix}.{inner_key([ffn_layer, *inner[1:]], name)}"
     return common_key(path)
+
+
+HORNET = Family(
+    "HorNet",
+    __doc__.split("\n\n")[0],
+    variants=VARIANTS,
+    builders={
+        f"HorNet{size.upper()}{suffix}": f"hornet_{size}_{kind}"
+        for size in ("t", "s", "b", "l")
+        for kind, suffix in (("7x7", "7x7"), ("gf", "GF"))
+    },
+    releases=RELEASES,
+    checkpoint_key=checkpoint_key,
+)

@@ -2,8 +2,8 @@
 
 Each family module keeps the rows of its own releases (``gfnet.RELEASES``,
 ``hornet.RELEASES``), as timm keeps ``default_cfgs`` beside a model, each row
-made by its family's :class:`ModelZoo`; this module holds the record types and
-the table of all families.
+made by its family's :class:`ModelZoo`; this module holds the record types.
+The table of all families is :data:`keras_fourier.models.catalog.RELEASES`.
 """
 
 from __future__ import annotations
@@ -102,18 +102,3 @@ class ModelZoo:
             crop_pct=1.0 if uncropped else 0.875,
             top1=top1,
         )
-
-
-def releases() -> dict[str, tuple[Release, ...]]:
-    """The official releases of every family, by variant key.
-
-    Returns:
-        Variant key -> its releases (first: the default, 224-pixel one).
-
-    Example:
-        >>> releases()["gfnet_ti"][0].top1
-        74.6
-    """
-    from keras_fourier.models import afnonet, gfnet, hornet
-
-    return {**gfnet.RELEASES, **hornet.RELEASES, **afnonet.RELEASES}

@@ -24,10 +24,8 @@ import numpy as np
 
 from keras_fourier.fileio import atomic_save
 from keras_fourier.models import checkpoints, download
-from keras_fourier.models.releases import Release, releases
-
-# The releases of every family (each family module owns its rows).
-IMAGENET_CHECKPOINTS: dict[str, tuple[Release, ...]] = releases()
+from keras_fourier.models.family import Variant
+from keras_fourier.models.releases import Release
 
 
 def assign_atomically(model: keras.Model, load: Callable[[], None], source: str) -> None:
@@ -165,12 +163,12 @@ def _assign(model: keras.Model, values: dict[str, np.ndarray]) -> None:
         variable.assign(values[variable.path])
 
 
-def _load_official(variant: str, model: keras.Model, path: str) -> None:
+def _load_official(variant: Variant, model: keras.Model, path: str) -> None:
     _assign_official(variant, model, checkpoints.read_pth(path), path)
 
 
 def _assign_official(
-    variant: str, model: keras.Model, state_dict: dict[str, np.ndarray], path: str
+    variant: Variant, model: keras.Model, state_dict: dict[str, np.ndarray], path: str
 ) -> None:
     assign_atomically(
         model,
@@ -179,14 +177,14 @@ def _assign_official(
     )
 
 
-def imagenet_checkpoint(variant: str, model: keras.Model) -> Release:
+def imagenet_checkpoint(variant: Variant, model: keras.Model) -> Release:
     """The official checkpoint that weights="imagenet" loads into `model`.
 
     The release trained at the model's input size if there is one (HorNet-L
     GF at 384), else the 224-pixel release.
 
     Args:
-        variant: the variant-table key the model was built from.
+        variant: the variant the model was built from.
         model: the freshly built model.
 
     Returns:
@@ -198,21 +196,23 @@ def imagenet_checkpoint(variant: str, model: keras.Model) -> Release:
             the model has a head.
 
     Example:
-        >>> imagenet_checkpoint("gfnet_ti", keras_fourier.models.GFNetTi()).file_name
+        >>> imagenet_checkpoint(catalog.variant("gfnet_ti"), keras_fourier.GFNetTi()).file_name
         'gfnet-ti.pth'
     """
-    releases = IMAGENET_CHECKPOINTS.get(variant)
+    releases = variant.releases
     if not releases:
+        available = sorted(key for key, rows in variant.family.releases.items() if rows)
         raise ValueError(
-            f"There is no official ImageNet checkpoint for {variant!r}; weights='imagenet' "
-            f"is available for {sorted(IMAGENET_CHECKPOINTS)}. Use weights=None or a path."
+            f"There is no official ImageNet checkpoint for {variant.key!r}; weights='imagenet' "
+            f"is available for {available or 'no variant of ' + variant.family.name}. Use "
+            "weights=None or a path."
         )
     size = tuple(model.inputs[0].shape[1:3])
     release = next((r for r in releases if (r.resolution, r.resolution) == size), releases[0])
     has_head = any(layer.name == "head" for layer in model.layers)
     if has_head and release.classes != 1000:
         raise ValueError(
-            f"The official checkpoint of {variant!r} is trained on ImageNet-22k "
+            f"The official checkpoint of {variant.key!r} is trained on ImageNet-22k "
             f"({release.classes} classes) and has no ImageNet-1k head: weights='imagenet' "
             "with include_top=True is only available for variants with an ImageNet-1k "
             "checkpoint. Build it with include_top=False to load the backbone, or pass "
@@ -221,12 +221,12 @@ def imagenet_checkpoint(variant: str, model: keras.Model) -> Release:
     return release
 
 
-def _cache_path(checkpoint_path: str, variant: str, model: keras.Model) -> str:
+def _cache_path(checkpoint_path: str, variant: Variant, model: keras.Model) -> str:
     """`.weights.h5` next to the checkpoint, keyed by variant, input size and variables."""
     height, width = model.inputs[0].shape[1:3]
     layout = "\n".join(f"{v.path} {tuple(v.shape)}" for v in model.weights)
     digest = hashlib.sha256(layout.encode()).hexdigest()[:12]
-    name = f"{variant}_{height}x{width}_{digest}.weights.h5"
+    name = f"{variant.key}_{height}x{width}_{digest}.weights.h5"
     return os.path.join(os.path.dirname(checkpoint_path), name)
 
 
@@ -234,13 +234,13 @@ def _save_atomically(model: keras.Model, path: str) -> None:
     atomic_save(path, lambda temporary: model.save_weights(temporary, overwrite=True))
 
 
-def _load_imagenet(variant: str, model: keras.Model) -> None:
+def _load_imagenet(variant: Variant, model: keras.Model) -> None:
     release = imagenet_checkpoint(variant, model)
     try:
         checkpoint_path = download.download(release.url, release.file_name, release.sha256)
     except ValueError as error:
         raise ValueError(
-            f"weights='imagenet' for {variant!r} needs network access the first time. {error}"
+            f"weights='imagenet' for {variant.key!r} needs network access the first time. {error}"
         ) from error
     cache = _cache_path(checkpoint_path, variant, model)
     if os.path.exists(cache):
@@ -257,11 +257,61 @@ def _load_imagenet(variant: str, model: keras.Model) -> None:
     _save_atomically(model, cache)
 
 
-def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None:
+def load_saved_weights(model: keras.Model, weights: str | os.PathLike) -> bool:
+    """Loads a `.weights.h5` or `.keras` file saved by keras_fourier into `model`, all or nothing.
+
+    Args:
+        model: the model to load into.
+        weights: the path of the file.
+
+    Returns:
+        True if `weights` is such a file and was loaded; False for any other
+        path (nothing is done).
+
+    Raises:
+        ValueError: the file does not match the model (which is then unchanged).
+    """
+    path = os.fspath(weights)
+    if path.endswith(".weights.h5"):
+        load_weights_file(model, path)
+    elif path.endswith(".keras"):
+        assign_atomically(model, lambda: _copy_from_keras_file(model, path), path)
+    else:
+        return False
+    return True
+
+
+def load_file_weights(model: keras.Model, weights: str | os.PathLike) -> None:
+    """Loads a `.weights.h5` or `.keras` file saved by keras_fourier, or raises ValueError.
+
+    The loader of models without official checkpoints (`build_model`
+    compositions).
+
+    Args:
+        model: the model to load into.
+        weights: the path of the file.
+
+    Raises:
+        ValueError: another kind of file, or one that does not match the
+            model (which is then unchanged).
+    """
+    if weights == "imagenet":
+        raise ValueError(
+            f"There is no official ImageNet checkpoint for {model.name!r}: weights='imagenet' "
+            "is available for the named builders with a release (GFNet, GFNet-H, HorNet)."
+        )
+    if not load_saved_weights(model, weights):
+        raise ValueError(
+            f"Cannot load weights into {model.name!r}: expected a '.weights.h5' or '.keras' "
+            f"file saved by keras_fourier. Received: weights={weights!r}"
+        )
+
+
+def load_variant_weights(variant: Variant, model: keras.Model, weights: str) -> None:
     """Loads `weights` into `model` (built from `variant`), all or nothing.
 
     Args:
-        variant: the variant-table key the model was built from.
+        variant: the variant the model was built from.
         model: the freshly built model.
         weights: "imagenet", or the path to a `.weights.h5` or `.keras` file
             saved by keras_fourier or to an official PyTorch checkpoint
@@ -275,21 +325,19 @@ def load_variant_weights(variant: str, model: keras.Model, weights: str) -> None
 
     Example:
         >>> model = keras_fourier.models.GFNetTi(include_top=False)
-        >>> load_variant_weights("gfnet_ti", model, "gfnet-ti.pth")
+        >>> load_variant_weights(catalog.variant("gfnet_ti"), model, "gfnet-ti.pth")
     """
     if weights == "imagenet":
         _load_imagenet(variant, model)
         return
     path = os.fspath(weights)
-    if path.endswith(".weights.h5"):
-        load_weights_file(model, path)
-    elif path.endswith(".keras"):
-        assign_atomically(model, lambda: _copy_from_keras_file(model, path), path)
-    elif path.endswith((".pth", ".pt")):
+    if load_saved_weights(model, path):
+        return
+    if path.endswith((".pth", ".pt")):
         _load_official(variant, model, path)
     else:
         raise ValueError(
-            f"Cannot load weights for {variant!r}: expected 'imagenet', a '.weights.h5' or "
+            f"Cannot load weights for {variant.key!r}: expected 'imagenet', a '.weights.h5' or "
             f"'.keras' file, or an official PyTorch '.pth'/'.pt' checkpoint. "
             f"Received: weights={weights!r}"
         )

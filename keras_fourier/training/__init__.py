@@ -10,21 +10,21 @@ non-finite loss (`StopOnNonFiniteLoss`) and evaluates the final model
 `keras-fourier evaluate` commands are thin wrappers around them.
 """
 
-from keras_fourier.training.callbacks import (
-    EpochBackup,
-    ModelCheckpoint,
-    NonFiniteLossError,
-    ResumableCSVLogger,
-    StopOnNonFiniteLoss,
-    read_history,
-)
-from keras_fourier.training.catalog import (
+from keras_fourier.models.catalog import (
     TEXT_PRESETS,
     VISION_PRESETS,
     create_model,
     is_text_model,
     model_names,
     vision_stride,
+)
+from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file
+from keras_fourier.training.callbacks import (
+    EpochBackup,
+    ModelCheckpoint,
+    NonFiniteLossError,
+    ResumableCSVLogger,
+    StopOnNonFiniteLoss,
 )
 from keras_fourier.training.recipe import (
     PRECISIONS,
@@ -38,7 +38,6 @@ from keras_fourier.training.trainer import (
     TrainConfig,
     TrainResult,
     evaluate,
-    resolve_model_file,
     train,
 )
 
@@ -52,6 +51,7 @@ __all__ = [
     "NonFiniteLossError",
     "ResumableCSVLogger",
     "RunConfigError",
+    "RunFolder",
     "RunFolderBusyError",
     "RunLock",
     "StopOnNonFiniteLoss",

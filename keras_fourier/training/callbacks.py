@@ -9,8 +9,6 @@ warning line and skipped. The callbacks use backend-neutral Keras APIs only
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -21,6 +19,8 @@ from typing import Any
 import keras
 
 from keras_fourier.fileio import atomic_save, atomic_write_text, warn
+from keras_fourier.models.weights import assign_atomically
+from keras_fourier.run_folder import read_history, write_history
 
 # Member of a checkpoint's .keras zip holding the epoch and logs it was saved with.
 CHECKPOINT_RECORD = "keras_fourier_checkpoint.json"
@@ -29,66 +29,6 @@ _SLOT = re.compile(r"epoch-(\d+)\.json$")
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss."""
-
-
-def _parse_row(row: dict[str, str | None], fields: list[str]) -> dict[str, float] | None:
-    if None in row or any(row.get(key) is None for key in fields):
-        return None
-    try:
-        return {
-            key: int(value) if key == "epoch" else float(value)
-            for key, value in row.items()
-            if value != ""
-        }
-    except ValueError:
-        return None
-
-
-def read_history(filename: str | os.PathLike) -> list[dict[str, float]]:
-    """Reads a history CSV written by `ResumableCSVLogger`.
-
-    Rows that do not parse (a partial last row of a file truncated by
-    something else) end the history: they and every row after them are left
-    out.
-
-    Args:
-        filename: the CSV path.
-
-    Returns:
-        One dict per row, "epoch" an int and the other columns floats
-        (empty cells left out); an empty list when the file does not exist
-        or has no complete header.
-
-    Example:
-        >>> read_history("no/such/history.csv")
-        []
-    """
-    if not os.path.exists(filename):
-        return []
-    with open(filename, newline="") as file:
-        text = file.read()
-    reader = csv.DictReader(io.StringIO(text))
-    fields = list(reader.fieldnames or [])
-    if "epoch" not in fields or not text.split("\n", 1)[0].strip():
-        return []
-    rows = []
-    for raw in reader:
-        row = _parse_row(raw, fields)
-        if row is None or "epoch" not in row or row["epoch"] != len(rows):
-            break
-        rows.append(row)
-    return rows
-
-
-def write_history(filename: str | os.PathLike, rows: list[dict[str, float]]) -> None:
-    """Writes history rows to a CSV atomically (header from the first row's keys)."""
-    buffer = io.StringIO()
-    if rows:
-        fields = list(dict.fromkeys(key for row in rows for key in row))
-        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    atomic_write_text(filename, buffer.getvalue())
 
 
 class ResumableCSVLogger(keras.callbacks.Callback):
@@ -285,8 +225,6 @@ class EpochBackup(keras.callbacks.Callback):
             (last completed epoch, its history rows), or (-1, []) when no
             slot is intact (the model is then left as it was).
         """
-        from keras_fourier.models.weights import assign_atomically
-
         slots = self._slots()
         if slots and model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)

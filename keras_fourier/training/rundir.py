@@ -21,9 +21,7 @@ import os
 from typing import Any
 
 from keras_fourier.fileio import atomic_write_text, read_json, warn
-
-LOCK_FILE = "run.lock"
-RUN_FILE = "run.json"
+from keras_fourier.run_folder import RunFolder
 
 
 class RunFolderBusyError(RuntimeError):
@@ -56,7 +54,7 @@ class RunLock:
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = os.fspath(folder)
-        self.path = os.path.join(self.folder, LOCK_FILE)
+        self.path = RunFolder(self.folder).lock
         self._file = None
 
     @property
@@ -122,14 +120,12 @@ class RunLock:
 
 def read_run_record(folder: str | os.PathLike) -> dict[str, Any] | None:
     """The ``run.json`` record of a run folder, or None (missing or unreadable)."""
-    return read_json(os.path.join(os.fspath(folder), RUN_FILE))
+    return read_json(RunFolder(folder).run_record)
 
 
 def write_run_record(folder: str | os.PathLike, record: dict[str, Any]) -> None:
     """Writes ``run.json`` atomically."""
-    atomic_write_text(
-        os.path.join(os.fspath(folder), RUN_FILE), json.dumps(record, indent=2, sort_keys=True)
-    )
+    atomic_write_text(RunFolder(folder).run_record, json.dumps(record, indent=2, sort_keys=True))
 
 
 def normalize(value: Any) -> Any:

@@ -67,24 +67,25 @@ from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEE
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
+from keras_fourier.models.catalog import (
+    ARCHITECTURE_OPTIONS,
+    VISION_PRESETS,
+    canonical_name,
+    check_architecture,
+    create_model,
+    is_text_model,
+    vision_stride,
+)
+from keras_fourier.models.resolve import resolve_model
 from keras_fourier.models.weights import load_keras_file
+from keras_fourier.run_folder import RunFolder, read_history, write_history
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
     read_checkpoint_record,
-    read_history,
     save_model,
-    write_history,
-)
-from keras_fourier.training.catalog import (
-    ARCHITECTURE_OPTIONS,
-    VISION_PRESETS,
-    check_model_name,
-    create_model,
-    is_text_model,
-    vision_stride,
 )
 from keras_fourier.training.recipe import check_precision, create_optimizer, warmup_cosine_schedule
 from keras_fourier.training.rundir import (
@@ -103,10 +104,6 @@ from keras_fourier.validation import (
 )
 
 TEXT_SOURCES = ("listops",)
-MODEL_FILE = "model.keras"
-BEST_FILE = "best.keras"
-LAST_FILE = "last.keras"
-LOGS_FOLDER = "logs"
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
 TEXT_ONLY = ("sequence_length", "train_examples", "eval_examples")
@@ -120,7 +117,6 @@ IMAGE_ONLY = (
 )
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
-HISTORY_FILE = "history.csv"
 
 
 @dataclasses.dataclass
@@ -274,7 +270,7 @@ class TrainConfig:
         def name(field: str) -> str:
             return names.get(field, field)
 
-        check_model_name(self.model)
+        canonical_name(self.model)
         check_strategy_name(self.strategy)
         check_precision(self.mixed_precision)
         text_model = is_text_model(self.model)
@@ -284,11 +280,7 @@ class TrainConfig:
                 f"Model {self.model!r} is a {kind} model but data {self.data!r} is "
                 f"{'not ' if text_model else ''}a text source {TEXT_SOURCES}."
             )
-        if self.architecture and self.model not in VISION_PRESETS:
-            raise ValueError(
-                f"Architecture options {sorted(self.architecture)} only apply to the presets "
-                f"{sorted(VISION_PRESETS)}; received model {self.model!r}."
-            )
+        check_architecture(self.model, self.architecture)
         for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
             check_positive_int(name(field), getattr(self, field))
         check_positive_int(name("eval_examples"), self.eval_examples)
@@ -383,7 +375,8 @@ class TrainConfig:
         if self.image_size is not None:
             return self.image_size
         stride = vision_stride(self.model, **self.architecture)
-        base = 16 if self.data == "digits" else 32 if self.model in VISION_PRESETS else 224
+        preset = canonical_name(self.model) in VISION_PRESETS
+        base = 16 if self.data == "digits" else 32 if preset else 224
         return stride * math.ceil(base / stride)
 
 
@@ -504,49 +497,6 @@ def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
     return metrics
 
 
-def resolve_model_file(path: str | os.PathLike) -> str:
-    """The `.keras` file behind a path given to `evaluate`: the file, or a run folder's model.
-
-    Args:
-        path: a `.keras` file, or a folder written by `train` (its
-            ``model.keras``, the model selected on the validation split).
-
-    Returns:
-        The path of the `.keras` file.
-
-    Raises:
-        FileNotFoundError: for a missing path, or a run folder without
-            ``model.keras`` (its run has not finished).
-        ValueError: for a folder that is not a run folder (a SavedModel, say).
-
-    Example:
-        >>> resolve_model_file("runs/default")  # doctest: +SKIP
-        'runs/default/model.keras'
-    """
-    path = os.fspath(path)
-    if not os.path.isdir(path):
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"No model file or run folder at {path!r}.")
-        return path
-    model_file = os.path.join(path, MODEL_FILE)
-    if os.path.exists(model_file):
-        return model_file
-    if os.path.exists(os.path.join(path, HISTORY_FILE)):
-        raise FileNotFoundError(
-            f"Run folder {path!r} has no {MODEL_FILE}: its run has not finished. Resume it with "
-            f"the same `train` command, or evaluate {os.path.join(path, BEST_FILE)!r} or "
-            f"{os.path.join(path, LAST_FILE)!r}."
-        )
-    kind = (
-        "a SavedModel (export one with keras-fourier export)"
-        if os.path.exists(os.path.join(path, "saved_model.pb"))
-        else "not a run folder of `train`"
-    )
-    raise ValueError(
-        f"Folder {path!r} is {kind}; expected a .keras file or a run folder holding {MODEL_FILE}."
-    )
-
-
 def evaluate(
     model: keras.Model | str | os.PathLike,
     data: str = "digits",
@@ -591,8 +541,7 @@ def evaluate(
         >>> sorted(metrics)  # doctest: +SKIP
         ['accuracy', 'loss', 'top5_accuracy']
     """
-    if not isinstance(model, keras.Model):
-        model = load_keras_file(resolve_model_file(model), compile=False)
+    model = resolve_model(model)
     num_classes = model.output_shape[-1]
     if isinstance(model.input, dict) and "token_ids" in model.input:
         if data not in TEXT_SOURCES:
@@ -660,7 +609,7 @@ def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras
 
 
 def _callbacks(
-    config: TrainConfig, out: str, backup: EpochBackup
+    config: TrainConfig, folder: RunFolder, backup: EpochBackup
 ) -> list[keras.callbacks.Callback]:
     # Order matters: a non-finite loss raises before anything of its epoch is saved, and an
     # epoch's CSV row is written before its backup and checkpoints; a kill in between redoes
@@ -670,17 +619,15 @@ def _callbacks(
     # best.keras at the previous best, with its own stored value).
     callbacks = [
         StopOnNonFiniteLoss(),
-        ResumableCSVLogger(os.path.join(out, HISTORY_FILE)),
+        ResumableCSVLogger(folder.history),
         backup,
-        ModelCheckpoint(os.path.join(out, LAST_FILE)),
-        ModelCheckpoint(os.path.join(out, BEST_FILE), monitor="val_accuracy", mode="max"),
+        ModelCheckpoint(folder.last),
+        ModelCheckpoint(folder.best, monitor="val_accuracy", mode="max"),
     ]
     if config.use_ema:
         callbacks.insert(3, keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     if config.tensorboard:
-        callbacks.append(
-            keras.callbacks.TensorBoard(os.path.join(out, LOGS_FOLDER), write_graph=False)
-        )
+        callbacks.append(keras.callbacks.TensorBoard(folder.logs, write_graph=False))
     return callbacks
 
 
@@ -730,7 +677,7 @@ def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> di
         return None
     stored = record.get("identity")
     if not isinstance(stored, dict):
-        warn(f"{os.path.join(out, 'run.json')} has no run identity; it is rewritten")
+        warn(f"{RunFolder(out).run_record} has no run identity; it is rewritten")
         return None
     check_identity(out, stored, config.identity(), names)
     version = record.get("keras_fourier_version")
@@ -746,15 +693,16 @@ def _finished(out: str, record: dict | None) -> TrainResult | None:
     """
     if record is None or record.get("status") != "finished":
         return None
-    model_path = os.path.join(out, MODEL_FILE)
+    folder = RunFolder(out)
+    model_path = folder.model
     try:
         model = load_keras_file(model_path, compile=False)
     except ValueError as error:
         warn(f"{error}; resuming from the last backup to rewrite it")
         return None
-    history_path = os.path.join(out, HISTORY_FILE)
+    history_path = folder.history
     history = read_history(history_path)
-    rows = EpochBackup(os.path.join(out, "backup"), history_path).stored_history()
+    rows = EpochBackup(folder.backup, history_path).stored_history()
     if len(rows) > len(history):
         warn(f"{history_path} was damaged; rewritten from the backup")
         write_history(history_path, rows)
@@ -812,9 +760,11 @@ def train(
     config = dataclasses.replace(config or TrainConfig(), **overrides)
     names = dict(names or {})
     config.validate(names)
+    # Either spelling of a name is the same run.
+    config = dataclasses.replace(config, model=canonical_name(config.model))
     strategy = get_strategy(config.strategy)
     worker = worker_id(strategy)
-    out = config.out if worker is None else os.path.join(config.out, "workers", worker)
+    out = RunFolder(config.out).worker(worker).path
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"`{names.get('out', 'out')}` must be a folder. Received: {out!r}")
     lock = RunLock(out)
@@ -850,12 +800,13 @@ def _fit(
     data: _Data,
     steps_per_epoch: int,
 ) -> TrainResult:
-    for folder in (out, os.path.join(out, "backup")):
-        remove_stale_temporaries(folder)
+    folder = RunFolder(out)
+    for path in (folder.path, folder.backup):
+        remove_stale_temporaries(path)
     write_run_record(out, _record(config, status="running"))
     keras.utils.set_random_seed(config.seed)
-    history_path = os.path.join(out, HISTORY_FILE)
-    backup = EpochBackup(os.path.join(out, "backup"), history_path)
+    history_path = folder.history
+    backup = EpochBackup(folder.backup, history_path)
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(config.mixed_precision)
     try:
@@ -876,7 +827,7 @@ def _fit(
             initial_epoch=last_epoch + 1,
             steps_per_epoch=config.steps_per_epoch,
             validation_data=select_model_inputs(data.validation, model),
-            callbacks=_callbacks(config, out, backup),
+            callbacks=_callbacks(config, folder, backup),
             shuffle=False,
             verbose=verbose,
         )
@@ -892,9 +843,9 @@ def _fit(
         ) from None
     # The epoch selected on the validation split becomes the run's model, and the test split
     # is evaluated once, on it.
-    best_path = os.path.join(out, BEST_FILE)
+    best_path = folder.best
     selected = load_keras_file(best_path, compile=False)
-    model_path = os.path.join(out, MODEL_FILE)
+    model_path = folder.model
     save_model(selected, model_path, read_checkpoint_record(best_path) or {})
     with strategy.scope():
         selected = load_keras_file(model_path, compile=False)
