@@ -107,8 +107,12 @@ def _place(staging: str, index: int, staged: str, final: str, inode: int) -> Non
     if os.path.lexists(final):
         if _exchange(staged, final):
             return
-        os.replace(final, os.path.join(staging, f"previous-{index}"))
-    os.replace(staged, final)
+        _rename(final, os.path.join(staging, f"previous-{index}"))
+    _rename(staged, final)
+
+
+def _rename(source: str, target: str) -> None:
+    os.replace(source, target)
 
 
 def _roll_forward(staging: str, journal: dict[str, Any]) -> None:
