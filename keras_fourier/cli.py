@@ -87,6 +87,21 @@ def _train(args: argparse.Namespace) -> int:
     except (RunFolderBusyError, NonFiniteLossError) as error:
         print(f"keras-fourier train: error: {error}", file=sys.stderr)
         return 1
+    except OSError as error:
+        print(
+            f"keras-fourier train: error: cannot write the run folder {args.out!r} "
+            f"({error.strerror or error}: {error.filename or args.out}); free space or "
+            "fix it, then rerun the same command to resume.",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print(
+            f"keras-fourier train: interrupted; rerun the same command to resume {args.out!r} "
+            "after its last completed epoch.",
+            file=sys.stderr,
+        )
+        return 130
     print("\n".join(_footer(result, args.eval_split)))
     print(f"test_accuracy={result.metrics['accuracy']:.4f}")
     return 0

@@ -72,6 +72,7 @@ from keras_fourier.training.callbacks import (
     ModelCheckpoint,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
+    complete_checkpoints,
     read_checkpoint_record,
     read_history,
     save_model,
@@ -89,6 +90,7 @@ from keras_fourier.training.recipe import check_precision, create_optimizer, war
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
+    check_writable_folder,
     normalize,
     read_run_record,
     write_run_record,
@@ -812,8 +814,7 @@ def train(
     strategy = get_strategy(config.strategy)
     worker = worker_id(strategy)
     out = config.out if worker is None else os.path.join(config.out, "workers", worker)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"`{names.get('out', 'out')}` must be a folder. Received: {out!r}")
+    check_writable_folder(out, names.get("out", "out"))
     lock = RunLock(out)
     try:
         if os.path.isdir(out):
@@ -859,6 +860,16 @@ def _fit(
         with strategy.scope():
             model = _build(config, data.num_classes, steps_per_epoch)
             last_epoch, rows = backup.restore(model)
+            completed = complete_checkpoints(
+                model,
+                os.path.join(out, LAST_FILE),
+                os.path.join(out, BEST_FILE),
+                last_epoch,
+                rows,
+                use_ema=config.use_ema,
+            )
+            if completed:
+                warn(f"rewrote {', '.join(completed)} from the backup of epoch {last_epoch + 1}")
     finally:
         keras.config.set_dtype_policy(previous_policy)
     if rows != read_history(history_path)[: len(rows)]:
