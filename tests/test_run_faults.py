@@ -10,8 +10,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from keras_fourier.cli import main
 from keras_fourier.training import callbacks, read_history
 from keras_fourier.training.callbacks import read_checkpoint_record
