@@ -268,19 +268,26 @@ def _add_train_parser(commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from keras_fourier.validation import check_positive_int
+
     try:
+        check_positive_int("--batch-size", args.batch_size)
+        check_positive_int("--eval-examples", args.eval_examples)
         model_file = resolve_model_file(args.model)
+        metrics = evaluate(
+            model_file,
+            args.data,
+            split=args.split,
+            batch_size=args.batch_size,
+            data_dir=args.data_dir,
+            eval_examples=args.eval_examples,
+        )
     except (FileNotFoundError, ValueError) as error:
         print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
         return 2
-    metrics = evaluate(
-        model_file,
-        args.data,
-        split=args.split,
-        batch_size=args.batch_size,
-        data_dir=args.data_dir,
-        eval_examples=args.eval_examples,
-    )
+    except NonFiniteLossError as error:
+        print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
+        return 1
     print(_metrics_line(metrics))
     return 0
 

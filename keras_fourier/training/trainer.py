@@ -70,6 +70,7 @@ from keras_fourier.models.weights import load_keras_file
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
+    NonFiniteLossError,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
     complete_checkpoints,
@@ -587,6 +588,11 @@ def evaluate(
         {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
         has more than 5 classes.
 
+    Raises:
+        ValueError: a bad argument, or data whose class count is not the
+            model's.
+        NonFiniteLossError: the loss is NaN or infinite.
+
     Example:
         >>> metrics = evaluate("runs/default", "digits")  # doctest: +SKIP
         >>> sorted(metrics)  # doctest: +SKIP
@@ -611,12 +617,25 @@ def evaluate(
             data_dir=data_dir,
             on_bad_image=on_bad_image,
         )
+    data_classes = dataset.element_spec[1].shape[-1]
+    if data_classes is not None and data_classes != num_classes:
+        raise ValueError(
+            f"Data {data!r} has {data_classes} classes but model {model.name!r} outputs "
+            f"{num_classes}: evaluate it on data with its own classes. Received: data={data!r}"
+        )
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
-    return {
+    metrics = {
         key: float(value)
         for key, value in scorer.evaluate(dataset, verbose=verbose, return_dict=True).items()
     }
+    if not math.isfinite(metrics["loss"]):
+        raise NonFiniteLossError(
+            f"Model {model.name!r} gives a {metrics['loss']} loss on split {split!r} of "
+            f"{data!r}: its outputs are not finite (NaN or inf weights?); the result means "
+            "nothing."
+        )
+    return metrics
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
