@@ -195,7 +195,7 @@ def decode_image_checked(data: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) ->
             size[0],
             "x",
             size[1],
-            f"(limit {max_pixels} pixels; -1: size unreadable, not JPEG, PNG, GIF, BMP or WebP)",
+            f"> {max_pixels} pixels (-1: size unreadable, not JPEG, PNG, GIF, BMP or WebP)",
         ],
     )
     with tf.control_dependencies([check]):
