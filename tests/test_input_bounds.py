@@ -147,3 +147,19 @@ def test_evaluate_on_data_of_another_class_count_names_both(tiny_files, capsys):
     assert cli.main(["evaluate", "--model", str(folder / "three.keras")]) == 2
     error = capsys.readouterr().err
     assert "has 10 classes but model" in error and "outputs 3" in error
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["flops", "bogus_model"], "model='bogus_model'"),
+        (["flops", "gfnet_tiny", "--image-size", "0"], "input_shape=(0, 0, 3)"),
+        (["bench", "--scaling", "--grids", "0"], "--grids=[0]"),
+        (["bench", "gfnet_tiny", "--batch-size", "0"], "--batch-size=0"),
+        (["bench", "gfnet_tiny", "--out", __file__], "--out must be a folder"),
+    ],
+)
+def test_flops_and_bench_argument_errors_are_one_line_exit_2(capsys, argv, message):
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and message in error and error.startswith("keras-fourier ")
