@@ -157,6 +157,7 @@ def test_evaluate_on_data_of_another_class_count_names_both(tiny_files, capsys):
         (["bench", "--scaling", "--grids", "0"], "--grids=[0]"),
         (["bench", "gfnet_tiny", "--batch-size", "0"], "--batch-size=0"),
         (["bench", "gfnet_tiny", "--out", __file__], "--out must be a folder"),
+        (["train", "--patch-size", "0", "--out", "unused"], "--patch-size=0"),
     ],
 )
 def test_flops_and_bench_argument_errors_are_one_line_exit_2(capsys, argv, message):

@@ -294,7 +294,7 @@ class TrainConfig:
         for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
             check_positive_int(name(field), getattr(self, field))
         check_positive_int(name("eval_examples"), self.eval_examples)
-        for field in ("steps_per_epoch", "image_size"):
+        for field in ("steps_per_epoch", "image_size", "patch_size"):
             if getattr(self, field) is not None:
                 check_positive_int(name(field), getattr(self, field))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
