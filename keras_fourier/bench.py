@@ -593,12 +593,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     if args.scaling == bool(args.model):
-        raise SystemExit("keras-fourier bench: give either MODEL or --scaling")
+        raise ValueError(
+            f"give either MODEL or --scaling. Received: MODEL={args.model!r}, "
+            f"--scaling={args.scaling}"
+        )
     if args.batch_size is None:
         args.batch_size = 1 if args.scaling else 16
     for name in ("batch_size", "image_size", "classes", "repeats", "width"):
         if getattr(args, name) < 1:
-            raise SystemExit(f"keras-fourier bench: --{name.replace('_', '-')} must be >= 1")
+            flag = f"--{name.replace('_', '-')}"
+            raise ValueError(f"{flag} must be >= 1. Received: {flag}={getattr(args, name)!r}")
+    for name in ("grids", "sequences"):
+        values = getattr(args, name, None) or ()
+        if any(value < 1 for value in values):
+            raise ValueError(f"--{name} must be sizes >= 1. Received: --{name}={list(values)}")
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out must be a folder; it is a file. Received: --out={args.out!r}")
 
 
 def _rerun_on_backend(args: argparse.Namespace) -> int:

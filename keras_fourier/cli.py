@@ -87,6 +87,21 @@ def _train(args: argparse.Namespace) -> int:
     except (RunFolderBusyError, NonFiniteLossError) as error:
         print(f"keras-fourier train: error: {error}", file=sys.stderr)
         return 1
+    except OSError as error:
+        print(
+            f"keras-fourier train: error: cannot write the run folder {args.out!r} "
+            f"({error.strerror or error}: {error.filename or args.out}); free space or "
+            "fix it, then rerun the same command to resume.",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print(
+            f"keras-fourier train: interrupted; rerun the same command to resume {args.out!r} "
+            "after its last completed epoch.",
+            file=sys.stderr,
+        )
+        return 130
     print("\n".join(_footer(result, args.eval_split)))
     print(f"test_accuracy={result.metrics['accuracy']:.4f}")
     return 0
@@ -253,19 +268,26 @@ def _add_train_parser(commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from keras_fourier.validation import check_positive_int
+
     try:
+        check_positive_int("--batch-size", args.batch_size)
+        check_positive_int("--eval-examples", args.eval_examples)
         model_file = resolve_model_file(args.model)
+        metrics = evaluate(
+            model_file,
+            args.data,
+            split=args.split,
+            batch_size=args.batch_size,
+            data_dir=args.data_dir,
+            eval_examples=args.eval_examples,
+        )
     except (FileNotFoundError, ValueError) as error:
         print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
         return 2
-    metrics = evaluate(
-        model_file,
-        args.data,
-        split=args.split,
-        batch_size=args.batch_size,
-        data_dir=args.data_dir,
-        eval_examples=args.eval_examples,
-    )
+    except NonFiniteLossError as error:
+        print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
+        return 1
     print(_metrics_line(metrics))
     return 0
 
@@ -431,7 +453,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ValueError as error:  # a bad argument or input: its message names it
+        print(f"keras-fourier {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

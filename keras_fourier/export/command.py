@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -112,6 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--version", type=int, default=1, help="SavedModel version (default 1)")
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the served model's name, naming its folder and files (default: the model's "
+        "Keras name); letters, digits, '.', '_', '-'",
+    )
     add_model_arguments(
         parser, model_flag=False, weights_help="builders: 'imagenet' or a weights file"
     )
@@ -258,7 +264,7 @@ def _outputs(args: argparse.Namespace, name: str) -> list[tuple[str | None, str]
     return outputs
 
 
-def _check(args: argparse.Namespace, model) -> None:
+def _check(args: argparse.Namespace, model, name: str) -> None:
     """Every check that can be made before writing (see the module docstring)."""
     from keras_fourier.export import litert, savedmodel
     from keras_fourier.validation import check_number, check_positive_int
@@ -269,9 +275,14 @@ def _check(args: argparse.Namespace, model) -> None:
     check_number("--crop-pct", args.crop_pct, low=0, high=1, low_open=True)
     savedmodel.check_version(args.version, "--version")
     _check_writable_folder(args.out)
+    config = os.path.join(args.out, "models.config")
+    if "saved_model" in args.format and os.path.exists(config):
+        from keras_fourier.export.serving_config import read_models_config
+
+        read_models_config(config)
     if "saved_model" in args.format:
-        savedmodel.version_path(os.path.join(args.out, model.name), args.version, args.overwrite)
-    for quantization, path in _outputs(args, model.name):
+        savedmodel.version_path(os.path.join(args.out, name), args.version, args.overwrite)
+    for quantization, path in _outputs(args, name):
         if quantization == "int8" and args.data is None:
             raise ValueError(
                 "--quantize int8 needs calibration images: pass --data ('digits', 'dir:PATH' "
@@ -281,68 +292,62 @@ def _check(args: argparse.Namespace, model) -> None:
             raise ValueError(f"{path!r} already exists; pass --overwrite to replace it.")
         calibration = args.data if quantization == "int8" else None
         litert.check_arguments(path, quantization, calibration, True, args.verify)
-    onnx_path = os.path.join(args.out, f"{model.name}.onnx")
+    onnx_path = os.path.join(args.out, f"{name}.onnx")
     if "onnx" in args.format and os.path.exists(onnx_path) and not args.overwrite:
         raise ValueError(f"{onnx_path!r} already exists; pass --overwrite to replace it.")
 
 
-def _replaced_paths(args: argparse.Namespace, name: str) -> list[str]:
-    """The existing files and SavedModel version that this export would replace."""
-    paths = [path for _, path in _outputs(args, name)]
-    if "saved_model" in args.format:
-        paths.append(os.path.join(args.out, name, str(args.version)))
-    if "onnx" in args.format:
-        paths.append(os.path.join(args.out, f"{name}.onnx"))
-    return [path for path in paths if os.path.exists(path)]
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def _set_aside(path: str) -> str:
-    """Renames `path` to a hidden name beside it (same folder: an atomic rename)."""
-    folder, base = os.path.split(path)
-    aside = os.path.join(folder, f".{base}.{os.getpid()}.previous")
-    os.replace(path, aside)
-    return aside
+def check_name(name: str, flag: str) -> str:
+    """Validates a model name that becomes a folder and file names of the export.
 
+    Letters, digits, ``.``, ``_`` and ``-``, starting with a letter or
+    digit (so never ``.``, ``..``, hidden, or a path), at most 200
+    characters.
 
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        os.remove(path)
-
-
-@contextlib.contextmanager
-def _removed_on_failure(args: argparse.Namespace, name: str):
-    """Removes what this export wrote if the body raises, and puts back what it replaced.
-
-    With ``--overwrite`` the files and SavedModel version to be replaced are
-    first renamed aside; they are removed only once every format has been
-    written and checked, and renamed back if any step fails, so a failed
-    export leaves the previous one whole.
+    Raises:
+        ValueError: naming `flag` and the name.
     """
-    before = set(os.listdir(args.out)) if os.path.isdir(args.out) else None
-    model_dir = os.path.join(args.out, name)
-    versions = set(os.listdir(model_dir)) if os.path.isdir(model_dir) else None
-    aside = {path: _set_aside(path) for path in _replaced_paths(args, name)}
-    try:
-        yield
-    except BaseException:
-        for path, moved in aside.items():
-            _remove(path)
-            os.replace(moved, path)
-        if before is None:
-            shutil.rmtree(args.out, ignore_errors=True)
-        else:
-            if versions is None:
-                shutil.rmtree(model_dir, ignore_errors=True)
-            else:
-                for version in set(os.listdir(model_dir)) - versions:
-                    _remove(os.path.join(model_dir, version))
-            for entry in set(os.listdir(args.out)) - before:
-                _remove(os.path.join(args.out, entry))
-        raise
-    for moved in aside.values():
-        _remove(moved)
+    if not isinstance(name, str) or len(name) > 200 or not _SAFE_NAME.fullmatch(name):
+        raise ValueError(
+            f"{flag} must be a model name of letters, digits, '.', '_' and '-' starting with a "
+            f"letter or digit (it names the export's folder and files). Received: {name!r}"
+        )
+    return name
+
+
+def _inside(out: str, path: str) -> str:
+    """`path`, after checking that it resolves inside `out`."""
+    root = os.path.realpath(out)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        raise ValueError(f"{path!r} resolves outside --out {out!r}; nothing was written.")
+    return path
+
+
+def _made_folders(folder: str) -> list[str]:
+    """Creates `folder` and its missing parents; returns those created, deepest first."""
+    created = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    return created
+
+
+def _command(args: argparse.Namespace) -> dict:
+    """What this call is, stored in its journal: its arguments and the model file's identity."""
+    values = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in sorted(vars(args).items())
+        if isinstance(value, (str, int, float, bool, tuple, type(None)))
+    }
+    if args.model.endswith(".keras") and os.path.isfile(args.model):
+        stat = os.stat(args.model)
+        values["model_file"] = [os.path.abspath(args.model), stat.st_size, stat.st_mtime_ns]
+    return values
 
 
 def run(args: argparse.Namespace) -> int:
@@ -362,10 +367,22 @@ def run(args: argparse.Namespace) -> int:
         0
     """
     from keras_fourier import export
+    from keras_fourier.export.journal import Transaction, recover
 
+    created: list[str] = []
     try:
+        command = _command(args)
+        if os.path.isdir(args.out) and any(
+            journal.get("command") == command for journal in recover(args.out)
+        ):
+            name = args.name or load_model(args).name
+            print(f"Completed the interrupted export of {name!r} into {args.out!r}.")
+            return _print_serving_config(args, name)
         model = load_model(args)
-        _check(args, model)
+        name = check_name(args.name or model.name, "--name" if args.name else "the model's name")
+        base = _inside(args.out, os.path.join(args.out, name))
+        recover(base)
+        _check(args, model, name)
         validation_data = calibration = None
         if "tflite" in args.format:
             validation_data = _image_batches(args, model, args.data_split)
@@ -373,51 +390,84 @@ def run(args: argparse.Namespace) -> int:
                 calibration = _image_batches(args, model, "train")
                 if next(iter(calibration), None) is None:
                     raise ValueError(f"--data {args.data!r} has no calibration images.")
-        with _removed_on_failure(args, model.name):
+        created = _made_folders(args.out)
+        with Transaction(args.out) as staging:
+            moves = []
             if "saved_model" in args.format:
-                export.saved_model(
+                report = export.saved_model(
                     model,
-                    os.path.join(args.out, model.name),
+                    os.path.join(staging.path, "saved_model"),
                     args.version,
                     output=args.output,
                     crop_pct=args.crop_pct,
                     max_pixels=args.max_pixels,
-                    overwrite=args.overwrite,
+                    verbose=False,
                 )
-            for quantization, path in _outputs(args, model.name):
+                version = os.path.join(base, str(args.version))
+                moves.append((os.path.relpath(report.path, staging.path), version))
+            for quantization, path in _outputs(args, name):
                 export.tflite(
                     model,
-                    path,
+                    os.path.join(staging.path, os.path.basename(path)),
                     quantization,
                     representative_dataset=calibration if quantization == "int8" else None,
                     validation_data=validation_data,
                     output=args.output,
-                    overwrite=args.overwrite,
                     verify=args.verify,
                 )
+                moves.append((os.path.basename(path), path))
             if "onnx" in args.format:
+                onnx_file = f"{name}.onnx"
                 export.onnx(
                     model,
-                    os.path.join(args.out, f"{model.name}.onnx"),
+                    os.path.join(staging.path, onnx_file),
                     output=args.output,
                     validation_data=_image_batches(args, model, args.data_split),
-                    overwrite=args.overwrite,
                 )
-    except (ValueError, ImportError) as error:
+                moves.append((onnx_file, os.path.join(args.out, onnx_file)))
+            if "saved_model" in args.format and not os.path.isdir(base):
+                os.mkdir(base)
+                created.insert(0, os.path.abspath(base))
+            staging.commit(
+                [(relative, _inside(args.out, final)) for relative, final in moves],
+                overwrite=args.overwrite,
+                command=command,
+            )
+        created = []
+        for _, final in moves:
+            print(f"Placed {final}")
+        if "saved_model" in args.format:
+            print(report.signatures)
+            for signature, diff in report.max_abs_diff.items():
+                print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+    except (ValueError, ImportError, OSError) as error:
         # The library's message names its keyword; the command's is a flag.
         message = str(error).replace("pass overwrite=True", "pass --overwrite")
+        if isinstance(error, OSError) and not isinstance(error, ImportError):
+            message = f"{error.strerror or error}: {error.filename or args.out}"
         print(f"keras-fourier export: error: {message}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(error, (ValueError, ImportError)) else 1
+    finally:
+        for folder in created:  # what this call created, only if still empty
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
     if "saved_model" in args.format:
-        _print_serving_config(args.out, model.name)
+        return _print_serving_config(args, name)
     return 0
 
 
-def _print_serving_config(out: str, name: str) -> None:
-    """Writes OUT/models.config and says how to serve the exported model."""
-    from keras_fourier.export.serving_config import CONTAINER_ROOT, write_models_config
+def _print_serving_config(args: argparse.Namespace, name: str) -> int:
+    """Merges this model into OUT/models.config and says how to serve it; the exit status."""
+    from keras_fourier.export.journal import locked
+    from keras_fourier.export.serving_config import CONTAINER_ROOT, merge_models_config
 
-    path, names = write_models_config(out)
+    out = args.out
+    try:
+        with locked(out):
+            path, names = merge_models_config(out, name)
+    except (ValueError, OSError) as error:
+        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        return 1
     print(
         f"TF Serving: {path} lists {', '.join(names)}; model {name!r} is served from "
         f"{CONTAINER_ROOT}/{name} with the export folder mounted at {CONTAINER_ROOT}:\n"
@@ -426,3 +476,4 @@ def _print_serving_config(out: str, name: str) -> None:
         f"--model_config_file={CONTAINER_ROOT}/models.config\n"
         f"  curl http://localhost:8501/v1/models/{name}   # ready when its state is AVAILABLE"
     )
+    return 0

@@ -33,7 +33,10 @@ def compare(
         classification output.
 
     Raises:
-        RuntimeError: the converted model's output names are not Keras's.
+        RuntimeError: the converted model's output names are not Keras's, or
+            the Keras model outputs NaN or inf (the message says so). A
+            non-finite converted output makes the difference NaN, which
+            :func:`check_tolerance` refuses.
 
     Example:
         >>> compare(reference.run, reference, None, "Keras")
@@ -53,7 +56,15 @@ def compare(
                 f"The {runtime} outputs {sorted(actual)} are not {sorted(expected)}."
             )
         for name, value in expected.items():
-            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
+            if not np.all(np.isfinite(value)):
+                raise RuntimeError(
+                    f"The Keras model itself outputs non-finite values (NaN or inf) in {name!r} "
+                    f"on the comparison inputs: the model, not the {runtime} conversion, is "
+                    "broken (check its weights); nothing was written."
+                )
+            diff = float(np.max(np.abs(actual[name] - value), initial=0.0))
+            if not diff <= max_diff:  # NaN (a non-finite converted output) stays NaN
+                max_diff = diff
         if classify:
             (name,) = expected
             agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))

@@ -56,10 +56,12 @@ def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> n
     """
     import tensorflow as tf
 
+    from keras_fourier.data.checks import decode_image_checked
+
     if isinstance(crop_pct, bool) or not 0 < crop_pct <= 1:
         raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
     try:
-        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        image = decode_image_checked(tf.io.read_file(path))
     except (tf.errors.OpError, ValueError) as error:
         raise ValueError(f"Could not read {path!r} as an image: {error}") from error
     source_h, source_w = int(image.shape[0]), int(image.shape[1])

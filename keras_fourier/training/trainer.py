@@ -71,8 +71,10 @@ from keras_fourier.models.weights import load_keras_file
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
+    NonFiniteLossError,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
+    complete_checkpoints,
     read_checkpoint_record,
     read_history,
     save_model,
@@ -90,6 +92,7 @@ from keras_fourier.training.recipe import check_precision, create_optimizer, war
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
+    check_writable_folder,
     normalize,
     read_run_record,
     write_run_record,
@@ -292,7 +295,7 @@ class TrainConfig:
         for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
             check_positive_int(name(field), getattr(self, field))
         check_positive_int(name("eval_examples"), self.eval_examples)
-        for field in ("steps_per_epoch", "image_size"):
+        for field in ("steps_per_epoch", "image_size", "patch_size"):
             if getattr(self, field) is not None:
                 check_positive_int(name(field), getattr(self, field))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -586,6 +589,11 @@ def evaluate(
         {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
         has more than 5 classes.
 
+    Raises:
+        ValueError: a bad argument, or data whose class count is not the
+            model's.
+        NonFiniteLossError: the loss is NaN or infinite.
+
     Example:
         >>> metrics = evaluate("runs/default", "digits")  # doctest: +SKIP
         >>> sorted(metrics)  # doctest: +SKIP
@@ -610,14 +618,27 @@ def evaluate(
             data_dir=data_dir,
             on_bad_image=on_bad_image,
         )
+    data_classes = dataset.element_spec[1].shape[-1]
+    if data_classes is not None and data_classes != num_classes:
+        raise ValueError(
+            f"Data {data!r} has {data_classes} classes but model {model.name!r} outputs "
+            f"{num_classes}: evaluate it on data with its own classes. Received: data={data!r}"
+        )
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
-    return {
+    metrics = {
         key: float(value)
         for key, value in scorer.evaluate(
             select_model_inputs(dataset, model), verbose=verbose, return_dict=True
         ).items()
     }
+    if not math.isfinite(metrics["loss"]):
+        raise NonFiniteLossError(
+            f"Model {model.name!r} gives a {metrics['loss']} loss on split {split!r} of "
+            f"{data!r}: its outputs are not finite (NaN or inf weights?); the result means "
+            "nothing."
+        )
+    return metrics
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
@@ -815,8 +836,7 @@ def train(
     strategy = get_strategy(config.strategy)
     worker = worker_id(strategy)
     out = config.out if worker is None else os.path.join(config.out, "workers", worker)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"`{names.get('out', 'out')}` must be a folder. Received: {out!r}")
+    check_writable_folder(out, names.get("out", "out"))
     lock = RunLock(out)
     try:
         if os.path.isdir(out):
@@ -862,6 +882,16 @@ def _fit(
         with strategy.scope():
             model = _build(config, data.num_classes, steps_per_epoch)
             last_epoch, rows = backup.restore(model)
+            completed = complete_checkpoints(
+                model,
+                os.path.join(out, LAST_FILE),
+                os.path.join(out, BEST_FILE),
+                last_epoch,
+                rows,
+                use_ema=config.use_ema,
+            )
+            if completed:
+                warn(f"rewrote {', '.join(completed)} from the backup of epoch {last_epoch + 1}")
     finally:
         keras.config.set_dtype_policy(previous_policy)
     if rows != read_history(history_path)[: len(rows)]:
