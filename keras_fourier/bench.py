@@ -23,7 +23,6 @@ moment, never assertions: compare two sides only when measured in one session.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -31,11 +30,15 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from keras_fourier.fileio import atomic_write_bytes
+from keras_fourier.flop_count import flops
+from keras_fourier.layers import Mlp
+from keras_fourier.models.vision import FOURIER_MIXERS, MIXERS
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -53,8 +56,6 @@ SCALING_WIDTH = 384
 
 def write_atomic(path: str, data: bytes) -> None:
     """Writes `data` to `path` atomically, creating its folder."""
-    from keras_fourier.fileio import atomic_write_bytes
-
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_bytes(path, data)
 
@@ -208,21 +209,6 @@ def machine() -> dict[str, Any]:
 # ----------------------------------------------------------------------------- models
 
 
-def with_fft_impl(model, fft_impl: str):
-    """A copy of `model` whose Fourier layers use `fft_impl`, same weights."""
-
-    def replace(node):
-        if isinstance(node, dict):
-            return {k: fft_impl if k == "fft_impl" else replace(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [replace(v) for v in node]
-        return node
-
-    clone = model.__class__.from_config(replace(model.get_config()))
-    clone.set_weights(model.get_weights())
-    return clone
-
-
 def _random_inputs(model, batch_size: int):
     import keras
     import numpy as np
@@ -343,9 +329,6 @@ def scaling_block(mixer: str, tokens_shape: tuple[int, ...], width: int, fft_imp
     """
     import keras
 
-    from keras_fourier.layers import Mlp
-    from keras_fourier.models.vision import FOURIER_MIXERS, MIXERS
-
     kwargs = {"fft_impl": fft_impl} if mixer in FOURIER_MIXERS else {}
     if mixer == "afno":
         kwargs["num_blocks"] = 8
@@ -374,8 +357,6 @@ def _scaling_series(
     """One mixer's points in increasing size; run in a fresh process by run_scaling."""
     import keras
     import numpy as np
-
-    from keras_fourier import flops
 
     keras.mixed_precision.set_global_policy(precision)
     jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
@@ -438,8 +419,6 @@ def run_scaling(
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-
-    from keras_fourier.models.vision import FOURIER_MIXERS
 
     series = [(m, "2d", [(g, g) for g in sorted(grids)]) for m in mixers]
     series += [
@@ -507,7 +486,7 @@ def plot_scaling(rows: Sequence[dict[str, Any]], path: str, title: str) -> bool:
     return True
 
 
-# ----------------------------------------------------------------------------- command
+# ----------------------------------------------------------------------------- tables
 
 
 def _cell(value) -> str:
@@ -529,172 +508,3 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         "  ".join(text.rjust(width) for text, width in zip(line, widths, strict=True))
         for line in cells
     )
-
-
-def _comma(choices: Sequence[str] | None, cast: Callable = str):
-    def parse(text: str):
-        values = [cast(v.strip()) for v in text.split(",") if v.strip()]
-        if not values or (choices is not None and any(v not in choices for v in values)):
-            expected = f" of {', '.join(choices)}" if choices else ""
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list{expected}: {text!r}")
-        return values
-
-    return parse
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the arguments of `keras-fourier bench` to `parser`."""
-    from keras_fourier.layers.spectral import FFT_IMPLS
-
-    add = parser.add_argument
-    add(
-        "model",
-        nargs="?",
-        metavar="MODEL",
-        help="model name (gfnet_ti, GFNetTi, ...), .keras file, run folder or .tflite file",
-    )
-    add("--scaling", action="store_true", help="time one block against the token count")
-    add(
-        "--batch-size",
-        type=int,
-        default=None,
-        help="inputs per timed call; default 16 for a model, 1 for --scaling",
-    )
-    add("--image-size", type=int, default=None, help="input size of named models (224)")
-    add("--classes", type=int, default=None, help="classes of named models (1000)")
-    add("--precision", choices=PRECISIONS, default="float32", help="Keras dtype policy")
-    add(
-        "--fft-impl",
-        type=_comma(FFT_IMPLS),
-        default=["auto"],
-        help="fft_impl of every Fourier layer (scaling: a comma list to compare)",
-    )
-    add(
-        "--jit",
-        choices=JIT_CHOICES,
-        default="auto",
-        help="XLA (jit_compile of compile()): 'auto' is Keras' default",
-    )
-    add("--backend", choices=BACKENDS, default=None, help="Keras backend (a subprocess)")
-    add("--repeats", type=int, default=5, help="timed calls per figure (median)")
-    add("--threads", type=int, default=None, help="TFLite interpreter threads")
-    add("--no-train", action="store_true", help="skip the training step")
-    add(
-        "--mixers",
-        type=_comma(SCALING_MIXERS),
-        default=list(SCALING_MIXERS),
-        help=f"comma-separated, of {', '.join(SCALING_MIXERS)}",
-    )
-    add("--grids", type=_comma(None, int), default=list(SCALING_GRIDS), help="2D grid sides")
-    add(
-        "--sequences",
-        type=_comma(None, int),
-        default=list(SCALING_SEQUENCES),
-        help="1D sequence lengths (fourier and attention)",
-    )
-    add("--width", type=int, default=SCALING_WIDTH, help="channels of the scaling block")
-    add("--out", default=os.path.join("runs", "bench"), help="folder of the JSON/CSV/PNG files")
-
-
-def _check(args: argparse.Namespace) -> None:
-    if args.scaling == bool(args.model):
-        raise SystemExit("keras-fourier bench: give either MODEL or --scaling")
-    if args.batch_size is None:
-        args.batch_size = 1 if args.scaling else 16
-    for name in ("batch_size", "image_size", "classes", "repeats", "width"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise SystemExit(f"keras-fourier bench: --{name.replace('_', '-')} must be >= 1")
-
-
-def _rerun_on_backend(args: argparse.Namespace) -> int:
-    env = {**os.environ, "KERAS_BACKEND": args.backend}
-    command = [sys.executable, "-m", "keras_fourier.cli", *args.argv]
-    return subprocess.run(command, env=env, check=False).returncode
-
-
-def run(args: argparse.Namespace) -> int:
-    """Runs `keras-fourier bench`; returns the exit status."""
-    _check(args)
-    import keras
-
-    if args.backend and args.backend != keras.backend.backend():
-        return _rerun_on_backend(args)
-    keras.mixed_precision.set_global_policy(args.precision)
-    settings = {
-        "precision": args.precision,
-        "jit": args.jit,
-        "repeats": args.repeats,
-        "machine": machine(),
-    }
-    if args.scaling:
-        rows = run_scaling(
-            mixers=args.mixers,
-            grids=args.grids,
-            sequences=args.sequences,
-            width=args.width,
-            batch_size=args.batch_size,
-            fft_impls=args.fft_impl,
-            jit_compile=args.jit,
-            repeats=args.repeats,
-            precision=args.precision,
-        )
-        print(format_table(rows))
-        report = {"mode": "scaling", **settings, "rows": rows}
-        paths = write_results(args.out, "scaling", report)
-        png = os.path.join(args.out, "scaling.png")
-        title = (
-            f"one block (mixer + MLP), width {args.width}, batch {rows[0]['batch_size']}, "
-            f"{settings['machine']['cpu_count']} CPU cores, {keras.backend.backend()}"
-        )
-        if plot_scaling(rows, png, title):
-            paths.append(png)
-        print("wrote " + ", ".join(paths))
-        return 0
-    rows = []
-    if args.model.endswith(".tflite"):
-        figures = benchmark_tflite(
-            args.model, batch_size=args.batch_size, threads=args.threads, repeats=args.repeats
-        )
-        rows.append({"model": os.path.basename(args.model), "runtime": "tflite", **figures})
-    else:
-        from keras_fourier.flop_count import flops
-        from keras_fourier.models.resolve import resolve_model
-
-        rate = matmul_rate()
-        for impl in args.fft_impl:
-            try:
-                model = resolve_model(
-                    args.model,
-                    image_size=args.image_size,
-                    classes=args.classes,
-                    names={"image_size": "--image-size", "classes": "--classes"},
-                )
-            except (FileNotFoundError, ValueError) as error:
-                print(f"keras-fourier bench: error: {error}", file=sys.stderr)
-                return 2
-            if impl != "auto":
-                model = with_fft_impl(model, impl)
-            count = flops(model)
-            figures = benchmark_model(
-                model,
-                batch_size=args.batch_size,
-                jit_compile=args.jit,
-                repeats=args.repeats,
-                train=not args.no_train,
-            )
-            rows.append(
-                {
-                    "model": model.name,
-                    "runtime": keras.backend.backend(),
-                    "fft_impl": impl,
-                    "batch_size": args.batch_size,
-                    "gflops": round(count / 1e9, 4),
-                    **{k: round(v, 3) if isinstance(v, float) else v for k, v in figures.items()},
-                    "matmul_fraction": round(count * figures["predict_img_s"] / rate, 4),
-                }
-            )
-        settings["matmul_gmacs"] = round(rate / 1e9, 2)
-    print(format_table(rows))
-    paths = write_results(args.out, "bench", {"mode": "model", **settings, "rows": rows})
-    print("wrote " + ", ".join(paths))
-    return 0

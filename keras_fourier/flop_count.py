@@ -1,4 +1,4 @@
-"""Model FLOPs in the papers' convention: ``keras_fourier.flops`` and ``keras-fourier flops``.
+"""Model FLOPs in the papers' convention: ``keras_fourier.flops`` (``keras-fourier flops``).
 
 GFNet, GFNet-H, HorNet and AFNO report FLOPs as fvcore counts them, one
 multiply-add = one FLOP, plus a hand-written cost for the FFTs. This module
@@ -35,10 +35,8 @@ of zeros, which runs every layer, nested ones included, on any backend.
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
-import sys
 from collections.abc import Callable, Sequence
 
 import keras
@@ -47,7 +45,6 @@ import numpy as np
 from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter, SelfAttention
 from keras_fourier.layers.afbo import _FactorizedBilinearFFN
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
-from keras_fourier.models.resolve import resolve_model
 
 Shape = tuple[int, ...]
 
@@ -308,52 +305,3 @@ def flops(model: keras.Model, by_layer: bool = False) -> int | list[tuple[str, s
     if by_layer:
         return table
     return sum(row[2] for row in table)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the arguments of `keras-fourier flops` to `parser`.
-
-    Args:
-        parser: the subcommand's parser.
-    """
-    parser.add_argument(
-        "model",
-        metavar="MODEL",
-        help="a model name (gfnet_xs, GFNetXS, hornet_t_gf, ...), a .keras file or a run folder",
-    )
-    parser.add_argument(
-        "--image-size", type=int, default=None, help="names: input height and width (224)"
-    )
-    parser.add_argument("--classes", type=int, default=None, help="names: head size (1000)")
-    parser.add_argument(
-        "--sequence-length", type=int, default=None, help="FNet names: input length (512)"
-    )
-    parser.add_argument("--by-layer", action="store_true", help="print a per-layer table")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Runs `keras-fourier flops`: prints the total (and the table with --by-layer)."""
-    try:
-        model = resolve_model(
-            args.model,
-            image_size=args.image_size,
-            classes=args.classes,
-            sequence_length=args.sequence_length,
-            names={
-                "image_size": "--image-size",
-                "classes": "--classes",
-                "sequence_length": "--sequence-length",
-            },
-        )
-    except (FileNotFoundError, ValueError) as error:
-        print(f"keras-fourier flops: error: {error}", file=sys.stderr)
-        return 2
-    table = flops(model, by_layer=True)
-    total = sum(row[2] for row in table)
-    if args.by_layer:
-        width = max(len(row[0]) for row in table)
-        for name, cls, count in table:
-            if count:
-                print(f"{name:<{width}}  {cls:<24} {count / 1e6:12.2f} M")
-    print(f"{model.name}: {total / 1e9:.3f} GFLOPs ({total} multiply-adds per input)")
-    return 0

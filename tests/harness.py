@@ -316,3 +316,111 @@ def tflite_max_error(make_layer: Callable[..., keras.layers.Layer], shape: tuple
     interpreter.invoke()
     actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     return float(np.max(np.abs(actual - expected)))
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def _numpy_outputs(model: keras.Model, inputs) -> list[np.ndarray]:
+    return [to_numpy(out) for out in keras.tree.flatten(model(inputs, training=False))]
+
+
+def run_model_checks(
+    make_model: Callable[..., keras.Model],
+    inputs,
+    tmp_dir: str,
+    *,
+    features: Callable[[keras.Model], keras.Model] | None = None,
+    half_tolerance: float = 2.0,
+) -> None:
+    """The model-level checks every family's test runs (as keras-hub's run_backbone_test).
+
+    For ``make_model(**overrides)`` (a tiny configuration of a family) and a
+    batch of `inputs`:
+
+    * build: finite outputs, the same twice (inference is deterministic);
+    * `.keras` save and load give identical outputs, the same classes;
+    * weights round trip: ``save_weights`` then ``load_weights`` into a fresh
+      model gives identical outputs;
+    * mixed precision: built under ``mixed_float16`` and ``mixed_bfloat16``
+      with the float32 weights, outputs are finite and within
+      `half_tolerance` times the layer tolerance (`HALF_TOLERANCE`, relative)
+      of float32, and every weight stays float32;
+    * one training step (Adam, cross-entropy on the class outputs, or MSE on
+      other outputs) lowers the loss;
+    * feature extractor: ``features(model)`` (when given) runs on `inputs`
+      and returns finite maps.
+
+    Args:
+        make_model: factory returning a freshly built model of a tiny
+            configuration (called under each dtype policy).
+        inputs: a batch the model takes (an array or a dict of arrays).
+        tmp_dir: a scratch directory for the files.
+        features: the family's feature extractor, or None.
+        half_tolerance: factor on `HALF_TOLERANCE` for whole models. Default 2.
+    """
+    keras.utils.set_random_seed(0)
+    model = make_model()
+    expected = _numpy_outputs(model, inputs)
+    assert all(np.all(np.isfinite(out)) for out in expected), model.name
+    for again, out in zip(_numpy_outputs(model, inputs), expected, strict=True):
+        np.testing.assert_array_equal(again, out)
+
+    path = os.path.join(tmp_dir, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert [type(layer) for layer in loaded.layers] == [type(layer) for layer in model.layers]
+    for actual, out in zip(_numpy_outputs(loaded, inputs), expected, strict=True):
+        np.testing.assert_array_equal(actual, out)
+
+    weights = os.path.join(tmp_dir, "model.weights.h5")
+    model.save_weights(weights)
+    fresh = make_model()
+    fresh.load_weights(weights)
+    for actual, out in zip(_numpy_outputs(fresh, inputs), expected, strict=True):
+        np.testing.assert_array_equal(actual, out)
+
+    previous = keras.config.dtype_policy()
+    for policy, tolerance in HALF_TOLERANCE.items():
+        keras.config.set_dtype_policy(policy)
+        try:
+            half = make_model()
+        finally:
+            keras.config.set_dtype_policy(previous)
+        half.set_weights(model.get_weights())
+        assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in half.weights), (
+            policy
+        )
+        for actual, out in zip(_numpy_outputs(half, inputs), expected, strict=True):
+            actual = actual.astype("float32")
+            assert np.all(np.isfinite(actual)), policy
+            error = relative_error(actual, out)
+            assert error < half_tolerance * tolerance, (policy, model.name, error)
+
+    trained = fresh  # its weights are the model's
+    outputs = keras.tree.flatten(trained.outputs)
+    classes = outputs[0].shape[-1]
+    if len(outputs) == 1 and classes and classes > 1:
+        labels = np.arange(len(expected[0])) % classes
+        loss = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=trained.layers[-1].get_config().get("activation") in (None, "linear")
+        )
+        targets = labels
+    else:
+        loss = keras.losses.MeanSquaredError()
+        targets = [np.zeros_like(out) for out in expected]
+        targets = targets[0] if len(targets) == 1 else targets
+    trained.compile(keras.optimizers.Adam(1e-3), loss, run_eagerly=True)
+
+    def current_loss() -> float:
+        return float(to_numpy(loss(targets, trained(inputs, training=False))))
+
+    before = current_loss()
+    trained.train_on_batch(inputs, targets)
+    after = current_loss()
+    assert after < before, (model.name, before, after)
+
+    if features is not None:
+        maps = features(model)(inputs)
+        assert maps, model.name
+        assert all(np.all(np.isfinite(to_numpy(value))) for value in keras.tree.flatten(maps))

@@ -61,7 +61,7 @@ def test_split_smaller_than_a_batch_gives_the_counts(tmp_path):
     assert images.shape == (2, 8, 8, 3)
     (tmp_path / "validation" / "a").mkdir(parents=True)
     (tmp_path / "validation" / "b").mkdir()
-    with pytest.raises(ValueError, match=r"'validation' of image source .* has no images"):
+    with pytest.raises(ValueError, match=r"Class folder '.*validation/a' .* holds no image files"):
         load_image_dataset(source, "validation", image_size=8, batch_size=8)
 
 

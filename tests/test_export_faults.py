@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier import cli, export
-from keras_fourier.export import litert
+from keras_fourier.export import parity
 from keras_fourier.models import build_model
 
 
@@ -121,7 +121,7 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     alive.mkdir()
     (out / f".tiny.tflite.{dead}-abcd.tmp.tflite").write_bytes(b"partial")
 
-    monkeypatch.setattr(litert, "FLOAT32_TOLERANCE", -1.0)
+    monkeypatch.setitem(parity.TOLERANCES, "tflite", -1.0)
     with pytest.raises(RuntimeError, match="differs from Keras"):
         _export(model_file, out)
     assert sorted(os.listdir(base)) == [alive.name]
@@ -192,7 +192,7 @@ def test_failed_overwrite_leaves_the_previous_export_whole(model_file, tmp_path,
     out = tmp_path / "models"
     assert _export(model_file, out) == 0
     previous = _digests(out)
-    monkeypatch.setattr(litert, "FLOAT32_TOLERANCE", -1.0)
+    monkeypatch.setitem(parity.TOLERANCES, "tflite", -1.0)
     with pytest.raises(RuntimeError, match="differs from Keras"):
         _export(model_file, out, "--overwrite")
     assert _digests(out) == previous

@@ -13,7 +13,13 @@ import pytest
 
 from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead, FourierMixing
 from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
-from tests.harness import check_dtype_policy, random_input, relative_error, run_layer_checks
+from tests.harness import (
+    check_dtype_policy,
+    random_input,
+    relative_error,
+    run_layer_checks,
+    run_model_checks,
+)
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -216,6 +222,10 @@ def test_masked_lm_head_follows_the_layer_dtype_policy():
 
     check_dtype_policy(make, sequence, positions, table)
     assert tuple(make()(sequence, positions, table).shape) == (2, 2, VOCAB)
+
+
+def test_fnet_passes_the_model_checks(tmp_path):
+    run_model_checks(lambda: tiny(num_classes=3, dropout=0.0), tiny_inputs(), str(tmp_path))
 
 
 def test_classifier_head():

@@ -72,7 +72,8 @@ def test_no_import_cycle_among_modules():
             graph[name].add(parent)
     # A package importing its own submodules is how packages are built, not a cycle.
     edges = {
-        name: {t for t in targets if not t.startswith(name + ".")} for name, targets in graph.items()
+        name: {t for t in targets if not t.startswith(name + ".")}
+        for name, targets in graph.items()
     }
     state: dict[str, int] = {}
     cycles = []
@@ -81,7 +82,7 @@ def test_no_import_cycle_among_modules():
         state[node] = 1
         for target in sorted(edges.get(node, ())):
             if state.get(target) == 1:
-                cycles.append(path[path.index(target) :] + [target])
+                cycles.append([*path[path.index(target) :], target])
             elif target not in state:
                 visit(target, [*path, target])
         state[node] = 2

@@ -10,9 +10,9 @@ import pytest
 import keras_fourier
 import keras_fourier.models as models
 from keras_fourier import layers
-from keras_fourier.models import checkpoints
+from keras_fourier.models import catalog, checkpoints
 from keras_fourier.models.vision import BUILT_SIZE, FFNS, MIXERS, build_vision_model
-from tests.harness import random_input
+from tests.harness import random_input, run_model_checks
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -103,18 +103,26 @@ def test_every_variant_shrinks_to_the_wiring_of_its_familys_smallest_row():
 
 
 @pytest.mark.parametrize("variant", FAMILY_ROWS)
-def test_variant_wiring_round_trips_through_keras_file(variant, tmp_path):
+def test_each_family_passes_the_model_checks(variant, tmp_path):
     spec = _tiny(models.VARIANTS[variant])
     size = spec.stride * 2
-    model = build_vision_model(
-        spec, input_shape=(size, size, 3), classes=5, drop_path_rate=0.1, name=variant
+    run_model_checks(
+        lambda: build_vision_model(
+            spec, input_shape=(size, size, 3), classes=5, drop_path_rate=0.1, name=variant
+        ),
+        random_input((2, size, size, 3)) * 50 + 128,
+        str(tmp_path),
+        features=models.feature_extractor,
     )
-    x = random_input((2, size, size, 3)) * 50 + 128
-    expected = keras.ops.convert_to_numpy(model(x))
-    path = tmp_path / "model.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), expected)
+
+
+def test_build_model_compositions_pass_the_model_checks(tmp_path):
+    run_model_checks(
+        lambda: catalog.create_model("afbo_tiny", num_classes=3, image_size=16, dims=16, depths=1),
+        random_input((2, 16, 16, 3)) * 50 + 128,
+        str(tmp_path),
+        features=models.feature_extractor,
+    )
 
 
 def _block_adds(model, prefix="stage0_block0"):

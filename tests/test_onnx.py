@@ -8,7 +8,7 @@ import onnxruntime
 import pytest
 
 from keras_fourier import cli, export
-from keras_fourier.export import onnx_export
+from keras_fourier.export import parity
 from tests.test_export import FAMILIES, _fnet_inputs, _images, _small_gfnet, _tiny_fnet
 
 # Operators of the default ONNX domain; no FFT/DFT, no contrib or custom domain.
@@ -81,7 +81,7 @@ def test_fnet_runs_in_onnxruntime_like_keras(num_classes, tmp_path):
 def test_failed_check_and_existing_file_write_nothing(tmp_path, monkeypatch):
     model = _small_gfnet()
     path = tmp_path / "model.onnx"
-    monkeypatch.setattr(onnx_export, "FLOAT32_TOLERANCE", 0.0)
+    monkeypatch.setitem(parity.TOLERANCES, "onnx", 0.0)
     with pytest.raises(RuntimeError, match=r"differs from Keras by .* > 0.0; nothing was written"):
         export.onnx(model, path, output="logits", verbose=False)
     assert list(tmp_path.iterdir()) == []

@@ -76,14 +76,15 @@ def test_reads_what_torch_save_wrote(tmp_path):
         np.testing.assert_array_equal(value, expected, err_msg=key)
 
 
-def test_shared_storages_are_read_once_and_copied(tmp_path):
+def test_shared_storages_are_read_once_and_views_share_them(tmp_path):
     base = torch.arange(12.0).reshape(3, 4)
     path = tmp_path / "shared.pt"
-    torch.save([base, base[1:, ::2]], path)
-    whole, strided = read_checkpoint(path)
+    torch.save([base, base[1:, ::2], *[base[i] for i in range(3)]], path)
+    whole, strided, *rows = read_checkpoint(path)
     np.testing.assert_array_equal(strided, [[4.0, 6.0], [8.0, 10.0]])
-    strided[0, 0] = -1.0  # the arrays are independent, writable copies
-    assert whole[1, 0] == 4.0
+    np.testing.assert_array_equal(rows[2], [8.0, 9.0, 10.0, 11.0])
+    assert all(np.shares_memory(whole, view) for view in (strided, *rows))
+    assert not strided.flags.writeable  # read-only views of the one storage
 
 
 def _zip_with_pickle(path, payload: bytes):
@@ -120,9 +121,56 @@ def test_torch_saved_object_of_a_class_is_refused(tmp_path):
 def test_pickle_cannot_set_attributes_of_the_allowed_callables(tmp_path, target):
     # BUILD with slot state (None, {"evil": 1}) applied to the allowed global itself.
     payload = b"\x80\x02c" + target + b"\nN}X\x04\x00\x00\x00evilK\x01s\x86b."
-    with pytest.raises(ValueError, match=r"damaged PyTorch checkpoint"):
+    with pytest.raises(ValueError, match=r"damaged PyTorch checkpoint|tried to set"):
         read_checkpoint(_zip_with_pickle(tmp_path / "build.pth", payload))
     assert not hasattr(CheckpointArgs, "evil")
+
+
+def test_a_pickle_cannot_change_what_later_loads_use(tmp_path):
+    good = tmp_path / "good.pth"
+    torch.save({"w": torch.ones(3)}, good)
+    # BUILD (None, {"_function": None}) on the tensor rebuilder, then on the Namespace class.
+    for target, slot in [
+        (b"torch._utils\n_rebuild_tensor_v2", b"_function"),
+        (b"argparse\nNamespace", b"update"),
+    ]:
+        payload = b"\x80\x02c" + target + b"\nN}X" + bytes([len(slot), 0, 0, 0]) + slot
+        payload += b"Ns\x86b."
+        with pytest.raises(ValueError):
+            read_checkpoint(_zip_with_pickle(tmp_path / "build.pth", payload))
+    np.testing.assert_array_equal(read_checkpoint(good)["w"], [1.0, 1.0, 1.0])
+
+
+def _rewrite(path, target, replace) -> None:
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in entries.items():
+            archive.writestr(name, replace(name, content))
+
+
+def test_sizes_are_checked_before_any_storage_or_pickle_is_read(tmp_path):
+    path = tmp_path / "small.pth"
+    torch.save({"w": torch.ones(4)}, path)
+    bomb = tmp_path / "bomb.pth"  # a 4-element storage whose entry inflates to 64 MiB
+    _rewrite(path, bomb, lambda name, data: b"\0" * 2**26 if "/data/" in name else data)
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(ValueError, match=r"zip entry \S+/data/0 declares 67108864 bytes"):
+        read_checkpoint(bomb)
+    pickle_bomb = tmp_path / "pickle_bomb.pth"
+    _rewrite(
+        path,
+        pickle_bomb,
+        lambda name, data: data + b"\0" * 2**26 if name.endswith("data.pkl") else data,
+    )
+    with pytest.raises(
+        ValueError, match=r"data.pkl entry declares 67,1\d\d,\d\d\d bytes, more than"
+    ):
+        read_checkpoint(pickle_bomb)
+    sliced = tmp_path / "sliced.pth"  # a 2-element view of a 1 MiB storage
+    torch.save({"w": torch.ones(2**18)[:2]}, sliced)
+    with pytest.raises(ValueError, match=r"storage entry \S+/data/0 holds 1,048,576 bytes"):
+        read_checkpoint(sliced)
 
 
 def test_damaged_and_foreign_files_are_refused(tmp_path):
@@ -142,7 +190,9 @@ def test_damaged_and_foreign_files_are_refused(tmp_path):
     with zipfile.ZipFile(short, "w") as archive:
         for name, content in entries.items():
             archive.writestr(name, content[:4] if "/data/" in name else content)
-    with pytest.raises(ValueError, match=r"does not fit its storage of 1 elements"):
+    with pytest.raises(
+        ValueError, match=r"declares 4 bytes, but its storage is 4 elements of 4 bytes"
+    ):
         read_checkpoint(short)
     text = tmp_path / "notes.pth"
     text.write_text("not a checkpoint")

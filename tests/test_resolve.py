@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import keras_fourier
 from keras_fourier.cli import build_parser, main
-from keras_fourier.export import command
+from keras_fourier.commands.arguments import load_model
 from keras_fourier.models import catalog, resolve_model
 from keras_fourier.run_folder import RunFolder
 
@@ -20,24 +20,30 @@ pytestmark = pytest.mark.single_backend
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """A 1000-class gfnet_tiny as a .keras file and as the model of a run folder."""
+    """gfnet_tiny with 10 (digits) and 1000 (ImageNet) classes, as .keras files and run folders."""
     folder = tmp_path_factory.mktemp("saved")
-    model = catalog.create_model("gfnet_tiny", num_classes=1000, image_size=16, dims=16, depths=1)
-    model.save(folder / "tiny.keras")
-    run = folder / "run"
-    run.mkdir()
-    shutil.copy(folder / "tiny.keras", RunFolder(run).model)
+    paths = {}
+    for classes in (10, 1000):
+        model = catalog.create_model(
+            "gfnet_tiny", num_classes=classes, image_size=16, dims=16, depths=1
+        )
+        paths[f"keras{classes}"] = str(folder / f"tiny{classes}.keras")
+        model.save(paths[f"keras{classes}"])
+        run = folder / f"run{classes}"
+        run.mkdir()
+        shutil.copy(paths[f"keras{classes}"], RunFolder(run).model)
+        paths[f"run{classes}"] = str(run)
     image = tf.io.encode_png(np.full((20, 24, 3), 128, dtype="uint8")).numpy()
     (folder / "grey.png").write_bytes(image)
-    return {"keras": str(folder / "tiny.keras"), "run": str(run), "image": str(folder / "grey.png")}
+    return {**paths, "image": str(folder / "grey.png")}
 
 
-def _references(saved):
+def _references(saved, classes=10):
     return [
         ("GFNetTi", "gfnet_ti"),
         ("gfnet_ti", "gfnet_ti"),
-        (saved["keras"], "gfnet_tiny"),
-        (saved["run"], "gfnet_tiny"),
+        (saved[f"keras{classes}"], "gfnet_tiny"),
+        (saved[f"run{classes}"], "gfnet_tiny"),
     ]
 
 
@@ -57,7 +63,7 @@ def test_names_in_either_spelling_and_their_errors(saved, tmp_path):
     with pytest.raises(FileNotFoundError, match="No model file or run folder at"):
         resolve_model(str(tmp_path / "missing.keras"))
     with pytest.raises(ValueError, match="classes only apply to builder names"):
-        resolve_model(saved["keras"], classes=3)
+        resolve_model(saved["keras10"], classes=3)
     with pytest.raises(ValueError, match="only apply to the presets"):
         resolve_model("gfnet_ti", dims=32)
 
@@ -79,7 +85,7 @@ def test_flops_takes_every_reference(saved, capsys):
     for reference, name in _references(saved):
         assert main(["flops", reference, *(["--image-size", "32"] * (name == "gfnet_ti"))]) == 0
         assert capsys.readouterr().out.startswith(f"{name}: ")
-    assert main(["flops", saved["run"], "--classes", "3"]) == 2
+    assert main(["flops", saved["run10"], "--classes", "3"]) == 2
     assert "--classes only apply to builder names" in capsys.readouterr().err
 
 
@@ -96,16 +102,16 @@ def test_export_takes_every_reference(saved, tmp_path):
         argv = ["export", reference, "--out", str(tmp_path)]
         if reference in ("GFNetTi", "gfnet_ti"):
             argv += ["--image-size", "32", "--classes", "3"]
-        model = command.load_model(build_parser().parse_args(argv))
+        model = load_model(build_parser().parse_args(argv))
         assert model.name == name
-    assert main(["export", saved["run"], "--format", "saved_model", "--out", str(tmp_path)]) == 0
+    assert main(["export", saved["run10"], "--format", "saved_model", "--out", str(tmp_path)]) == 0
     assert os.path.isfile(tmp_path / "gfnet_tiny" / "1" / "saved_model.pb")
 
 
 def test_predict_takes_every_reference(saved, tmp_path, capsys):
     weights = str(tmp_path / "ti.weights.h5")
     keras_fourier.GFNetTi(input_shape=(32, 32, 3)).save_weights(weights)
-    for reference, _ in _references(saved):
+    for reference, _ in _references(saved, classes=1000):
         named = reference in ("GFNetTi", "gfnet_ti")
         options = ["--weights", weights, "--image-size", "32"] * named
         argv = ["predict", saved["image"], "--model", reference, "--top", "2", *options]

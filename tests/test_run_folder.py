@@ -26,8 +26,8 @@ from keras_fourier.training import (
     read_history,
     train,
 )
-from keras_fourier.training import trainer as trainer_module
 from keras_fourier.training.callbacks import CHECKPOINT_RECORD, read_checkpoint_record
+from keras_fourier.training.tasks import ImageClassification, TaskData
 
 TINY = {
     "model": "gfnet_tiny",
@@ -262,11 +262,13 @@ def _nan_in_second_epoch(config):
     images[16:] = np.nan
     train_data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(8)
     eval_data = tf.data.Dataset.from_tensor_slices((images[:16], labels[:16])).batch(8)
-    return trainer_module._Data(train_data, eval_data, num_classes=10, splits={})
+    return TaskData(train_data, eval_data, num_classes=10, splits={})
 
 
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "_datasets", _nan_in_second_epoch)
+    monkeypatch.setattr(
+        ImageClassification, "datasets", lambda self, config: _nan_in_second_epoch(config)
+    )
     out = tmp_path / "run"
     config = TrainConfig(out=str(out), **{**TINY, "epochs": 3})
     with pytest.raises(NonFiniteLossError, match="epoch 2, step 1"):

@@ -20,6 +20,10 @@ import sys
 import tensorflow as tf
 
 SPLIT_FOLDERS = ("train", "validation", "test")
+# Largest image (height * width) decoded by serving_bytes, predict and "dir:" data.
+MAX_IMAGE_PIXELS = 40_000_000
+_JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
+_RIFF, _WEBP = b"RIFF", b"WEBP"
 BAD_IMAGE_MODES = ("error", "skip")
 UNREADABLE = "Cannot decode image file"
 
@@ -94,11 +98,115 @@ def check_split_size(
         )
 
 
+def _unsigned(header: tf.Tensor, start: int, length: int, big_endian: bool) -> tf.Tensor:
+    """The unsigned integer in header bytes [start, start + length) as int64."""
+    value = tf.constant(0, tf.int64)
+    order = range(start, start + length) if big_endian else reversed(range(start, start + length))
+    for index in order:
+        value = value * 256 + tf.cast(header[index], tf.int64)
+    return value
+
+
+def header_image_size(data: tf.Tensor) -> tf.Tensor:
+    """(height, width) of one encoded image, read from its header without decoding it.
+
+    Every format that `tf.io.decode_image` accepts: JPEG (its SOF marker,
+    `tf.image.extract_jpeg_shape`), PNG (IHDR), GIF (logical screen), BMP
+    (DIB header) and WebP (its VP8, VP8L or VP8X chunk); (-1, -1) for any
+    other content, whose size cannot be read.
+
+    Args:
+        data: a scalar string tensor, the encoded image.
+
+    Returns:
+        An int64 tensor (2,).
+
+    Example:
+        >>> header_image_size(tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))).numpy()
+        array([40, 60])
+    """
+    header = tf.io.decode_raw(
+        tf.strings.substr(tf.strings.join([tf.strings.substr(data, 0, 32), "\0" * 32]), 0, 32),
+        tf.uint8,
+    )
+
+    def starts_with(magic: bytes, at: int = 0) -> tf.Tensor:
+        return tf.equal(tf.strings.substr(data, at, len(magic)), magic)
+
+    def jpeg() -> tf.Tensor:
+        return tf.cast(tf.image.extract_jpeg_shape(data)[:2], tf.int64)
+
+    def png() -> tf.Tensor:
+        return tf.stack([_unsigned(header, 20, 4, True), _unsigned(header, 16, 4, True)])
+
+    def gif() -> tf.Tensor:
+        return tf.stack([_unsigned(header, 8, 2, False), _unsigned(header, 6, 2, False)])
+
+    def bmp() -> tf.Tensor:
+        height = _unsigned(header, 22, 4, False)
+        height = tf.where(height >= 2**31, 2**32 - height, height)  # top-down bitmaps
+        return tf.stack([height, _unsigned(header, 18, 4, False)])
+
+    def vp8() -> tf.Tensor:  # lossy: 14-bit width and height after the frame tag
+        return tf.stack([_unsigned(header, 28, 2, False), _unsigned(header, 26, 2, False)]) % 16384
+
+    def vp8l() -> tf.Tensor:  # lossless: 14 bits width - 1, then 14 bits height - 1
+        bits = _unsigned(header, 21, 4, False)
+        return tf.stack([(bits // 16384) % 16384 + 1, bits % 16384 + 1])
+
+    def vp8x() -> tf.Tensor:  # extended: 24-bit canvas width - 1 and height - 1
+        return tf.stack([_unsigned(header, 27, 3, False) + 1, _unsigned(header, 24, 3, False) + 1])
+
+    webp = tf.logical_and(starts_with(_RIFF), starts_with(_WEBP, 8))
+    return tf.case(
+        [
+            (starts_with(_JPEG), jpeg),
+            (starts_with(_PNG), png),
+            (starts_with(_GIF), gif),
+            (starts_with(_BMP), bmp),
+            (tf.logical_and(webp, starts_with(b"VP8 ", 12)), vp8),
+            (tf.logical_and(webp, starts_with(b"VP8L", 12)), vp8l),
+            (tf.logical_and(webp, starts_with(b"VP8X", 12)), vp8x),
+        ],
+        default=lambda: tf.constant([-1, -1], tf.int64),
+    )
+
+
+def decode_image_checked(data: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """Decodes one encoded image to uint8 RGB after checking its header size.
+
+    The size is read first (:func:`header_image_size`); an image of more
+    than `max_pixels` pixels, or whose size cannot be read, fails with an
+    `InvalidArgumentError` naming its size, before any decoding memory is
+    taken.
+
+    Args:
+        data: a scalar string tensor, the encoded image.
+        max_pixels: largest accepted height * width. Default 40 million.
+
+    Returns:
+        uint8 tensor (H, W, 3).
+    """
+    size = header_image_size(data)
+    check = tf.debugging.Assert(
+        tf.logical_and(tf.reduce_all(size >= 0), size[0] * size[1] <= max_pixels),
+        [
+            "Image too large or of unknown format: height x width =",
+            size[0],
+            "x",
+            size[1],
+            f"> {max_pixels} pixels (-1: size unreadable, not JPEG, PNG, GIF, BMP or WebP)",
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.io.decode_image(data, channels=3, expand_animations=False)
+
+
 def _decode_or_flag(file: tf.Tensor, label: tf.Tensor) -> tf.data.Dataset:
     """One (image, label, readable, file) element; a placeholder image when unreadable."""
 
     def decode(name: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        image = tf.io.decode_image(tf.io.read_file(name), channels=3, expand_animations=False)
+        image = decode_image_checked(tf.io.read_file(name))
         return image, tf.constant(True)
 
     decoded = tf.data.Dataset.from_tensors(file).map(decode).ignore_errors()

@@ -67,6 +67,7 @@ from keras_fourier.data.checks import (
     find_unreadable,
     report_skipped,
 )
+from keras_fourier.fileio import warn
 from keras_fourier.validation import check_choice
 
 DIGITS_NUM_CLASSES = 10
@@ -215,14 +216,28 @@ def get_num_classes(
 def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
     """The image files of a split of a "dir:" source and their labels, in sorted order."""
     root, carve = _class_root(path, split)
-    files, labels = [], []
+    files, labels, special = [], [], []
     for label, name in enumerate(check_class_folders(path, root)):
+        count = len(files)
         for folder, subfolders, names in sorted(os.walk(os.path.join(root, name))):
             subfolders.sort()
             for file in sorted(names):
                 if file.lower().endswith(IMAGE_EXTENSIONS):
-                    files.append(os.path.join(folder, file))
+                    file = os.path.join(folder, file)
+                    if not os.path.isfile(file):  # a FIFO or device would block the reader
+                        special.append(file)
+                        continue
+                    files.append(file)
                     labels.append(label)
+        if len(files) == count:
+            raise ValueError(
+                f"Class folder {os.path.join(root, name)!r} of image source 'dir:{path}' holds "
+                f"no image files ({', '.join(IMAGE_EXTENSIONS)}): a class without examples "
+                "cannot be learned; add images or remove the folder."
+            )
+    if special:
+        shown = ", ".join(special[:3]) + (", ..." if len(special) > 3 else "")
+        warn(f"skipped {len(special)} entries of 'dir:{path}' that are not regular files: {shown}")
     labels = np.asarray(labels, dtype=np.int32)
     if carve is not None:
         keep = _held_out(_rank_in_class(labels), split, with_test=carve)

@@ -3,7 +3,7 @@
 * :func:`saved_model` writes ``<export_dir>/<version>/`` with a
   ``serving_default`` signature (images in 0-255, or FNet's token ids,
   segment ids and mask) and, for vision models, ``serving_bytes`` (encoded
-  JPEG/PNG up to `MAX_IMAGE_PIXELS`, decoded, resized and centre-cropped in
+  JPEG/PNG/GIF/BMP/WebP up to `MAX_IMAGE_PIXELS`, decoded, resized and centre-cropped in
   the graph), then reloads it and checks both against Keras.
 * :func:`onnx` converts with the matmul DFT and standard ONNX ops only,
   runs the file in onnxruntime and reports its error against Keras.
@@ -12,13 +12,16 @@
   LiteRT (the ``export`` extra: ``pip install "keras-fourier[export]"``) and
   reports its error against Keras.
 
-Each checks every argument before writing anything and leave nothing behind
-when they fail.
+Each checks every argument before writing anything and leaves nothing behind
+when it fails. :func:`recover` finishes or undoes exports killed in a folder
+(see :mod:`keras_fourier.export.journal`).
 
 The top-level ``export/`` folder of the repository holds the TF Serving
 config, REST and gRPC clients, and the commands to serve the SavedModels.
 """
 
+from keras_fourier.data.checks import header_image_size
+from keras_fourier.export.journal import recover
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
 from keras_fourier.export.onnx_export import ONNXReport, onnx
 from keras_fourier.export.savedmodel import SavedModelReport, describe_saved_model, saved_model
@@ -27,7 +30,6 @@ from keras_fourier.export.signatures import (
     BYTES_SIGNATURE,
     DEFAULT_SIGNATURE,
     MAX_IMAGE_PIXELS,
-    header_image_size,
 )
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "describe_saved_model",
     "header_image_size",
     "onnx",
+    "recover",
     "saved_model",
     "tflite",
 ]

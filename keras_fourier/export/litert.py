@@ -34,7 +34,6 @@ CHECKER = "ai_edge_litert"
 INSTALL_CHECKER = 'pip install "keras-fourier[export]"'
 
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
-FLOAT32_TOLERANCE = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +240,7 @@ def tflite(
                 _runner(content), serving_model(model, output), validation_data, "LiteRT"
             )
             if quantization is None:
-                check_tolerance(max_diff, FLOAT32_TOLERANCE, "float32 TFLite model")
+                check_tolerance(max_diff, "tflite", "float32 TFLite model")
         atomic_write_bytes(path, content)
     except BaseException:
         if created:

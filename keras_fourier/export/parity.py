@@ -1,4 +1,10 @@
-"""Parity of a converted model with Keras, shared by the ONNX and TFLite exports."""
+"""Parity of an exported model with Keras, shared by the SavedModel, TFLite and ONNX exports.
+
+One shape for every exporter: it checks its arguments, converts, runs the
+written file on the same inputs as Keras (:func:`compare`), refuses a
+difference above its row of :data:`TOLERANCES` (:func:`check_tolerance`),
+writes atomically and returns a report.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,25 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.export.signatures import OUTPUTS, ServingModel, as_input_dict, sample_inputs
+
+# The largest max |exported - Keras| each float32 export accepts: a SavedModel runs the same
+# TensorFlow graph; TFLite and ONNX run the DFT as matmuls in another runtime.
+TOLERANCES: dict[str, float] = {"saved_model": 1e-5, "tflite": 1e-4, "onnx": 1e-4}
+
+
+def max_abs_diff(actual: dict, expected: dict[str, np.ndarray]) -> float:
+    """max |actual - expected| over every output of `expected` (NaN if any is NaN).
+
+    Example:
+        >>> max_abs_diff({"y": np.ones(2)}, {"y": np.zeros(2)})
+        1.0
+    """
+    diff = 0.0
+    for name, value in expected.items():
+        current = float(np.max(np.abs(np.asarray(actual[name]) - value), initial=0.0))
+        if not current <= diff:  # NaN stays NaN
+            diff = current
+    return diff
 
 
 def compare(
@@ -33,7 +58,10 @@ def compare(
         classification output.
 
     Raises:
-        RuntimeError: the converted model's output names are not Keras's.
+        RuntimeError: the converted model's output names are not Keras's, or
+            the Keras model outputs NaN or inf (the message says so). A
+            non-finite converted output makes the difference NaN, which
+            :func:`check_tolerance` refuses.
 
     Example:
         >>> compare(reference.run, reference, None, "Keras")
@@ -53,7 +81,15 @@ def compare(
                 f"The {runtime} outputs {sorted(actual)} are not {sorted(expected)}."
             )
         for name, value in expected.items():
-            max_diff = max(max_diff, float(np.max(np.abs(actual[name] - value), initial=0.0)))
+            if not np.all(np.isfinite(value)):
+                raise RuntimeError(
+                    f"The Keras model itself outputs non-finite values (NaN or inf) in {name!r} "
+                    f"on the comparison inputs: the model, not the {runtime} conversion, is "
+                    "broken (check its weights); nothing was written."
+                )
+        diff = max_abs_diff(actual, expected)
+        if not diff <= max_diff:  # NaN (a non-finite converted output) stays NaN
+            max_diff = diff
         if classify:
             (name,) = expected
             agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
@@ -61,20 +97,21 @@ def compare(
     return max_diff, (agree / count if classify and count else None), count
 
 
-def check_tolerance(max_diff: float, tolerance: float, converted: str) -> None:
-    """Raises unless the converted model is within `tolerance` of Keras.
+def check_tolerance(max_diff: float, export: str, converted: str) -> None:
+    """Raises unless the exported model is within its tolerance of Keras.
 
     Args:
-        max_diff: max |converted - Keras| from :func:`compare`.
-        tolerance: the largest difference accepted.
-        converted: the converted model, named in the error ("ONNX model").
+        max_diff: max |exported - Keras| from :func:`compare`.
+        export: its row of :data:`TOLERANCES`: "saved_model", "tflite" or "onnx".
+        converted: the exported model, named in the error ("ONNX model").
 
     Raises:
-        RuntimeError: `max_diff` exceeds `tolerance` (or is NaN).
+        RuntimeError: `max_diff` exceeds the tolerance (or is NaN).
 
     Example:
-        >>> check_tolerance(3e-6, 1e-4, "ONNX model")
+        >>> check_tolerance(3e-6, "onnx", "ONNX model")
     """
+    tolerance = TOLERANCES[export]
     if not max_diff <= tolerance:
         raise RuntimeError(
             f"The {converted} differs from Keras by {max_diff:.3g} > {tolerance}; "

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import re
-import shutil
 
 import keras
 import numpy as np
@@ -14,6 +13,8 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_fourier.data.augment import eval_transform
+from keras_fourier.export.journal import Transaction, recover
+from keras_fourier.export.parity import TOLERANCES, check_tolerance, max_abs_diff
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
@@ -24,14 +25,9 @@ from keras_fourier.export.signatures import (
     sample_inputs,
     serving_model,
 )
-from keras_fourier.fileio import remove_stale_directories, temporary_directory
 from keras_fourier.validation import check_number, check_positive_int
 
-STAGING_PREFIX = ".staging-"
-# Staging folders of keras_fourier 0.1.0 exports, named by version and uuid, not by pid.
-_UNOWNED_STAGING = re.compile(r"\.staging-\d+-[0-9a-f]{32}$")
-
-PARITY_TOLERANCE = 1e-5
+MAX_VERSION = 2**63 - 1  # TF Serving reads versions as int64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,12 +49,23 @@ class SavedModelReport:
 
 def check_version(version: int, name: str = "version") -> int:
     """Validates a TF Serving version number: a non-negative int (not a bool)."""
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
         raise ValueError(
-            f"`{name}` must be a non-negative int (a TF Serving version). "
+            f"`{name}` must be an int in [0, {MAX_VERSION}] (a TF Serving version, int64). "
             f"Received: {name}={version!r}"
         )
     return version
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Creates `folder` and its missing parents; returns those created, deepest first."""
+    created = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    return created
 
 
 def version_path(export_dir: str | os.PathLike, version: int, overwrite: bool) -> str:
@@ -109,13 +116,6 @@ def _sample_image_bytes(images: np.ndarray) -> tf.Tensor:
     return tf.stack([tf.io.encode_png(pixels[0]), tf.io.encode_jpeg(narrow, quality=90)])
 
 
-def _max_abs_diff(actual: dict, expected: dict) -> float:
-    return max(
-        float(np.max(np.abs(np.asarray(actual[name]) - expected[name]), initial=0.0))
-        for name in expected
-    )
-
-
 def _check_parity(
     directory: str, serving: ServingModel, transform: keras.layers.Pipeline | None
 ) -> dict[str, float]:
@@ -125,19 +125,15 @@ def _check_parity(
     actual = loaded.signatures[DEFAULT_SIGNATURE](
         **{name: tf.constant(value) for name, value in samples.items()}
     )
-    diffs = {DEFAULT_SIGNATURE: _max_abs_diff(actual, serving.run(samples))}
+    diffs = {DEFAULT_SIGNATURE: max_abs_diff(actual, serving.run(samples))}
     if transform is not None:
         encoded = _sample_image_bytes(next(iter(samples.values())))
         decoded = decode_images(encoded, transform, *serving.image_size)
         expected = serving.run({serving.input_names[0]: decoded.numpy()})
         actual = loaded.signatures[BYTES_SIGNATURE](**{BYTES_INPUT: encoded})
-        diffs[BYTES_SIGNATURE] = _max_abs_diff(actual, expected)
+        diffs[BYTES_SIGNATURE] = max_abs_diff(actual, expected)
     for name, diff in diffs.items():
-        if not diff <= PARITY_TOLERANCE:
-            raise RuntimeError(
-                f"The reloaded SavedModel's {name!r} signature differs from the Keras model by "
-                f"{diff:.3g} > {PARITY_TOLERANCE}; nothing was written."
-            )
+        check_tolerance(diff, "saved_model", f"reloaded SavedModel's {name!r} signature")
     return diffs
 
 
@@ -205,12 +201,15 @@ def saved_model(
 
     Writes ``<export_dir>/<version>/saved_model.pb`` and ``variables/``
     with `keras.export.ExportArchive`. The version is first written to a
-    hidden staging directory ``.staging-<pid>-*`` in `export_dir` (TF
-    Serving only loads numeric directories), reloaded with
-    `tf.saved_model.load`, run on sample inputs (every signature must match
-    Keras within 1e-5), and only then renamed to ``<version>``, so a failed
-    export leaves `export_dir` as it was (a folder it created is removed).
-    Staging directories of killed exports (dead pids) are removed first.
+    hidden staging folder ``.export-<pid>-*`` in `export_dir` (TF Serving
+    only loads numeric folders), reloaded with `tf.saved_model.load`, run on
+    sample inputs (every signature must match Keras within 1e-5), and only
+    then moved to ``<version>`` by the journaled commit of
+    :mod:`keras_fourier.export.journal`: an existing version (`overwrite`)
+    is swapped atomically on Linux. A failed export leaves `export_dir` as
+    it was (folders it created are removed if still empty); exports killed
+    in `export_dir` (dead pids) are first undone or, once their commit
+    began, completed, so TF Serving always finds a complete version.
 
     Signatures (see :mod:`keras_fourier.export.signatures` for output names):
 
@@ -265,27 +264,17 @@ def saved_model(
     archive.track(serving.model)
     transform = _add_endpoints(archive, serving, crop_pct, max_pixels)
 
-    created = not os.path.isdir(export_dir)
-    os.makedirs(export_dir, exist_ok=True)
-    remove_stale_directories(export_dir, STAGING_PREFIX)
-    for entry in os.scandir(export_dir):
-        if _UNOWNED_STAGING.match(entry.name) and entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+    created = _make_folders(export_dir)
+    recover(export_dir)
     try:
-        with temporary_directory(export_dir, STAGING_PREFIX) as staging:
-            archive.write_out(staging, verbose=False)
-            diffs = _check_parity(staging, serving, transform)
-            # The old version is renamed aside, not deleted, until the new one is in place.
-            replaced = None
-            if os.path.exists(target):
-                replaced = os.path.join(export_dir, f".{version}.{os.getpid()}.replaced")
-                os.replace(target, replaced)
-            os.replace(staging, target)
-            if replaced is not None:
-                shutil.rmtree(replaced, ignore_errors=True)
+        with Transaction(export_dir) as staging:
+            archive.write_out(os.path.join(staging.path, "version"), verbose=False)
+            diffs = _check_parity(os.path.join(staging.path, "version"), serving, transform)
+            staging.commit([("version", target)], overwrite=overwrite)
     except BaseException:
-        if created:
-            shutil.rmtree(export_dir, ignore_errors=True)
+        for folder in created:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only if still empty: another export may have written there
         raise
     report = SavedModelReport(
         path=target, signatures=describe_saved_model(target), max_abs_diff=diffs
@@ -293,6 +282,7 @@ def saved_model(
     if verbose:
         print(f"Wrote SavedModel {target}")
         print(report.signatures)
+        tolerance = TOLERANCES["saved_model"]
         for name, diff in diffs.items():
-            print(f"Parity {name}: max |SavedModel - Keras| = {diff:.3g} (<= {PARITY_TOLERANCE})")
+            print(f"Parity {name}: max |SavedModel - Keras| = {diff:.3g} (<= {tolerance})")
     return report

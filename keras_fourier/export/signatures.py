@@ -27,7 +27,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
 from keras_fourier.layers import spectral
+from keras_fourier.models.clone import clone_with
 from keras_fourier.validation import check_choice
 
 OUTPUTS = ("probabilities", "logits")
@@ -37,8 +39,6 @@ BYTES_INPUT = "image_bytes"
 DEFAULT_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
 # Default limit of `decode_images`: larger images are refused before they are decoded.
-MAX_IMAGE_PIXELS = 40_000_000
-_JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
 
 
 def check_output(output: str) -> str:
@@ -68,32 +68,6 @@ def _classifier_head(model: keras.Model) -> keras.layers.Dense | None:
     if isinstance(last, keras.layers.Dense) and last.output is model.outputs[0]:
         return last
     return None
-
-
-def _clone(model: keras.Model, fft_impl: str | None, linear_head: str | None) -> keras.Model:
-    """Clones `model` through its layer configs with the same weights.
-
-    Every layer config with an ``fft_impl`` gets `fft_impl` (when not None);
-    the layer named `linear_head` gets a linear activation.
-    """
-
-    def clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
-        config = layer.get_config()
-        if fft_impl is not None and "fft_impl" in config:
-            config["fft_impl"] = fft_impl
-        if layer.name == linear_head:
-            config["activation"] = "linear"
-        return layer.__class__.from_config(config)
-
-    try:
-        clone = keras.models.clone_model(model, clone_function=clone_layer)
-    except ValueError as error:
-        raise ValueError(
-            "Exporting needs a functional or Sequential model whose layers can be rebuilt "
-            f"from their configs. Received: model={model.name!r} ({type(model).__name__})"
-        ) from error
-    clone.set_weights(model.get_weights())
-    return clone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +176,7 @@ def serving_model(
         head.name if output == "logits" and activation in PROBABILITY_ACTIVATIONS else None
     )
     if fft_impl is not None or linear_head is not None:
-        model = _clone(model, fft_impl, linear_head)
+        model = clone_with(model, fft_impl=fft_impl, linear_head=linear_head)
     specs = tuple(
         tf.TensorSpec((None, *tensor.shape[1:]), tensor.dtype, name=tensor.name)
         for tensor in keras.tree.flatten(model.input)
@@ -215,65 +189,6 @@ def serving_model(
     )
 
 
-def _unsigned(header: tf.Tensor, start: int, length: int, big_endian: bool) -> tf.Tensor:
-    """The unsigned integer in header bytes [start, start + length) as int64."""
-    value = tf.constant(0, tf.int64)
-    order = range(start, start + length) if big_endian else reversed(range(start, start + length))
-    for index in order:
-        value = value * 256 + tf.cast(header[index], tf.int64)
-    return value
-
-
-def header_image_size(data: tf.Tensor) -> tf.Tensor:
-    """(height, width) of one encoded image, read from its header without decoding it.
-
-    JPEG (its SOF marker, `tf.image.extract_jpeg_shape`), PNG (IHDR), GIF
-    (logical screen) and BMP (DIB header); (0, 0) for other formats, which
-    `tf.io.decode_image` rejects.
-
-    Args:
-        data: a scalar string tensor, the encoded image.
-
-    Returns:
-        An int64 tensor (2,).
-
-    Example:
-        >>> header_image_size(tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))).numpy()
-        array([40, 60])
-    """
-    header = tf.io.decode_raw(
-        tf.strings.substr(tf.strings.join([tf.strings.substr(data, 0, 32), "\0" * 32]), 0, 32),
-        tf.uint8,
-    )
-
-    def starts_with(magic: bytes) -> tf.Tensor:
-        return tf.equal(tf.strings.substr(data, 0, len(magic)), magic)
-
-    def jpeg() -> tf.Tensor:
-        return tf.cast(tf.image.extract_jpeg_shape(data)[:2], tf.int64)
-
-    def png() -> tf.Tensor:
-        return tf.stack([_unsigned(header, 20, 4, True), _unsigned(header, 16, 4, True)])
-
-    def gif() -> tf.Tensor:
-        return tf.stack([_unsigned(header, 8, 2, False), _unsigned(header, 6, 2, False)])
-
-    def bmp() -> tf.Tensor:
-        height = _unsigned(header, 22, 4, False)
-        height = tf.where(height >= 2**31, 2**32 - height, height)  # top-down bitmaps
-        return tf.stack([height, _unsigned(header, 18, 4, False)])
-
-    return tf.case(
-        [
-            (starts_with(_JPEG), jpeg),
-            (starts_with(_PNG), png),
-            (starts_with(_GIF), gif),
-            (starts_with(_BMP), bmp),
-        ],
-        default=lambda: tf.zeros((2,), tf.int64),
-    )
-
-
 def decode_images(
     image_bytes: tf.Tensor,
     transform: keras.layers.Pipeline,
@@ -281,12 +196,13 @@ def decode_images(
     width: int,
     max_pixels: int = MAX_IMAGE_PIXELS,
 ) -> tf.Tensor:
-    """Decodes a batch of encoded images (JPEG, PNG, GIF, BMP) to float32 RGB 0-255.
+    """Decodes a batch of encoded images (JPEG, PNG, GIF, BMP, WebP) to float32 RGB 0-255.
 
-    Each image's size is read from its header first (:func:`header_image_size`);
-    an image of more than `max_pixels` pixels fails with an
-    `InvalidArgumentError` naming its size before it is decoded, so one
-    small request cannot take gigabytes of memory.
+    Each image's size is read from its header first
+    (:func:`keras_fourier.data.checks.decode_image_checked`); an image of
+    more than `max_pixels` pixels, or of a format whose size cannot be read,
+    fails with an `InvalidArgumentError` naming its size before it is
+    decoded, so one small request cannot take gigabytes of memory.
 
     Args:
         image_bytes: string tensor (B,) of encoded images of any sizes.
@@ -308,13 +224,7 @@ def decode_images(
     """
 
     def decode(data: tf.Tensor) -> tf.Tensor:
-        size = header_image_size(data)
-        check = tf.debugging.Assert(
-            size[0] * size[1] <= max_pixels,
-            ["Image too large: height x width =", size[0], "x", size[1], f"> {max_pixels} pixels"],
-        )
-        with tf.control_dependencies([check]):
-            image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        image = decode_image_checked(data, max_pixels)
         return transform(tf.cast(image, tf.float32))
 
     return tf.map_fn(

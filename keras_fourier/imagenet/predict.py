@@ -1,4 +1,4 @@
-"""`keras-fourier predict IMAGE... --model M --weights W`: the top ImageNet classes of images.
+"""The top ImageNet classes of images (the library of `keras-fourier predict`).
 
 Images are read as the releases were evaluated (the DeiT/timm evaluation
 transform of the official GFNet and HorNet code): the shorter side resized to
@@ -9,16 +9,10 @@ then the centre ``size`` x ``size`` crop; crop_pct 0.875 at 224 pixels and
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import numpy as np
 
-from keras_fourier.export.command import add_model_arguments, load_model
+from keras_fourier.data.checks import decode_image_checked
 from keras_fourier.imagenet import NUM_CLASSES, decode_predictions
-from keras_fourier.models.catalog import is_model_name, variant
-from keras_fourier.models.weights import imagenet_checkpoint
 
 
 def eval_crop_pct(image_size: int) -> float:
@@ -62,7 +56,7 @@ def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> n
     if isinstance(crop_pct, bool) or not 0 < crop_pct <= 1:
         raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
     try:
-        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        image = decode_image_checked(tf.io.read_file(path))
     except (tf.errors.OpError, ValueError) as error:
         raise ValueError(f"Could not read {path!r} as an image: {error}") from error
     source_h, source_w = int(image.shape[0]), int(image.shape[1])
@@ -127,65 +121,3 @@ def predict(
     crop_pct = eval_crop_pct(min(height, width)) if crop_pct is None else crop_pct
     images = np.stack([load_image(path, height, width, crop_pct) for path in paths])
     return decode_predictions(_probabilities(model, images), top=top)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the arguments of `keras-fourier predict` to `parser`.
-
-    Args:
-        parser: the subcommand's parser.
-
-    Example:
-        >>> add_arguments(subcommands.add_parser("predict"))
-    """
-    parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
-    add_model_arguments(
-        parser,
-        model_flag=True,
-        weights_help="builders: 'imagenet' (default), an official .pth or a .weights.h5/.keras "
-        "file",
-    )
-    parser.add_argument("--top", type=int, default=5, help="classes per image (default 5)")
-    parser.add_argument(
-        "--crop-pct",
-        type=float,
-        default=None,
-        help="centre-crop fraction (default: the release's evaluation, 0.875 at 224, 1.0 at 384)",
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    """Runs `keras-fourier predict`: prints the top classes of each image.
-
-    Args:
-        args: arguments parsed by a parser set up with :func:`add_arguments`.
-
-    Returns:
-        0 on success, 2 (after printing the message) on a bad argument or an
-        unreadable image.
-
-    Example:
-        >>> run(parser.parse_args(["cat.jpg", "--model", "gfnet_ti"]))
-        0
-    """
-    missing = [path for path in args.images if not os.path.isfile(path)]
-    try:
-        if missing:
-            raise ValueError(f"No such image file(s): {', '.join(missing)}")
-        named = is_model_name(args.model)
-        if named and args.weights is None:
-            args.weights = "imagenet"
-        args.classes = NUM_CLASSES if named else None
-        model = load_model(args)
-        crop_pct = args.crop_pct
-        if crop_pct is None and args.weights == "imagenet":
-            crop_pct = imagenet_checkpoint(variant(model.name), model).crop_pct
-        results = predict(model, args.images, args.top, crop_pct)
-    except ValueError as error:
-        print(f"keras-fourier predict: error: {error}", file=sys.stderr)
-        return 2
-    for path, classes in zip(args.images, results, strict=True):
-        print(path)
-        for rank, (wnid, name, probability) in enumerate(classes, start=1):
-            print(f"  {rank}. {probability:7.2%}  {name} ({wnid})")
-    return 0

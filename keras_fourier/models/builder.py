@@ -6,11 +6,11 @@ import keras
 
 from keras_fourier.models.vision import FFNS, MIXERS, VisionSpec, build_vision_model
 from keras_fourier.models.weights import load_file_weights
-from keras_fourier.validation import check_choice
+from keras_fourier.validation import check_choice, check_number
 
 
 def _as_tuple(name: str, value) -> tuple[int, ...]:
-    values = (value,) if isinstance(value, int) else tuple(value)
+    values = tuple(value) if isinstance(value, (list, tuple)) else (value,)
     if not values or not all(
         isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values
     ):
@@ -112,6 +112,8 @@ def build_model(
     if patch_size is None:
         patch_size = 4 if hierarchical else 16
     _as_tuple("patch_size", patch_size)
+    if layer_scale is not None:
+        layer_scale = check_number("layer_scale", layer_scale, low=0, low_open=True)
     spec = VisionSpec(
         dims=dims_t,
         depths=depths_t,

@@ -187,6 +187,16 @@ def canonical_name(name: str) -> str:
     )
 
 
+def modality(name: str) -> str:
+    """What a model name (either spelling) takes: "text" (FNet) or "image".
+
+    Example:
+        >>> modality("FNetBase"), modality("gfnet_xs")
+        ('text', 'image')
+    """
+    return "text" if canonical_name(name) in TEXT_PRESETS else "image"
+
+
 def is_text_model(name: str) -> bool:
     """Whether a model name (either spelling) is an FNet text model.
 
@@ -194,7 +204,7 @@ def is_text_model(name: str) -> bool:
         >>> is_text_model("FNetBase"), is_text_model("gfnet_xs")
         (True, False)
     """
-    return canonical_name(name) in TEXT_PRESETS
+    return modality(name) == "text"
 
 
 def check_architecture(name: str, architecture: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,11 +17,21 @@ with an allow-list instead of Python's importer. It accepts:
 
 Any other global (``os.system``, ``builtins.eval``, a class of the training
 code, ...) raises :class:`UnsafeCheckpointError` before anything is called.
+Each load gets its own stand-ins, which refuse new attributes, so nothing a
+stream does (BUILD included) reaches another load.
+
+Memory is bounded by what the tensors need: ``data.pkl`` may declare at most
+64 MiB; each storage's zip entry must declare exactly the bytes its pickled
+size says, its tensors' layouts must fit it, and a storage larger than what
+its tensors reach (plus 4 KiB) is refused, naming the entry, all before any
+storage is read. Each storage is then read once (a bounded read) and its
+tensors are read-only NumPy views of it.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import os
 import pickle
 import zipfile
@@ -48,7 +58,14 @@ class UnsafeCheckpointError(ValueError):
     """A checkpoint's pickle names something other than tensors and plain containers."""
 
 
-class CheckpointArgs(dict):
+class _Frozen(type):
+    """A metaclass whose classes refuse new attributes: a pickle's BUILD cannot change them."""
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        raise UnsafeCheckpointError(f"The checkpoint's pickle tried to set {cls.__name__}.{name}.")
+
+
+class CheckpointArgs(dict, metaclass=_Frozen):
     """The attributes of an ``argparse.Namespace`` pickled in a checkpoint, as a plain dict."""
 
     def __setstate__(self, state: Mapping) -> None:
@@ -73,69 +90,120 @@ def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-def _read_storage(archive: zipfile.ZipFile, prefix: str, key: str, storage: _Storage) -> np.ndarray:
-    raw = archive.read(f"{prefix}data/{key}")
-    dtype = _STORAGE_DTYPES[storage.name]
-    if dtype == "bfloat16":
-        bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-        return bits.view(np.float32)
-    return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))
+class _LazyStorage:
+    """A storage entry of the archive, checked against its declared size and read once.
+
+    Attributes:
+        entry: the zip entry, ``<prefix>data/<key>``.
+        dtype: the storage's element dtype (bfloat16 is read into float32).
+        numel: its element count, as the pickle declares it (and the zip entry's size).
+        needed: elements that its tensors reach (the largest extent).
+    """
+
+    def __init__(self, entry: str, dtype: Any, numel: int) -> None:
+        self.entry = entry
+        self.dtype = dtype
+        self.numel = numel
+        self.needed = 0
+        self.array: np.ndarray | None = None
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize
+
+    def read(self, archive: zipfile.ZipFile) -> np.ndarray:
+        if self.array is None:
+            size = self.numel * self.itemsize
+            with archive.open(self.entry) as file:
+                raw = file.read(size + 1)
+            if len(raw) != size:
+                raise ValueError(f"{self.entry} holds {len(raw)} bytes, not {size}")
+            if self.dtype == "bfloat16":
+                bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+                self.array = bits.view(np.float32)
+            else:
+                self.array = np.frombuffer(raw, dtype=np.dtype(self.dtype).newbyteorder("<"))
+        return self.array
+
+
+class _Tensor:
+    """A tensor to be made, once every storage is checked, as a view of its storage."""
+
+    __slots__ = ("offset", "size", "storage", "stride")
+
+    def __init__(self, storage: _LazyStorage, offset: int, size: tuple, stride: tuple) -> None:
+        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+
+    def view(self, archive: zipfile.ZipFile) -> np.ndarray:
+        storage = self.storage.read(archive)
+        return np.lib.stride_tricks.as_strided(
+            storage[self.offset :],
+            shape=self.size,
+            strides=tuple(s * storage.itemsize for s in self.stride),
+            writeable=False,
+        )
 
 
 def _rebuild_tensor(
-    storage: np.ndarray,
+    storage: _LazyStorage,
     storage_offset: int,
     size: tuple[int, ...],
     stride: tuple[int, ...],
     requires_grad: bool = False,
     backward_hooks: Any = None,
     metadata: Any = None,
-) -> np.ndarray:
-    """The (size, stride) view of `storage` at `storage_offset`, copied to a new array."""
+) -> _Tensor:
+    """The (size, stride) view of `storage` at `storage_offset`, checked against its size."""
     del requires_grad, backward_hooks, metadata
+    if not isinstance(storage, _LazyStorage):
+        raise ValueError(f"a tensor's storage is {type(storage).__name__}, not a storage")
     size, stride = tuple(int(d) for d in size), tuple(int(s) for s in stride)
-    extent = storage_offset + sum((d - 1) * s for d, s in zip(size, stride, strict=True)) + 1
+    storage_offset = int(storage_offset)
     if any(d < 0 for d in size) or any(s < 0 for s in stride) or storage_offset < 0:
         raise ValueError(f"invalid tensor layout: size {size}, stride {stride}")
-    if 0 not in size and (extent > storage.size or int(np.prod(size)) > storage.size):
-        raise ValueError(
-            f"a tensor of size {size}, stride {stride} at offset {storage_offset} does not fit "
-            f"its storage of {storage.size} elements"
-        )
-    item = storage.itemsize
-    view = np.lib.stride_tricks.as_strided(
-        storage[storage_offset:],
-        shape=size,
-        strides=tuple(s * item for s in stride),
-        writeable=False,
-    )
-    return np.array(view, dtype=storage.dtype.newbyteorder("="))
+    extent = storage_offset + sum((d - 1) * s for d, s in zip(size, stride, strict=True)) + 1
+    if 0 not in size:
+        if extent > storage.numel or math.prod(size) > storage.numel:
+            raise ValueError(
+                f"a tensor of size {size}, stride {stride} at offset {storage_offset} does not "
+                f"fit its storage of {storage.numel} elements"
+            )
+        storage.needed = max(storage.needed, extent)
+    return _Tensor(storage, storage_offset, size, stride)
 
 
-def _rebuild_parameter(data: np.ndarray, requires_grad: bool = False, hooks: Any = None):
+def _rebuild_parameter(data: _Tensor, requires_grad: bool = False, hooks: Any = None):
     del requires_grad, hooks
     return data
 
 
 class _Guarded:
-    """An allowed function, in an object without attributes that a pickle could overwrite."""
+    """An allowed function, in an object whose attributes a pickle cannot set."""
 
     __slots__ = ("_function",)
 
     def __init__(self, function) -> None:
-        self._function = function
+        object.__setattr__(self, "_function", function)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise UnsafeCheckpointError(f"The checkpoint's pickle tried to set {name!r}.")
 
     def __call__(self, *args):
         return self._function(*args)
 
 
+# Each load gets its own stand-ins (see `find_class`): nothing a stream does reaches another.
 _ALLOWED = {
-    ("torch._utils", "_rebuild_tensor_v2"): _Guarded(_rebuild_tensor),
-    ("torch._utils", "_rebuild_parameter"): _Guarded(_rebuild_parameter),
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("argparse", "Namespace"): CheckpointArgs,
-    ("_codecs", "encode"): _Guarded(_latin1_bytes),
+    ("torch._utils", "_rebuild_tensor_v2"): lambda: _Guarded(_rebuild_tensor),
+    ("torch._utils", "_rebuild_parameter"): lambda: _Guarded(_rebuild_parameter),
+    ("collections", "OrderedDict"): lambda: collections.OrderedDict,
+    ("argparse", "Namespace"): lambda: CheckpointArgs,
+    ("_codecs", "encode"): lambda: _Guarded(_latin1_bytes),
 }
+# data.pkl holds names and layouts, not tensor data: a few MB for the largest official files.
+MAX_PICKLE_BYTES = 64 * 2**20
+# A storage may exceed what its tensors reach by this much (alignment); more is refused.
+STORAGE_SLACK_BYTES = 4096
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -145,14 +213,14 @@ class _RestrictedUnpickler(pickle.Unpickler):
         super().__init__(file)
         self._archive = archive
         self._prefix = prefix
-        self._storages: dict[str, np.ndarray] = {}
+        self.storages: dict[str, _LazyStorage] = {}
 
     def find_class(self, module: str, name: str):
         """The allowed stand-in for `module.name`; anything else is refused."""
         if module == "torch" and name in _STORAGE_DTYPES:
             return _Storage(name)
         if (module, name) in _ALLOWED:
-            return _ALLOWED[(module, name)]
+            return _ALLOWED[(module, name)]()
         raise UnsafeCheckpointError(
             f"The checkpoint's pickle refers to {module}.{name}, which is neither a tensor nor "
             "a plain container; it was refused and nothing in the file was run. Load it with "
@@ -160,19 +228,56 @@ class _RestrictedUnpickler(pickle.Unpickler):
         )
 
     def persistent_load(self, pid):
-        """A storage ('storage', type, key, location, numel), read once from the archive."""
+        """A storage ('storage', type, key, location, numel), checked against its zip entry."""
         if (
             not isinstance(pid, tuple)
             or len(pid) != 5
             or pid[0] != "storage"
             or not isinstance(pid[1], _Storage)
+            or isinstance(pid[4], bool)
+            or not isinstance(pid[4], int)
+            or pid[4] < 0
         ):
             raise UnsafeCheckpointError(f"Unsupported persistent id in the checkpoint: {pid!r}")
-        _, storage_type, key, _location, _numel = pid
-        key = str(key)
-        if key not in self._storages:
-            self._storages[key] = _read_storage(self._archive, self._prefix, key, storage_type)
-        return self._storages[key]
+        _, storage_type, key, _location, numel = pid
+        entry = f"{self._prefix}data/{key}"
+        dtype = _STORAGE_DTYPES[storage_type.name]
+        storage = self.storages.get(entry)
+        if storage is not None:
+            if storage.numel != numel or storage.dtype != dtype:
+                raise ValueError(f"storage {entry} is declared twice, differently")
+            return storage
+        storage = _LazyStorage(entry, dtype, numel)
+        try:
+            declared = self._archive.getinfo(entry).file_size
+        except KeyError:
+            raise ValueError(f"the storage entry {entry} is missing") from None
+        if declared != numel * storage.itemsize:
+            raise ValueError(
+                f"the zip entry {entry} declares {declared} bytes, but its storage is {numel} "
+                f"elements of {storage.itemsize} bytes"
+            )
+        self.storages[entry] = storage
+        return storage
+
+
+def _resolve(value: Any, archive: zipfile.ZipFile, seen: dict[int, Any]) -> Any:
+    """`value` with every `_Tensor` made an array (containers rebuilt in place or copied)."""
+    if isinstance(value, _Tensor):
+        return value.view(archive)
+    if id(value) in seen:
+        return seen[id(value)]
+    if isinstance(value, dict):
+        seen[id(value)] = value
+        for key, item in value.items():
+            value[key] = _resolve(item, archive, seen)
+    elif isinstance(value, list):
+        seen[id(value)] = value
+        value[:] = [_resolve(item, archive, seen) for item in value]
+    elif isinstance(value, tuple):
+        seen[id(value)] = resolved = tuple(_resolve(item, archive, seen) for item in value)
+        return resolved
+    return value
 
 
 def read_checkpoint(path: str | os.PathLike) -> Any:
@@ -217,10 +322,29 @@ def read_checkpoint(path: str | os.PathLike) -> Any:
         byteorder = f"{prefix}byteorder"
         if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
             raise ValueError(f"{path!r} was saved on a big-endian machine; it is not supported.")
+        info = archive.getinfo(pickles[0])
+        if info.file_size > MAX_PICKLE_BYTES:
+            raise ValueError(
+                f"{path!r}: its {pickles[0]} entry declares {info.file_size:,} bytes, more than "
+                f"the {MAX_PICKLE_BYTES:,} that a checkpoint's structure takes; refused."
+            )
         with archive.open(pickles[0]) as file:
+            unpickler = _RestrictedUnpickler(file, archive, prefix)
             try:
-                return _RestrictedUnpickler(file, archive, prefix).load()
+                result = unpickler.load()
             except UnsafeCheckpointError:
                 raise
             except Exception as error:  # any failure of a malformed pickle
                 raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
+        for storage in unpickler.storages.values():
+            needed = storage.needed * storage.itemsize
+            if storage.numel * storage.itemsize > needed + STORAGE_SLACK_BYTES:
+                raise ValueError(
+                    f"{path!r}: the storage entry {storage.entry} holds "
+                    f"{storage.numel * storage.itemsize:,} bytes but its tensors reach "
+                    f"{needed:,}; refused (re-save the tensors with .clone() if you trust it)."
+                )
+        try:
+            return _resolve(result, archive, {})
+        except (ValueError, OSError, zipfile.BadZipFile, RecursionError) as error:
+            raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error

@@ -26,6 +26,7 @@ from keras_fourier.training.callbacks import (
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
 )
+from keras_fourier.training.config import TrainConfig
 from keras_fourier.training.recipe import (
     PRECISIONS,
     create_optimizer,
@@ -34,19 +35,24 @@ from keras_fourier.training.recipe import (
 )
 from keras_fourier.training.rundir import RunConfigError, RunFolderBusyError, RunLock
 from keras_fourier.training.strategy import STRATEGIES, get_strategy, worker_id
-from keras_fourier.training.trainer import (
-    TrainConfig,
-    TrainResult,
-    evaluate,
-    train,
+from keras_fourier.training.tasks import (
+    TASKS,
+    ImageClassification,
+    Task,
+    TextClassification,
+    task_for_data,
+    task_for_model,
 )
+from keras_fourier.training.trainer import TrainResult, evaluate, train
 
 __all__ = [
     "PRECISIONS",
     "STRATEGIES",
+    "TASKS",
     "TEXT_PRESETS",
     "VISION_PRESETS",
     "EpochBackup",
+    "ImageClassification",
     "ModelCheckpoint",
     "NonFiniteLossError",
     "ResumableCSVLogger",
@@ -55,6 +61,8 @@ __all__ = [
     "RunFolderBusyError",
     "RunLock",
     "StopOnNonFiniteLoss",
+    "Task",
+    "TextClassification",
     "TrainConfig",
     "TrainResult",
     "create_model",
@@ -66,6 +74,8 @@ __all__ = [
     "no_weight_decay_variables",
     "read_history",
     "resolve_model_file",
+    "task_for_data",
+    "task_for_model",
     "train",
     "vision_stride",
     "warmup_cosine_schedule",

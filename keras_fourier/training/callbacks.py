@@ -151,6 +151,78 @@ class ModelCheckpoint(keras.callbacks.Callback):
         save_model(self.model, self.filepath, {"epoch": epoch, "logs": logs})
 
 
+def complete_checkpoints(
+    model: keras.Model,
+    last_path: str | os.PathLike,
+    best_path: str | os.PathLike,
+    epoch: int,
+    rows: list[dict[str, float]],
+    *,
+    monitor: str = "val_accuracy",
+    use_ema: bool = False,
+) -> list[str]:
+    """Writes the checkpoints of a restored epoch that an interruption left out.
+
+    The backup of an epoch is written before its checkpoints; a kill or a
+    full disk in between leaves ``last.keras`` (and ``best.keras`` when the
+    epoch improved `monitor`) at an older epoch, or missing. Called with
+    the model restored from that backup (`EpochBackup.restore`), this
+    writes them from it, so the best model always agrees with the history.
+    A missing or unreadable best model is rewritten only when `epoch` is
+    the best of `rows`.
+
+    Args:
+        model: the model holding the restored epoch's weights (and its
+            optimizer, whose EMA weights are saved when `use_ema`).
+        last_path: the ``last.keras`` file.
+        best_path: the ``best.keras`` file.
+        epoch: the restored epoch (-1: nothing to do).
+        rows: the history rows up to `epoch`.
+        monitor: the log selecting the best model ("max"). Default
+            "val_accuracy".
+        use_ema: checkpoints hold the optimizer's EMA weights. Default False.
+
+    Returns:
+        The paths written.
+
+    Example:
+        >>> complete_checkpoints(model, "run/last.keras", "run/best.keras", 1, rows)
+        []
+    """
+    if epoch < 0 or len(rows) <= epoch:
+        return []
+    logs = {key: float(value) for key, value in rows[epoch].items() if key != "epoch"}
+    record = {"epoch": epoch, "logs": logs}
+    written = []
+    last = read_checkpoint_record(last_path)
+    if last is None or not isinstance(last.get("epoch"), int) or last["epoch"] < epoch:
+        written.append(os.fspath(last_path))
+    value = logs.get(monitor)
+    if value is not None and math.isfinite(value):
+        best = read_checkpoint_record(best_path)
+        if best is None:
+            finite = [row.get(monitor) for row in rows if math.isfinite(row.get(monitor, math.nan))]
+            if value >= max(finite):
+                written.append(os.fspath(best_path))
+        elif isinstance(best.get("epoch"), int) and best["epoch"] < epoch:
+            stored = (best.get("logs") or {}).get(monitor)
+            if not isinstance(stored, (int, float)) or not value <= stored:
+                written.append(os.fspath(best_path))
+    if not written:
+        return []
+    swap = keras.callbacks.SwapEMAWeights() if use_ema else None
+    if swap is not None:
+        swap.set_model(model)
+        swap.on_test_begin()  # the EMA weights into the model, as for the epoch's checkpoints
+    try:
+        for path in written:
+            save_model(model, path, record)
+    finally:
+        if swap is not None:
+            swap.on_test_end()
+    return written
+
+
 class EpochBackup(keras.callbacks.Callback):
     """Backs up the training state after every epoch in two slots; restores the newest intact one.
 

@@ -50,334 +50,38 @@ import keras
 import tensorflow as tf
 
 from keras_fourier import __version__
-from keras_fourier.data import (
-    LISTOPS_NUM_CLASSES,
-    LISTOPS_VOCABULARY,
-    AugmentConfig,
-    WordTokenizer,
-    count_examples,
-    get_num_classes,
-    listops_eval_dataset,
-    listops_train_dataset,
-    load_image_dataset,
-    training_splits,
-)
-from keras_fourier.data.checks import BAD_IMAGE_MODES, UnreadableImageError, unreadable_file
-from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEED
+from keras_fourier.data.checks import UnreadableImageError, unreadable_file
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
-from keras_fourier.models.catalog import (
-    ARCHITECTURE_OPTIONS,
-    VISION_PRESETS,
-    canonical_name,
-    check_architecture,
-    create_model,
-    is_text_model,
-    vision_stride,
-)
+from keras_fourier.models.catalog import canonical_name, create_model, is_model_name
 from keras_fourier.models.resolve import resolve_model
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import RunFolder, read_history, write_history
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
+    NonFiniteLossError,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
+    complete_checkpoints,
     read_checkpoint_record,
     save_model,
 )
-from keras_fourier.training.recipe import check_precision, create_optimizer, warmup_cosine_schedule
+from keras_fourier.training.config import TrainConfig
+from keras_fourier.training.recipe import create_optimizer, warmup_cosine_schedule
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
-    normalize,
+    check_writable_folder,
     read_run_record,
     write_run_record,
 )
-from keras_fourier.training.strategy import check_strategy_name, get_strategy, worker_id
-from keras_fourier.validation import (
-    check_bool,
-    check_choice,
-    check_number,
-    check_positive_int,
-)
+from keras_fourier.training.strategy import get_strategy, worker_id
+from keras_fourier.training.tasks import TaskData, task_for_data
 
-TEXT_SOURCES = ("listops",)
-# Settings that do not change what a run computes: they may differ when resuming.
-NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
-TEXT_ONLY = ("sequence_length", "train_examples", "eval_examples")
-IMAGE_ONLY = (
-    "image_size",
-    "augment",
-    "eval_split",
-    "validation_split",
-    "deterministic",
-    "on_bad_image",
-)
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """Everything `train` needs; the defaults are the README's main job.
-
-    The defaults train `gfnet_tiny` on the embedded digits (16x16) with the
-    papers' recipe: AdamW (weight decay 0.05, not on norms, biases, position
-    embeddings and Fourier filters), linear warmup then cosine decay, global
-    gradient clipping 1.0, label smoothing 0.1.
-
-    Attributes:
-        model: a name from `keras_fourier.training.model_names()`. Default
-            "gfnet_tiny".
-        data: an image source of `keras_fourier.data.load_image_dataset`
-            ("digits", "tfds:<name>", "dir:<path>") or, for FNet models,
-            "listops". Default "digits".
-        out: output directory. Default "runs/default".
-        epochs: training epochs. Default 20.
-        batch_size: *global* batch size, split across replicas and workers.
-            Default 64.
-        image_size: image height and width. Default None: for "digits" the
-            smallest multiple of the model's stride >= 16, else 32 for presets
-            and 224 for the named models.
-        learning_rate: peak learning rate. Default 3e-3.
-        min_learning_rate: final learning rate of the cosine decay. Default 1e-5.
-        warmup_epochs: epochs of linear warmup (fractions allowed). Default 2.
-        weight_decay: AdamW weight decay. Default 0.05.
-        clipnorm: global gradient norm clip, None for none. Default 1.0.
-        label_smoothing: label smoothing of the cross-entropy. Default 0.1.
-        drop_path_rate: stochastic depth rate. Default None: the model's.
-        augment: training augmentation of image data, e.g. `AugmentConfig()`
-            (DeiT). Default None: none.
-        strategy: a name of `keras_fourier.training.STRATEGIES`. Default "auto".
-        mixed_precision: "float32", "mixed_float16" (with dynamic loss
-            scaling) or "mixed_bfloat16". Default "float32".
-        jit_compile: XLA-compile the train step: True, False or "auto" (XLA
-            when an accelerator is present). Default "auto".
-        use_ema: keep an EMA of the weights, used for validation and as the
-            final weights. Default False.
-        ema_momentum: EMA momentum. Default 0.99.
-        steps_per_epoch: steps per epoch, drawn from the repeated training
-            data. Default None: one pass over the data per epoch.
-        eval_split: the test split of image data, evaluated once at the end
-            on the model selected on the validation split. Default "test".
-        validation_split: the image split evaluated after every epoch to
-            select ``best.keras``. Default None: see
-            `keras_fourier.data.training_splits` ("validation", held out of
-            the training images when the source has none).
-        data_dir: TFDS data directory. Default None.
-        sequence_length: ListOps sequence length (FNet models). Default 128.
-        train_examples: ListOps training examples. Default 4000.
-        eval_examples: ListOps held-out examples. Default 500.
-        mixer, ffn, depths, dims, patch_size: `build_model` overrides of a
-            vision preset. Default None: the preset's.
-        seed: random seed of weights, data order and augmentation. Default 0.
-        deterministic: reproducible image pipelines (same order and
-            augmentation every run, slower with augmentation). Default False.
-        on_bad_image: a corrupt image file of "dir:" data: "error" (named)
-            or "skip" (counted and left out). Default "error".
-        tensorboard: write TensorBoard logs. Default True.
-        verbose: `fit` verbosity: 0 silent, 1 progress bars, 2 one line per
-            epoch, "auto" 1 on a terminal and 2 otherwise. Any but 0 also
-            prints a header (model, parameters, data splits, output folder).
-            Default "auto".
-
-    Example:
-        >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
-        >>> config.batch_size
-        64
-    """
-
-    model: str = "gfnet_tiny"
-    data: str = "digits"
-    out: str = "runs/default"
-    epochs: int = 20
-    batch_size: int = 64
-    image_size: int | None = None
-    learning_rate: float = 3e-3
-    min_learning_rate: float = 1e-5
-    warmup_epochs: float = 2
-    weight_decay: float = 0.05
-    clipnorm: float | None = 1.0
-    label_smoothing: float = 0.1
-    drop_path_rate: float | None = None
-    augment: AugmentConfig | None = None
-    strategy: str = "auto"
-    mixed_precision: str = "float32"
-    jit_compile: bool | str = "auto"
-    use_ema: bool = False
-    ema_momentum: float = 0.99
-    steps_per_epoch: int | None = None
-    eval_split: str = "test"
-    validation_split: str | None = None
-    data_dir: str | None = None
-    sequence_length: int = 128
-    train_examples: int = 4000
-    eval_examples: int = 500
-    mixer: str | None = None
-    ffn: str | None = None
-    depths: int | tuple[int, ...] | None = None
-    dims: int | tuple[int, ...] | None = None
-    patch_size: int | None = None
-    seed: int = 0
-    deterministic: bool = False
-    on_bad_image: str = "error"
-    tensorboard: bool = True
-    verbose: str | int = "auto"
-
-    @property
-    def architecture(self) -> dict[str, Any]:
-        """The `build_model` overrides that are set.
-
-        Returns:
-            {option: value} for the non-None fields among "mixer", "ffn",
-            "depths", "dims" and "patch_size".
-
-        Example:
-            >>> TrainConfig(dims=32).architecture
-            {'dims': 32}
-        """
-        return {
-            key: getattr(self, key)
-            for key in ARCHITECTURE_OPTIONS
-            if getattr(self, key) is not None
-        }
-
-    def validate(self, names: Mapping[str, str] | None = None) -> None:
-        """Checks every setting before anything is built or written.
-
-        Args:
-            names: {field: name} used in the messages instead of the field
-                names, e.g. the command-line flags. Default None.
-
-        Raises:
-            ValueError: naming the setting and the value, for an unknown
-                model, strategy or mixed-precision policy, data that does not
-                suit the model, architecture options of a non-preset model,
-                an image size that is not a multiple of the model's stride,
-                or a hyper-parameter out of range (learning rates finite and
-                > 0, label smoothing and drop path in [0, 1), EMA momentum
-                in (0, 1), counts positive, ...).
-
-        Example:
-            >>> TrainConfig(learning_rate=float("nan")).validate()
-            Traceback (most recent call last):
-            ValueError: `learning_rate` must be a finite number > 0. Received: learning_rate=nan
-        """
-        names = dict(names or {})
-
-        def name(field: str) -> str:
-            return names.get(field, field)
-
-        canonical_name(self.model)
-        check_strategy_name(self.strategy)
-        check_precision(self.mixed_precision)
-        text_model = is_text_model(self.model)
-        if text_model != (self.data in TEXT_SOURCES):
-            kind = "text" if text_model else "vision"
-            raise ValueError(
-                f"Model {self.model!r} is a {kind} model but data {self.data!r} is "
-                f"{'not ' if text_model else ''}a text source {TEXT_SOURCES}."
-            )
-        check_architecture(self.model, self.architecture)
-        for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
-            check_positive_int(name(field), getattr(self, field))
-        check_positive_int(name("eval_examples"), self.eval_examples)
-        for field in ("steps_per_epoch", "image_size"):
-            if getattr(self, field) is not None:
-                check_positive_int(name(field), getattr(self, field))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            seed = name("seed")
-            raise ValueError(f"`{seed}` must be a non-negative int. Received: {seed}={self.seed!r}")
-        check_number(name("learning_rate"), self.learning_rate, low=0, low_open=True)
-        check_number(
-            name("min_learning_rate"), self.min_learning_rate, low=0, high=self.learning_rate
-        )
-        check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
-        check_number(name("weight_decay"), self.weight_decay, low=0)
-        if self.clipnorm is not None:
-            check_number(name("clipnorm"), self.clipnorm, low=0, low_open=True)
-        check_number(name("label_smoothing"), self.label_smoothing, low=0, high=1, high_open=True)
-        if self.drop_path_rate is not None:
-            check_number(name("drop_path_rate"), self.drop_path_rate, low=0, high=1, high_open=True)
-        check_number(
-            name("ema_momentum"), self.ema_momentum, low=0, high=1, low_open=True, high_open=True
-        )
-        for field in ("use_ema", "deterministic", "tensorboard"):
-            check_bool(name(field), getattr(self, field))
-        check_choice(name("jit_compile"), self.jit_compile, (True, False, "auto"))
-        check_choice(name("on_bad_image"), self.on_bad_image, BAD_IMAGE_MODES)
-        check_choice(name("verbose"), self.verbose, ("auto", 0, 1, 2))
-        if self.augment is not None and not isinstance(self.augment, AugmentConfig):
-            raise ValueError(
-                f"`{name('augment')}` must be None or an AugmentConfig. "
-                f"Received: {name('augment')}={self.augment!r}"
-            )
-        if not isinstance(self.eval_split, str) or not self.eval_split:
-            raise ValueError(
-                f"`{name('eval_split')}` must be a split name. "
-                f"Received: {name('eval_split')}={self.eval_split!r}"
-            )
-        if self.validation_split is not None and (
-            not isinstance(self.validation_split, str) or not self.validation_split
-        ):
-            raise ValueError(
-                f"`{name('validation_split')}` must be None or a split name. "
-                f"Received: {name('validation_split')}={self.validation_split!r}"
-            )
-        if not text_model and self.image_size is not None:
-            stride = vision_stride(self.model, **self.architecture)
-            if self.image_size % stride:
-                raise ValueError(
-                    f"`{name('image_size')}` must be a multiple of {stride}, the stride of model "
-                    f"{self.model!r}. Received: {name('image_size')}={self.image_size}"
-                )
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that define what the run computes, as recorded in ``run.json``.
-
-        Returns:
-            Every field but those of `NOT_IDENTITY` and those that do not
-            apply to the model (`TEXT_ONLY` or `IMAGE_ONLY`), with `augment`
-            as a dict and the resolved image size of vision models, as JSON
-            values.
-
-        Example:
-            >>> TrainConfig().identity()["image_size"]
-            16
-        """
-        text = is_text_model(self.model)
-        skipped = (*NOT_IDENTITY, *(IMAGE_ONLY if text else TEXT_ONLY))
-        values = {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
-            if field.name not in skipped
-        }
-        if not text:
-            values["image_size"] = self.resolved_image_size()
-            if self.augment is not None:
-                values["augment"] = dataclasses.asdict(self.augment)
-        return normalize(values)
-
-    def resolved_image_size(self) -> int:
-        """`image_size`, or its default for the model and data.
-
-        Returns:
-            The image size: `image_size` if set, else the smallest multiple
-            of the model's stride that is at least 16 for "digits" (8x8
-            images), 32 for presets and 224 for the named models.
-
-        Example:
-            >>> TrainConfig(model="gfnet_h_ti").resolved_image_size()
-            32
-        """
-        if self.image_size is not None:
-            return self.image_size
-        stride = vision_stride(self.model, **self.architecture)
-        preset = canonical_name(self.model) in VISION_PRESETS
-        base = 16 if self.data == "digits" else 32 if preset else 224
-        return stride * math.ceil(base / stride)
 
 
 @dataclasses.dataclass
@@ -403,91 +107,6 @@ class TrainResult:
     out: str
     model_path: str
     already_finished: bool = False
-
-
-@dataclasses.dataclass
-class _Data:
-    """The train and validation pipelines of a run, and a line per split for the header."""
-
-    train: tf.data.Dataset
-    validation: tf.data.Dataset
-    num_classes: int
-    splits: dict[str, str]
-
-
-def _size(count: int | None, unit: str) -> str:
-    return f"{count:,} {unit}" if count is not None else f"? {unit}"
-
-
-def _datasets(config: TrainConfig) -> _Data:
-    if is_text_model(config.model):
-        train_data = listops_train_dataset(
-            config.sequence_length,
-            config.train_examples,
-            eval_examples=config.eval_examples,
-            batch_size=config.batch_size,
-            seed=config.seed,
-        )
-        validation_data = listops_eval_dataset(
-            config.sequence_length, config.eval_examples, config.batch_size, "validation"
-        )
-        generated = f"{config.eval_examples:,} expressions generated with seed"
-        return _Data(
-            train_data,
-            validation_data,
-            LISTOPS_NUM_CLASSES,
-            {
-                "train": f"{config.train_examples:,} expressions generated with seed "
-                f"{config.seed}, less any also held out",
-                "validation": f"{generated} {LISTOPS_VALIDATION_SEED}, less any also in test",
-                "test": f"{generated} {LISTOPS_EVAL_SEED}",
-            },
-        )
-    train_split, validation_split = training_splits(
-        config.data, config.eval_split, data_dir=config.data_dir
-    )
-    if config.validation_split is not None:
-        validation_split = config.validation_split
-    if config.eval_split in (validation_split, train_split) or validation_split == train_split:
-        raise ValueError(
-            f"The train ({train_split!r}), validation ({validation_split!r}) and test "
-            f"({config.eval_split!r}) splits of data {config.data!r} must differ."
-        )
-    image_size = config.resolved_image_size()
-    options = {
-        "image_size": image_size,
-        "batch_size": config.batch_size,
-        "one_hot": True,
-        "on_bad_image": config.on_bad_image,
-    }
-    train_data = load_image_dataset(
-        config.data,
-        train_split,
-        training=True,
-        augment=config.augment,
-        data_dir=config.data_dir,
-        deterministic=config.deterministic,
-        seed=config.seed,
-        **options,
-    )
-    validation_data = load_image_dataset(
-        config.data, validation_split, training=False, data_dir=config.data_dir, **options
-    )
-    splits = {
-        role: f"{split!r}, "
-        + _size(count_examples(config.data, split, data_dir=config.data_dir), "images")
-        for role, split in (
-            ("train", train_split),
-            ("validation", validation_split),
-            ("test", config.eval_split),
-        )
-    }
-    return _Data(
-        train_data,
-        validation_data,
-        get_num_classes(config.data, data_dir=config.data_dir),
-        splits,
-    )
 
 
 def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
@@ -536,52 +155,59 @@ def evaluate(
         {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
         has more than 5 classes.
 
+    Raises:
+        ValueError: a bad argument, or data whose class count is not the
+            model's.
+        NonFiniteLossError: the loss is NaN or infinite.
+
     Example:
         >>> metrics = evaluate("runs/default", "digits")  # doctest: +SKIP
         >>> sorted(metrics)  # doctest: +SKIP
         ['accuracy', 'loss', 'top5_accuracy']
     """
+    task = task_for_data(data)
+    if is_model_name(model):
+        model = resolve_model(model, classes=task.num_classes(data, data_dir))
     model = resolve_model(model)
     num_classes = model.output_shape[-1]
-    if isinstance(model.input, dict) and "token_ids" in model.input:
-        if data not in TEXT_SOURCES:
-            raise ValueError(f"Text model {model.name!r} needs a text source {TEXT_SOURCES}.")
-        sequence_length = model.input["token_ids"].shape[1]
-        dataset = listops_eval_dataset(sequence_length, eval_examples, batch_size, split)
-    else:
-        dataset = load_image_dataset(
-            data,
-            split,
-            image_size=model.input_shape[1],
-            batch_size=batch_size,
-            training=False,
-            one_hot=True,
-            data_dir=data_dir,
-            on_bad_image=on_bad_image,
+    dataset = task.evaluation_data(
+        model,
+        data,
+        split,
+        batch_size=batch_size,
+        data_dir=data_dir,
+        eval_examples=eval_examples,
+        on_bad_image=on_bad_image,
+    )
+    data_classes = dataset.element_spec[1].shape[-1]
+    if data_classes is not None and data_classes != num_classes:
+        raise ValueError(
+            f"Data {data!r} has {data_classes} classes but model {model.name!r} outputs "
+            f"{num_classes}: evaluate it on data with its own classes. Received: data={data!r}"
         )
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
-    return {
+    metrics = {
         key: float(value)
         for key, value in scorer.evaluate(
             select_model_inputs(dataset, model), verbose=verbose, return_dict=True
         ).items()
     }
+    if not math.isfinite(metrics["loss"]):
+        raise NonFiniteLossError(
+            f"Model {model.name!r} gives a {metrics['loss']} loss on split {split!r} of "
+            f"{data!r}: its outputs are not finite (NaN or inf weights?); the result means "
+            "nothing."
+        )
+    return metrics
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
-    if is_text_model(config.model):
-        inputs = {
-            "sequence_length": config.sequence_length,
-            "vocabulary_size": WordTokenizer(LISTOPS_VOCABULARY).vocabulary_size,
-        }
-    else:
-        inputs = {"image_size": config.resolved_image_size()}
     model = create_model(
         config.model,
         num_classes=num_classes,
         drop_path_rate=config.drop_path_rate,
-        **inputs,
+        **config.task.model_options(config),
         **config.architecture,
     )
     total_steps = config.epochs * steps_per_epoch
@@ -639,14 +265,10 @@ def _fit_verbosity(verbose: str | int) -> int:
 
 
 def _print_header(
-    config: TrainConfig, model: keras.Model, data: _Data, out: str, strategy: Any
+    config: TrainConfig, model: keras.Model, data: TaskData, out: str, strategy: Any
 ) -> None:
     replicas = strategy.num_replicas_in_sync
-    shape = (
-        f"sequences of {config.sequence_length} tokens"
-        if is_text_model(config.model)
-        else "x".join(str(size) for size in model.input_shape[1:])
-    )
+    shape = config.task.describe_input(config, model)
     roles = {
         "validation": "selects best.keras",
         "test": "evaluated once, at the end",
@@ -765,8 +387,7 @@ def train(
     strategy = get_strategy(config.strategy)
     worker = worker_id(strategy)
     out = RunFolder(config.out).worker(worker).path
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"`{names.get('out', 'out')}` must be a folder. Received: {out!r}")
+    check_writable_folder(out, names.get("out", "out"))
     lock = RunLock(out)
     try:
         if os.path.isdir(out):
@@ -774,7 +395,7 @@ def train(
             finished = _finished(out, _check_folder(out, config, names))
             if finished is not None:
                 return finished
-        data = _datasets(config)
+        data = config.task.datasets(config)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
         steps_per_epoch = config.steps_per_epoch or int(data.train.cardinality())
@@ -797,7 +418,7 @@ def _fit(
     config: TrainConfig,
     strategy: tf.distribute.Strategy,
     out: str,
-    data: _Data,
+    data: TaskData,
     steps_per_epoch: int,
 ) -> TrainResult:
     folder = RunFolder(out)
@@ -813,6 +434,16 @@ def _fit(
         with strategy.scope():
             model = _build(config, data.num_classes, steps_per_epoch)
             last_epoch, rows = backup.restore(model)
+            completed = complete_checkpoints(
+                model,
+                folder.last,
+                folder.best,
+                last_epoch,
+                rows,
+                use_ema=config.use_ema,
+            )
+            if completed:
+                warn(f"rewrote {', '.join(completed)} from the backup of epoch {last_epoch + 1}")
     finally:
         keras.config.set_dtype_policy(previous_policy)
     if rows != read_history(history_path)[: len(rows)]:

@@ -1,0 +1,81 @@
+"""`keras-fourier evaluate`: accuracy, top-5 accuracy and loss of a model on a data split."""
+
+from __future__ import annotations
+
+import argparse
+
+from keras_fourier.commands.arguments import fail, metrics_line
+from keras_fourier.commands.train import DATA_HELP
+from keras_fourier.models import resolve_model
+from keras_fourier.models.catalog import is_model_name
+from keras_fourier.training import NonFiniteLossError, TrainConfig, evaluate, task_for_data
+from keras_fourier.validation import check_positive_int
+
+NAME = "evaluate"
+HELP = "evaluate a saved model: accuracy, top-5 accuracy (more than 5 classes) and loss"
+DESCRIPTION = (
+    "Print the accuracy, top-5 accuracy (models with more than 5 classes) and "
+    "cross-entropy of a .keras classifier, of the model of a run folder of train, or of a "
+    "model name (random weights), on a split of a data source; images are resized to its "
+    "input size."
+)
+SHOW_DEFAULTS = True
+_DEFAULTS = TrainConfig()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `keras-fourier evaluate`; returns the exit status."""
+    try:
+        check_positive_int("--batch-size", args.batch_size)
+        check_positive_int("--eval-examples", args.eval_examples)
+        # A model name is built with the data's classes (random weights).
+        named = is_model_name(args.model)
+        classes = task_for_data(args.data).num_classes(args.data, args.data_dir) if named else None
+        model = resolve_model(
+            args.model,
+            image_size=args.image_size,
+            classes=classes,
+            names={"image_size": "--image-size"},
+        )
+        metrics = evaluate(
+            model,
+            args.data,
+            split=args.split,
+            batch_size=args.batch_size,
+            data_dir=args.data_dir,
+            eval_examples=args.eval_examples,
+        )
+    except (FileNotFoundError, ValueError) as error:
+        return fail(NAME, error)
+    except NonFiniteLossError as error:
+        return fail(NAME, error, 1)
+    print(metrics_line(metrics))
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of `keras-fourier evaluate` to `parser`."""
+    add = parser.add_argument
+    add(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="a .keras file, the run folder that train printed (its model.keras), or a model "
+        "name (random weights)",
+    )
+    add("--image-size", type=int, default=None, help="input size of a model name (224)")
+    add(
+        "--data",
+        default="digits",
+        metavar="SOURCE",
+        help=DATA_HELP,
+    )
+    add("--split", default="test", help="image split; 'validation' or 'test' for listops")
+    add("--batch-size", type=int, default=256, help="global batch size")
+    add("--data-dir", default=None, help="TFDS data directory")
+    add(
+        "--eval-examples",
+        type=int,
+        default=_DEFAULTS.eval_examples,
+        help="ListOps held-out examples (as in training)",
+    )

@@ -1,0 +1,402 @@
+"""The `keras-fourier export` subcommand: SavedModel, TFLite and ONNX files of a model.
+
+``keras-fourier export MODEL --format saved_model,tflite,onnx --out DIR`` writes,
+for a model named NAME (its Keras name; the variant key for builders):
+
+* ``DIR/NAME/<version>/``: the TF Serving SavedModel (``DIR`` is the folder
+  mounted as ``/models`` in export/README.md, ``DIR/NAME`` the base path in
+  models.config);
+* ``DIR/NAME.tflite`` (float32) and ``DIR/NAME_<quantization>.tflite``;
+* ``DIR/NAME.onnx`` (float32, standard ONNX ops, checked in onnxruntime).
+
+MODEL is a model name (``gfnet_ti`` or ``GFNetTi``, see
+:func:`keras_fourier.models.resolve_model`), a ``.keras`` file or a run
+folder; names are built with ``--weights`` (None, "imagenet" or a weights file),
+``--image-size`` and ``--classes``.
+
+All or nothing: every argument and every output's prerequisites (int8
+calibration data with at least one batch, an output folder that is a
+writable folder, free versions and file names, LiteRT for the checks) are
+checked before anything is written; if a later step fails, what this call
+wrote is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+import keras
+
+from keras_fourier import export
+from keras_fourier.commands.arguments import add_model_arguments, comma_list, load_model
+from keras_fourier.data import load_image_dataset
+from keras_fourier.export import litert, savedmodel
+from keras_fourier.export.journal import Transaction, locked, recover
+from keras_fourier.export.serving_config import (
+    CONTAINER_ROOT,
+    merge_models_config,
+    read_models_config,
+)
+from keras_fourier.run_folder import RunFolder
+from keras_fourier.validation import check_number, check_positive_int
+
+NAME = "export"
+HELP = "export a model as a TF Serving SavedModel, builtin-only TFLite and ONNX files"
+DESCRIPTION = (
+    "Write OUT/NAME/VERSION/ (TF Serving SavedModel, signatures serving_default and "
+    "serving_bytes), OUT/NAME[_QUANTIZATION].tflite (TFLite builtin ops only) and, with "
+    "--format ...,onnx, OUT/NAME.onnx (standard ONNX ops, run in onnxruntime), each "
+    "reloaded and checked against Keras. MODEL is a model name built with --weights, "
+    "--image-size and --classes, a .keras file or a run folder; see export/README.md."
+)
+SHOW_DEFAULTS = False
+FORMATS = ("saved_model", "tflite", "onnx")
+DEFAULT_FORMATS = ("saved_model", "tflite")
+QUANTIZE_CHOICES = ("none", "float16", "dynamic", "int8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of `keras-fourier export` to `parser`.
+
+    Args:
+        parser: the subcommand's parser.
+
+    Example:
+        >>> add_arguments(subcommands.add_parser("export"))
+    """
+    parser.add_argument(
+        "--format",
+        type=comma_list(FORMATS),
+        default=DEFAULT_FORMATS,
+        help="comma-separated: saved_model, tflite, onnx (default: saved_model,tflite)",
+    )
+    parser.add_argument(
+        "--quantize",
+        type=comma_list(QUANTIZE_CHOICES),
+        default=("none",),
+        help="TFLite quantizations, comma-separated: none (float32), float16, dynamic, int8 "
+        "(default: none)",
+    )
+    parser.add_argument("--version", type=int, default=1, help="SavedModel version (default 1)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the served model's name, naming its folder and files (default: the model's "
+        "Keras name); letters, digits, '.', '_', '-'",
+    )
+    add_model_arguments(
+        parser, model_flag=False, weights_help="builders: 'imagenet' or a weights file"
+    )
+    parser.add_argument(
+        "--classes", type=int, default=None, help="builders: head size (default 1000)"
+    )
+    parser.add_argument(
+        "--output",
+        choices=("probabilities", "logits"),
+        default="probabilities",
+        help="what the signatures return: softmax probabilities, or the logits before it "
+        "(default: probabilities)",
+    )
+    parser.add_argument(
+        "--crop-pct",
+        type=float,
+        default=0.875,
+        help="serving_bytes centre-crop fraction (default: 0.875)",
+    )
+    parser.add_argument(
+        "--max-pixels",
+        type=int,
+        default=40_000_000,
+        help="serving_bytes refuses images of more pixels (read from the header, before decoding)",
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
+        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split",
+    )
+    parser.add_argument(
+        "--data-split",
+        default="validation",
+        help="split of --data on which each TFLite (and ONNX) file's top-1 agreement with "
+        "Keras is measured (default: validation)",
+    )
+    parser.add_argument(
+        "--num-batches", type=int, default=10, help="batches of 32 per split (default: 10)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing SavedModel version or file (default: refuse)",
+    )
+    parser.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="write TFLite files without running them in LiteRT (the 'export' extra)",
+    )
+
+
+def _image_batches(args: argparse.Namespace, model, split: str):
+    """`--num-batches` image batches of `--data`, or None without `--data`."""
+    if args.data is None:
+        return None
+    shape = model.input_shape
+    if not isinstance(shape, tuple) or len(shape) != 4 or shape[-1] != 3:
+        raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
+    _, height, width, _ = shape
+    crop = keras.layers.CenterCrop(height, width)
+    dataset = load_image_dataset(
+        args.data, split, image_size=max(height, width), batch_size=32, training=False
+    )
+    return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
+
+
+def _check_writable_folder(folder: str) -> None:
+    """Raises ValueError unless `folder` is, or can be created as, a writable folder."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"--out must be a folder; {folder!r} is a file.")
+    existing = os.path.abspath(folder)
+    while not os.path.isdir(existing):
+        parent = os.path.dirname(existing)
+        if os.path.exists(existing) or parent == existing:
+            raise ValueError(f"--out {folder!r} cannot be created: {existing!r} is not a folder.")
+        existing = parent
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=existing)
+    except OSError as error:
+        raise ValueError(
+            f"--out {folder!r} is not writable ({error.strerror}: {existing!r})."
+        ) from error
+    os.close(handle)
+    os.remove(probe)
+
+
+def _outputs(args: argparse.Namespace, name: str) -> list[tuple[str, str | None, str]]:
+    """(format, TFLite quantization, final path) of every requested output, in export order.
+
+    The SavedModel is the version folder ``OUT/NAME/VERSION``, TFLite files
+    ``OUT/NAME[_QUANTIZATION].tflite``, the ONNX file ``OUT/NAME.onnx``.
+    """
+    outputs: list[tuple[str, str | None, str]] = []
+    if "saved_model" in args.format:
+        outputs.append(("saved_model", None, os.path.join(args.out, name, str(args.version))))
+    if "tflite" in args.format:
+        for quantize in args.quantize:
+            quantization = None if quantize == "none" else quantize
+            suffix = "" if quantization is None else f"_{quantization}"
+            path = os.path.join(args.out, f"{name}{suffix}.tflite")
+            outputs.append(("tflite", quantization, path))
+    if "onnx" in args.format:
+        outputs.append(("onnx", None, os.path.join(args.out, f"{name}.onnx")))
+    return outputs
+
+
+def _check(args: argparse.Namespace, model, name: str) -> None:
+    """Every check that can be made before writing (see the module docstring)."""
+    check_positive_int("--num-batches", args.num_batches)
+    if args.classes is not None:
+        check_positive_int("--classes", args.classes)
+    check_positive_int("--max-pixels", args.max_pixels)
+    check_number("--crop-pct", args.crop_pct, low=0, high=1, low_open=True)
+    savedmodel.check_version(args.version, "--version")
+    _check_writable_folder(args.out)
+    config = os.path.join(args.out, "models.config")
+    if "saved_model" in args.format and os.path.exists(config):
+        read_models_config(config)
+    for kind, quantization, path in _outputs(args, name):
+        if kind == "saved_model":
+            savedmodel.version_path(os.path.dirname(path), args.version, args.overwrite)
+            continue
+        if quantization == "int8" and args.data is None:
+            raise ValueError(
+                "--quantize int8 needs calibration images: pass --data ('digits', "
+                "'dir:PATH' or 'tfds:NAME'). Received: --data=None"
+            )
+        if os.path.exists(path) and not args.overwrite:
+            raise ValueError(f"{path!r} already exists; pass --overwrite to replace it.")
+        if kind == "tflite":
+            calibration = args.data if quantization == "int8" else None
+            litert.check_arguments(path, quantization, calibration, True, args.verify)
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_name(name: str, flag: str) -> str:
+    """Validates a model name that becomes a folder and file names of the export.
+
+    Letters, digits, ``.``, ``_`` and ``-``, starting with a letter or
+    digit (so never ``.``, ``..``, hidden, or a path), at most 200
+    characters.
+
+    Raises:
+        ValueError: naming `flag` and the name.
+    """
+    if not isinstance(name, str) or len(name) > 200 or not _SAFE_NAME.fullmatch(name):
+        raise ValueError(
+            f"{flag} must be a model name of letters, digits, '.', '_' and '-' starting with a "
+            f"letter or digit (it names the export's folder and files). Received: {name!r}"
+        )
+    return name
+
+
+def _inside(out: str, path: str) -> str:
+    """`path`, after checking that it resolves inside `out`."""
+    root = os.path.realpath(out)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        raise ValueError(f"{path!r} resolves outside --out {out!r}; nothing was written.")
+    return path
+
+
+def _made_folders(folder: str) -> list[str]:
+    """Creates `folder` and its missing parents; returns those created, deepest first."""
+    created = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    return created
+
+
+def _command(args: argparse.Namespace) -> dict:
+    """What this call is, stored in its journal: its arguments and the model file's identity."""
+    values = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in sorted(vars(args).items())
+        if isinstance(value, (str, int, float, bool, tuple, list, type(None)))
+    }
+    model_file = RunFolder(args.model).model if os.path.isdir(args.model) else args.model
+    if model_file.endswith(".keras") and os.path.isfile(model_file):
+        stat = os.stat(model_file)
+        values["model_file"] = [os.path.abspath(model_file), stat.st_size, stat.st_mtime_ns]
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `keras-fourier export`: the SavedModel and TFLite files of one model.
+
+    Args:
+        args: arguments parsed by a parser set up with :func:`add_arguments`.
+
+    Returns:
+        0 on success; 2 (after printing the message, with nothing written)
+        on a bad argument or missing prerequisite, such as an existing
+        version without ``--overwrite``, ``--quantize int8`` without
+        ``--data``, or a read-only ``--out``.
+
+    Example:
+        >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
+        0
+    """
+    created: list[str] = []
+    try:
+        command = _command(args)
+        if os.path.isdir(args.out) and any(
+            journal.get("command") == command for journal in recover(args.out)
+        ):
+            name = args.name or load_model(args).name
+            print(f"Completed the interrupted export of {name!r} into {args.out!r}.")
+            return _print_serving_config(args, name)
+        model = load_model(args)
+        name = check_name(args.name or model.name, "--name" if args.name else "the model's name")
+        base = _inside(args.out, os.path.join(args.out, name))
+        recover(base)
+        _check(args, model, name)
+        validation_data = calibration = None
+        if "tflite" in args.format:
+            validation_data = _image_batches(args, model, args.data_split)
+            if "int8" in args.quantize:
+                calibration = _image_batches(args, model, "train")
+                if next(iter(calibration), None) is None:
+                    raise ValueError(f"--data {args.data!r} has no calibration images.")
+        created = _made_folders(args.out)
+        with Transaction(args.out) as staging:
+            moves = []
+            for kind, quantization, path in _outputs(args, name):
+                staged = os.path.join(staging.path, os.path.basename(path))
+                if kind == "saved_model":
+                    report = export.saved_model(
+                        model,
+                        os.path.join(staging.path, "saved_model"),
+                        args.version,
+                        output=args.output,
+                        crop_pct=args.crop_pct,
+                        max_pixels=args.max_pixels,
+                        verbose=False,
+                    )
+                    staged = report.path
+                elif kind == "tflite":
+                    export.tflite(
+                        model,
+                        staged,
+                        quantization,
+                        representative_dataset=calibration if quantization == "int8" else None,
+                        validation_data=validation_data,
+                        output=args.output,
+                        verify=args.verify,
+                    )
+                else:
+                    export.onnx(
+                        model,
+                        staged,
+                        output=args.output,
+                        validation_data=_image_batches(args, model, args.data_split),
+                    )
+                moves.append((os.path.relpath(staged, staging.path), path))
+            if "saved_model" in args.format and not os.path.isdir(base):
+                os.mkdir(base)
+                created.insert(0, os.path.abspath(base))
+            staging.commit(
+                [(relative, _inside(args.out, final)) for relative, final in moves],
+                overwrite=args.overwrite,
+                command=command,
+            )
+        created = []
+        for _, final in moves:
+            print(f"Placed {final}")
+        if "saved_model" in args.format:
+            print(report.signatures)
+            for signature, diff in report.max_abs_diff.items():
+                print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+    except (ValueError, ImportError, OSError) as error:
+        # The library's message names its keyword; the command's is a flag.
+        message = str(error).replace("pass overwrite=True", "pass --overwrite")
+        if isinstance(error, OSError) and not isinstance(error, ImportError):
+            message = f"{error.strerror or error}: {error.filename or args.out}"
+        print(f"keras-fourier export: error: {message}", file=sys.stderr)
+        return 2 if isinstance(error, (ValueError, ImportError)) else 1
+    finally:
+        for folder in created:  # what this call created, only if still empty
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+    if "saved_model" in args.format:
+        return _print_serving_config(args, name)
+    return 0
+
+
+def _print_serving_config(args: argparse.Namespace, name: str) -> int:
+    """Merges this model into OUT/models.config and says how to serve it; the exit status."""
+    out = args.out
+    try:
+        with locked(out):
+            path, names = merge_models_config(out, name)
+    except (ValueError, OSError) as error:
+        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"TF Serving: {path} lists {', '.join(names)}; model {name!r} is served from "
+        f"{CONTAINER_ROOT}/{name} with the export folder mounted at {CONTAINER_ROOT}:\n"
+        f"  docker run --rm -p 8500:8500 -p 8501:8501 --mount type=bind,"
+        f'source="{os.path.abspath(out)}",target={CONTAINER_ROOT} tensorflow/serving '
+        f"--model_config_file={CONTAINER_ROOT}/models.config\n"
+        f"  curl http://localhost:8501/v1/models/{name}   # ready when its state is AVAILABLE"
+    )
+    return 0

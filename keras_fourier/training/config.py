@@ -1,0 +1,292 @@
+"""`TrainConfig`: every setting of a training run, and their validation in one place.
+
+The settings that apply to one task only (image size and augmentation for
+images, sequence length and example counts for ListOps) are declared by
+their task (:mod:`keras_fourier.training.tasks`), which also checks them
+and resolves them into the run's identity (``run.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from keras_fourier.data import AugmentConfig
+from keras_fourier.data.checks import BAD_IMAGE_MODES
+from keras_fourier.models.catalog import (
+    ARCHITECTURE_OPTIONS,
+    VISION_PRESETS,
+    canonical_name,
+    check_architecture,
+    vision_stride,
+)
+from keras_fourier.training.recipe import check_precision
+from keras_fourier.training.rundir import normalize
+from keras_fourier.training.strategy import check_strategy_name
+from keras_fourier.training.tasks import TASKS, Task, task_for_model
+from keras_fourier.validation import check_bool, check_choice, check_number, check_positive_int
+
+# Settings that do not change what a run computes: they may differ when resuming.
+NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything `train` needs; the defaults are the README's main job.
+
+    The defaults train `gfnet_tiny` on the embedded digits (16x16) with the
+    papers' recipe: AdamW (weight decay 0.05, not on norms, biases, position
+    embeddings and Fourier filters), linear warmup then cosine decay, global
+    gradient clipping 1.0, label smoothing 0.1.
+
+    Attributes:
+        model: a name from `keras_fourier.training.model_names()`. Default
+            "gfnet_tiny".
+        data: an image source of `keras_fourier.data.load_image_dataset`
+            ("digits", "tfds:<name>", "dir:<path>") or, for FNet models,
+            "listops". Default "digits".
+        out: output directory. Default "runs/default".
+        epochs: training epochs. Default 20.
+        batch_size: *global* batch size, split across replicas and workers.
+            Default 64.
+        image_size: image height and width. Default None: for "digits" the
+            smallest multiple of the model's stride >= 16, else 32 for presets
+            and 224 for the named models.
+        learning_rate: peak learning rate. Default 3e-3.
+        min_learning_rate: final learning rate of the cosine decay. Default 1e-5.
+        warmup_epochs: epochs of linear warmup (fractions allowed). Default 2.
+        weight_decay: AdamW weight decay. Default 0.05.
+        clipnorm: global gradient norm clip, None for none. Default 1.0.
+        label_smoothing: label smoothing of the cross-entropy. Default 0.1.
+        drop_path_rate: stochastic depth rate. Default None: the model's.
+        augment: training augmentation of image data, e.g. `AugmentConfig()`
+            (DeiT). Default None: none.
+        strategy: a name of `keras_fourier.training.STRATEGIES`. Default "auto".
+        mixed_precision: "float32", "mixed_float16" (with dynamic loss
+            scaling) or "mixed_bfloat16". Default "float32".
+        jit_compile: XLA-compile the train step: True, False or "auto" (XLA
+            when an accelerator is present). Default "auto".
+        use_ema: keep an EMA of the weights, used for validation and as the
+            final weights. Default False.
+        ema_momentum: EMA momentum. Default 0.99.
+        steps_per_epoch: steps per epoch, drawn from the repeated training
+            data. Default None: one pass over the data per epoch.
+        eval_split: the test split of image data, evaluated once at the end
+            on the model selected on the validation split. Default "test".
+        validation_split: the image split evaluated after every epoch to
+            select ``best.keras``. Default None: see
+            `keras_fourier.data.training_splits` ("validation", held out of
+            the training images when the source has none).
+        data_dir: TFDS data directory. Default None.
+        sequence_length: ListOps sequence length (FNet models). Default 128.
+        train_examples: ListOps training examples. Default 4000.
+        eval_examples: ListOps held-out examples. Default 500.
+        mixer, ffn, depths, dims, patch_size: `build_model` overrides of a
+            vision preset. Default None: the preset's.
+        seed: random seed of weights, data order and augmentation. Default 0.
+        deterministic: reproducible image pipelines (same order and
+            augmentation every run, slower with augmentation). Default False.
+        on_bad_image: a corrupt image file of "dir:" data: "error" (named)
+            or "skip" (counted and left out). Default "error".
+        tensorboard: write TensorBoard logs. Default True.
+        verbose: `fit` verbosity: 0 silent, 1 progress bars, 2 one line per
+            epoch, "auto" 1 on a terminal and 2 otherwise. Any but 0 also
+            prints a header (model, parameters, data splits, output folder).
+            Default "auto".
+
+    Example:
+        >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
+        >>> config.batch_size
+        64
+    """
+
+    model: str = "gfnet_tiny"
+    data: str = "digits"
+    out: str = "runs/default"
+    epochs: int = 20
+    batch_size: int = 64
+    image_size: int | None = None
+    learning_rate: float = 3e-3
+    min_learning_rate: float = 1e-5
+    warmup_epochs: float = 2
+    weight_decay: float = 0.05
+    clipnorm: float | None = 1.0
+    label_smoothing: float = 0.1
+    drop_path_rate: float | None = None
+    augment: AugmentConfig | None = None
+    strategy: str = "auto"
+    mixed_precision: str = "float32"
+    jit_compile: bool | str = "auto"
+    use_ema: bool = False
+    ema_momentum: float = 0.99
+    steps_per_epoch: int | None = None
+    eval_split: str = "test"
+    validation_split: str | None = None
+    data_dir: str | None = None
+    sequence_length: int = 128
+    train_examples: int = 4000
+    eval_examples: int = 500
+    mixer: str | None = None
+    ffn: str | None = None
+    depths: int | tuple[int, ...] | None = None
+    dims: int | tuple[int, ...] | None = None
+    patch_size: int | None = None
+    seed: int = 0
+    deterministic: bool = False
+    on_bad_image: str = "error"
+    tensorboard: bool = True
+    verbose: str | int = "auto"
+
+    @property
+    def task(self) -> Task:
+        """The model's task (`keras_fourier.training.tasks`): image or text classification.
+
+        Raises:
+            ValueError: an unknown model name.
+        """
+        return task_for_model(self.model)
+
+    @property
+    def architecture(self) -> dict[str, Any]:
+        """The `build_model` overrides that are set.
+
+        Returns:
+            {option: value} for the non-None fields among "mixer", "ffn",
+            "depths", "dims" and "patch_size".
+
+        Example:
+            >>> TrainConfig(dims=32).architecture
+            {'dims': 32}
+        """
+        return {
+            key: getattr(self, key)
+            for key in ARCHITECTURE_OPTIONS
+            if getattr(self, key) is not None
+        }
+
+    def validate(self, names: Mapping[str, str] | None = None) -> None:
+        """Checks every setting before anything is built or written.
+
+        Args:
+            names: {field: name} used in the messages instead of the field
+                names, e.g. the command-line flags. Default None.
+
+        Raises:
+            ValueError: naming the setting and the value, for an unknown
+                model, strategy or mixed-precision policy, data that does not
+                suit the model, architecture options of a non-preset model,
+                an image size that is not a multiple of the model's stride,
+                or a hyper-parameter out of range (learning rates finite and
+                > 0, label smoothing and drop path in [0, 1), EMA momentum
+                in (0, 1), counts positive, ...).
+
+        Example:
+            >>> TrainConfig(learning_rate=float("nan")).validate()
+            Traceback (most recent call last):
+            ValueError: `learning_rate` must be a finite number > 0. Received: learning_rate=nan
+        """
+        names = dict(names or {})
+
+        def name(field: str) -> str:
+            return names.get(field, field)
+
+        task = self.task
+        check_strategy_name(self.strategy)
+        check_precision(self.mixed_precision)
+        if not task.accepts(self.data):
+            raise ValueError(
+                f"Model {self.model!r} is a {task.modality} model but data {self.data!r} is not "
+                f"one of its sources ({task.sources})."
+            )
+        check_architecture(self.model, self.architecture)
+        for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
+            check_positive_int(name(field), getattr(self, field))
+        check_positive_int(name("eval_examples"), self.eval_examples)
+        for field in ("steps_per_epoch", "image_size", "patch_size"):
+            if getattr(self, field) is not None:
+                check_positive_int(name(field), getattr(self, field))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            seed = name("seed")
+            raise ValueError(f"`{seed}` must be a non-negative int. Received: {seed}={self.seed!r}")
+        check_number(name("learning_rate"), self.learning_rate, low=0, low_open=True)
+        check_number(
+            name("min_learning_rate"), self.min_learning_rate, low=0, high=self.learning_rate
+        )
+        check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
+        check_number(name("weight_decay"), self.weight_decay, low=0)
+        if self.clipnorm is not None:
+            check_number(name("clipnorm"), self.clipnorm, low=0, low_open=True)
+        check_number(name("label_smoothing"), self.label_smoothing, low=0, high=1, high_open=True)
+        if self.drop_path_rate is not None:
+            check_number(name("drop_path_rate"), self.drop_path_rate, low=0, high=1, high_open=True)
+        check_number(
+            name("ema_momentum"), self.ema_momentum, low=0, high=1, low_open=True, high_open=True
+        )
+        for field in ("use_ema", "deterministic", "tensorboard"):
+            check_bool(name(field), getattr(self, field))
+        check_choice(name("jit_compile"), self.jit_compile, (True, False, "auto"))
+        check_choice(name("on_bad_image"), self.on_bad_image, BAD_IMAGE_MODES)
+        check_choice(name("verbose"), self.verbose, ("auto", 0, 1, 2))
+        if self.augment is not None and not isinstance(self.augment, AugmentConfig):
+            raise ValueError(
+                f"`{name('augment')}` must be None or an AugmentConfig. "
+                f"Received: {name('augment')}={self.augment!r}"
+            )
+        if not isinstance(self.eval_split, str) or not self.eval_split:
+            raise ValueError(
+                f"`{name('eval_split')}` must be a split name. "
+                f"Received: {name('eval_split')}={self.eval_split!r}"
+            )
+        if self.validation_split is not None and (
+            not isinstance(self.validation_split, str) or not self.validation_split
+        ):
+            raise ValueError(
+                f"`{name('validation_split')}` must be None or a split name. "
+                f"Received: {name('validation_split')}={self.validation_split!r}"
+            )
+        task.check(self, name)
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that define what the run computes, as recorded in ``run.json``.
+
+        Returns:
+            Every field but those of `NOT_IDENTITY` and those of other tasks
+            than the model's (see `keras_fourier.training.tasks`), resolved by
+            its task (e.g. the image size of vision models, `augment` as a
+            dict), as JSON values.
+
+        Example:
+            >>> TrainConfig().identity()["image_size"]
+            16
+        """
+        task = self.task
+        skipped = {*NOT_IDENTITY} | {
+            field for other in TASKS if other is not task for field in other.fields
+        }
+        values = {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name not in skipped
+        }
+        return normalize(task.identity(self, values))
+
+    def resolved_image_size(self) -> int:
+        """`image_size`, or its default for the model and data.
+
+        Returns:
+            The image size: `image_size` if set, else the smallest multiple
+            of the model's stride that is at least 16 for "digits" (8x8
+            images), 32 for presets and 224 for the named models.
+
+        Example:
+            >>> TrainConfig(model="gfnet_h_ti").resolved_image_size()
+            32
+        """
+        if self.image_size is not None:
+            return self.image_size
+        stride = vision_stride(self.model, **self.architecture)
+        preset = canonical_name(self.model) in VISION_PRESETS
+        base = 16 if self.data == "digits" else 32 if preset else 224
+        return stride * math.ceil(base / stride)
