@@ -5,7 +5,7 @@ official PyTorch checkpoint (`.pth`/`.pt`, read without PyTorch by
 :mod:`keras_fourier.models.pth` and converted by
 :mod:`keras_fourier.models.checkpoints`), or "imagenet": the official ImageNet
 checkpoint of the variant, downloaded once into the Keras cache
-(``~/.keras/keras_fourier``, whole or not at all, see
+(``$KERAS_HOME/keras_fourier``, or ``$KERAS_FOURIER_MIRROR``; whole or not at all, see
 :func:`keras_fourier.models.download.download`) and converted once to a
 `.weights.h5` file next to it. A file that does not match the architecture raises ValueError and
 leaves the model's weights exactly as they were.
