@@ -724,3 +724,60 @@ def test_each_family_owns_its_release_rows():
         (224, 0.875, 21841, None),
         (384, 1.0, 21841, None),
     ]
+
+
+# ------------------------------------------------- the package's own files at another input size
+
+
+def _by_path(model):
+    return {v.path: to_numpy(v) for v in model.weights}
+
+
+@pytest.mark.parametrize("suffix", [".weights.h5", ".keras"])
+def test_own_gfnet_file_loads_at_another_input_size(tmp_path, suffix):
+    options = {"depths": 2, "dims": 16, "patch_size": 4, "classes": 3}
+    source = build_model(input_shape=(32, 32, 3), name="saved", **options)  # 8x8 tokens
+    path = tmp_path / f"saved{suffix}"
+    source.save_weights(path) if suffix == ".weights.h5" else source.save(path)
+    model = build_model(weights=os.fspath(path), input_shape=(48, 40, 3), **options)  # 12x10
+    saved, loaded = _by_path(source), _by_path(model)
+    for index in (0, 1):
+        key = f"stage0_block{index}_mixer/complex_weight"
+        expected = reference_resize(saved[key], (12, 6), (0, 1), "bicubic", align_corners=True)
+        np.testing.assert_allclose(loaded[key], expected, rtol=1e-5, atol=1e-6)
+    expected = reference_resize(
+        saved["pos_embed/pos_embed"], (12, 10), (1, 2), "bicubic", align_corners=False
+    )
+    np.testing.assert_allclose(loaded["pos_embed/pos_embed"], expected, rtol=1e-5, atol=1e-6)
+    resized = {"pos_embed/pos_embed", *(f"stage0_block{i}_mixer/complex_weight" for i in (0, 1))}
+    for key in saved.keys() - resized:
+        np.testing.assert_array_equal(loaded[key], saved[key], err_msg=key)
+    # Back at the saved size, nothing is resized.
+    again = build_model(weights=os.fspath(path), input_shape=(32, 32, 3), **options)
+    for key, value in _by_path(again).items():
+        np.testing.assert_array_equal(value, saved[key], err_msg=key)
+
+
+@pytest.mark.parametrize("suffix", [".weights.h5", ".keras"])
+def test_own_hornet_gf_file_loads_at_another_input_size(tmp_path, suffix):
+    options = {"depths": (1, 1, 1), "dims": (8, 16, 32), "patch_size": 2, "classes": 3}
+    source = build_model("gnconv_gf", input_shape=(16, 16, 3), **options)
+    path = tmp_path / f"saved{suffix}"
+    source.save_weights(path) if suffix == ".weights.h5" else source.save(path)
+    model = build_model("gnconv_gf", weights=os.fspath(path), input_shape=(32, 24, 3), **options)
+    saved, loaded = _by_path(source), _by_path(model)
+    for stage, size in ((0, (16, 7)), (1, (8, 4)), (2, (4, 2))):
+        key = f"stage{stage}_block0_mixer/dwconv/complex_weight"
+        expected = reference_resize(saved[key], size, (1, 2), "bilinear", align_corners=True)
+        np.testing.assert_allclose(loaded[key], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_own_file_of_other_widths_is_still_refused(tmp_path):
+    source = build_model(depths=2, dims=16, patch_size=4, input_shape=(32, 32, 3), classes=3)
+    path = os.fspath(tmp_path / "narrow.weights.h5")
+    source.save_weights(path)
+    wider = build_model(depths=2, dims=24, patch_size=4, input_shape=(48, 48, 3), classes=3)
+    before = snapshot(wider)
+    with pytest.raises(ValueError, match=r"the file holds \d+ tensors, the model \d+|cannot give"):
+        load_variant_weights("wider", wider, path)
+    assert_same_weights(wider, before)
