@@ -372,12 +372,13 @@ _MODULE_COMMANDS = (
     _ModuleCommand(
         "predict",
         "keras_fourier.imagenet.predict",
-        help="print the top ImageNet classes of images, with probabilities",
+        help="print the top classes of images, with probabilities",
         description=(
-            "Print the top ImageNet-1k classes of each IMAGE with their probabilities. Images "
-            "are resized (bicubic) and centre-cropped as the official release was evaluated. "
-            "MODEL is a 1000-class .keras file or a builder name built with --weights "
-            "(default 'imagenet') and --image-size."
+            "Print the top classes of each IMAGE with their probabilities. MODEL is the run "
+            "folder that train printed or a .keras file (a trained model knows its class names "
+            "and is fed images as its run evaluated them), or a builder name built with "
+            "--weights (default 'imagenet') and --image-size: ImageNet-1k classes, images "
+            "resized (bicubic) and centre-cropped as the official release was evaluated."
         ),
         show_defaults=False,
     ),
