@@ -1,0 +1,34 @@
+"""Smaller first-hour paths of a user, run as the user runs them."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_rest_client_says_in_one_line_that_no_server_answers(tmp_path):
+    image = tmp_path / "digit.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")  # only sent, never decoded by the client
+    server = f"http://127.0.0.1:{_free_port()}"
+    client = os.fspath(ROOT / "export" / "rest_client.py")
+    completed = subprocess.run(
+        [sys.executable, client, str(image), "--model", "gfnet_tiny", "--server", server],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 1
+    (line,) = completed.stderr.splitlines()
+    assert line.startswith(
+        f"rest_client: error: no answer from {server}/v1/models/gfnet_tiny:predict ("
+    )
+    assert "is TF Serving running there?" in line
