@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from keras_fourier import _startup
-from keras_fourier.data import AugmentConfig
+from keras_fourier.data import AugmentConfig, count_examples
 from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
     PRECISIONS,
@@ -266,6 +266,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         eval_examples=args.eval_examples,
     )
+    count = count_examples(args.data, args.split, args.data_dir) if args.data != "listops" else None
+    size = "" if count is None else f", {count:,} examples"
+    print(f"scored {model_file} on data {args.data!r}, split {args.split!r}{size}:")
     print(_metrics_line(metrics))
     return 0
 
