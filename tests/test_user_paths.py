@@ -32,3 +32,22 @@ def test_rest_client_says_in_one_line_that_no_server_answers(tmp_path):
         f"rest_client: error: no answer from {server}/v1/models/gfnet_tiny:predict ("
     )
     assert "is TF Serving running there?" in line
+
+
+def test_bench_of_a_preset_name_measures_the_model_that_train_builds(tmp_path):
+    import csv
+
+    from keras_fourier.bench import named_model_size
+    from keras_fourier.cli import main
+    from keras_fourier.flop_count import flops
+    from keras_fourier.training import create_model
+
+    out = tmp_path / "bench"
+    argv = ["bench", "gfnet_tiny", "--batch-size", "2", "--repeats", "1", "--no-train"]
+    assert main([*argv, "--out", os.fspath(out)]) == 0
+    with open(out / "bench.csv") as file:
+        (row,) = list(csv.DictReader(file))
+    trained = create_model("gfnet_tiny", num_classes=10, image_size=16)  # train's defaults
+    assert float(row["gflops"]) == round(flops(trained) / 1e9, 4)
+    assert named_model_size("gfnet_tiny") == (16, 10)
+    assert named_model_size("gfnet_ti") == (224, 1000)
