@@ -1,10 +1,14 @@
 """Smaller first-hour paths of a user, run as the user runs them."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).parents[1]
 
@@ -51,3 +55,21 @@ def test_bench_of_a_preset_name_measures_the_model_that_train_builds(tmp_path):
     assert float(row["gflops"]) == round(flops(trained) / 1e9, 4)
     assert named_model_size("gfnet_tiny") == (16, 10)
     assert named_model_size("gfnet_ti") == (224, 1000)
+
+
+def test_readme_test_command_installs_cpu_torch_first_and_ci_runs_it_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    test_command = re.search(r"```bash\n(.*?)```", readme, re.DOTALL)[1].splitlines()[1]
+    steps = test_command.split(" && ")
+    assert steps[0].startswith('pip install "torch==') and steps[0].endswith(
+        " --index-url https://download.pytorch.org/whl/cpu"
+    )
+    assert steps[1] == 'pip install -e ".[test]"'
+    # The pinned CPU build meets the test extra's torch requirement: pip keeps it.
+    pinned = re.search(r'"torch==([\d.]+)"', steps[0])[1]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (torch,) = [
+        r for r in map(Requirement, extras["optional-dependencies"]["test"]) if r.name == "torch"
+    ]
+    assert torch.specifier.contains(pinned)
+    assert test_command + " \\" in (ROOT / ".ci" / "run").read_text().splitlines()
