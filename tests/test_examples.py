@@ -64,7 +64,8 @@ def test_notebook_runs_with_nbconvert_as_is(tmp_path):
     output_dir = tmp_path / arguments[arguments.index("--output-dir") + 1]
     _run([sys.executable, "-m", "jupyter", *arguments], tmp_path)
     assert not (tmp_path / "train_and_finetune.nbconvert.ipynb").exists()
-    executed = json.loads((output_dir / "train_and_finetune.nbconvert.ipynb").read_text())
+    (written,) = output_dir.glob("*.ipynb")
+    executed = json.loads(written.read_text())
     outputs = [output for cell in executed["cells"] for output in cell.get("outputs", [])]
     assert not [output for output in outputs if output["output_type"] == "error"]
     text = "".join("".join(output.get("text", "")) for output in outputs)
