@@ -208,6 +208,32 @@ def machine() -> dict[str, Any]:
 # ----------------------------------------------------------------------------- models
 
 
+def named_model_size(name: str) -> tuple[int, int]:
+    """The input size and classes a model name is benchmarked at, unless given.
+
+    Args:
+        name: a name of `keras_fourier.training.model_names()` (or a file).
+
+    Returns:
+        (image size, classes): for the small vision presets, the model that
+        ``keras-fourier train --model NAME`` trains (on the digits: 16 pixels
+        for gfnet_tiny, 10 classes); for every other name, 224 and 1000
+        (ImageNet, as the papers measure).
+
+    Example:
+        >>> named_model_size("gfnet_tiny"), named_model_size("gfnet_ti")
+        ((16, 10), (224, 1000))
+    """
+    from keras_fourier.data import get_num_classes
+    from keras_fourier.training import TrainConfig
+    from keras_fourier.training.catalog import VISION_PRESETS
+
+    if name in VISION_PRESETS:
+        config = TrainConfig(model=name)
+        return config.resolved_image_size(), get_num_classes(config.data)
+    return 224, 1000
+
+
 def with_fft_impl(model, fft_impl: str):
     """A copy of `model` whose Fourier layers use `fft_impl`, same weights."""
 
@@ -309,12 +335,15 @@ def benchmark_tflite(
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
+    from keras_fourier._startup import native_output_filtered
+
     def timed(batch: int) -> tuple[float, float | None, str]:
         with PeakMemory() as memory:
             interpreter = Interpreter(model_path=path, num_threads=threads or os.cpu_count())
             detail = interpreter.get_input_details()[0]
             interpreter.resize_tensor_input(detail["index"], [batch, *detail["shape"][1:]])
-            interpreter.allocate_tensors()
+            with native_output_filtered():  # LiteRT's XNNPACK delegate line
+                interpreter.allocate_tensors()
             detail = interpreter.get_input_details()[0]
             rng = np.random.default_rng(0)
             data = (255 * rng.random(detail["shape"])).astype(detail["dtype"])
@@ -555,8 +584,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="inputs per timed call; default 16 for a model, 1 for --scaling",
     )
-    add("--image-size", type=int, default=224, help="input size of named models")
-    add("--classes", type=int, default=1000, help="classes of named models")
+    add(
+        "--image-size",
+        type=int,
+        default=None,
+        help="input size of named models; default: what train builds for the small presets "
+        "(16 for gfnet_tiny on the digits), 224 for the papers' models",
+    )
+    add(
+        "--classes",
+        type=int,
+        default=None,
+        help="classes of named models; default: the digits' 10 for the small presets, else 1000",
+    )
     add("--precision", choices=PRECISIONS, default="float32", help="Keras dtype policy")
     add(
         "--fft-impl",
@@ -600,7 +640,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.batch_size is None:
         args.batch_size = 1 if args.scaling else 16
     for name in ("batch_size", "image_size", "classes", "repeats", "width"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={getattr(args, name)!r}")
     for name in ("grids", "sequences"):
@@ -665,8 +705,11 @@ def run(args: argparse.Namespace) -> int:
         from keras_fourier.flop_count import flops, load_model
 
         rate = matmul_rate()
+        image_size, classes = named_model_size(args.model)
+        image_size = args.image_size or image_size
+        classes = args.classes or classes
         for impl in args.fft_impl:
-            model = load_model(args.model, args.image_size, args.classes)
+            model = load_model(args.model, image_size, classes)
             if impl != "auto":
                 model = with_fft_impl(model, impl)
             count = flops(model)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from keras_fourier import _startup
-from keras_fourier.data import AugmentConfig
+from keras_fourier.data import AugmentConfig, count_examples
 from keras_fourier.models.vision import FFNS, MIXERS
 from keras_fourier.training import (
     PRECISIONS,
@@ -288,6 +288,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     except NonFiniteLossError as error:
         print(f"keras-fourier evaluate: error: {error}", file=sys.stderr)
         return 1
+    count = count_examples(args.data, args.split, args.data_dir) if args.data != "listops" else None
+    size = "" if count is None else f", {count:,} examples"
+    print(f"scored {model_file} on data {args.data!r}, split {args.split!r}{size}:")
     print(_metrics_line(metrics))
     return 0
 
@@ -394,12 +397,13 @@ _MODULE_COMMANDS = (
     _ModuleCommand(
         "predict",
         "keras_fourier.imagenet.predict",
-        help="print the top ImageNet classes of images, with probabilities",
+        help="print the top classes of images, with probabilities",
         description=(
-            "Print the top ImageNet-1k classes of each IMAGE with their probabilities. Images "
-            "are resized (bicubic) and centre-cropped as the official release was evaluated. "
-            "MODEL is a 1000-class .keras file or a builder name built with --weights "
-            "(default 'imagenet') and --image-size."
+            "Print the top classes of each IMAGE with their probabilities. MODEL is the run "
+            "folder that train printed or a .keras file (a trained model knows its class names "
+            "and is fed images as its run evaluated them), or a builder name built with "
+            "--weights (default 'imagenet') and --image-size: ImageNet-1k classes, images "
+            "resized (bicubic) and centre-cropped as the official release was evaluated."
         ),
         show_defaults=False,
     ),

@@ -56,6 +56,7 @@ from keras_fourier.data import (
     AugmentConfig,
     WordTokenizer,
     count_examples,
+    get_class_names,
     get_num_classes,
     listops_eval_dataset,
     listops_train_dataset,
@@ -124,6 +125,11 @@ IMAGE_ONLY = (
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
 HISTORY_FILE = "history.csv"
+# Keys of the record inside model.keras (`save_model`) that label its outputs for `predict`.
+CLASS_NAMES_KEY = "class_names"
+CROP_PCT_KEY = "eval_crop_pct"
+# The centre crop of every evaluation pipeline of a run (load_image_dataset's default).
+EVAL_CROP_PCT = 0.875
 
 
 @dataclasses.dataclass
@@ -641,6 +647,21 @@ def evaluate(
     return metrics
 
 
+def _labels(config: TrainConfig) -> dict[str, Any]:
+    """What `keras-fourier predict` needs to label the run's images, stored in model.keras.
+
+    The class names of the data ("0"-"9", folder names, TFDS label names)
+    and the centre-crop fraction of the run's evaluation pipelines
+    (`load_image_dataset`'s default); none for text models.
+    """
+    if is_text_model(config.model):
+        return {}
+    return {
+        CLASS_NAMES_KEY: get_class_names(config.data, data_dir=config.data_dir),
+        CROP_PCT_KEY: EVAL_CROP_PCT,
+    }
+
+
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
     if is_text_model(config.model):
         inputs = {
@@ -925,7 +946,9 @@ def _fit(
     best_path = os.path.join(out, BEST_FILE)
     selected = load_keras_file(best_path, compile=False)
     model_path = os.path.join(out, MODEL_FILE)
-    save_model(selected, model_path, read_checkpoint_record(best_path) or {})
+    save_model(
+        selected, model_path, {**(read_checkpoint_record(best_path) or {}), **_labels(config)}
+    )
     with strategy.scope():
         selected = load_keras_file(model_path, compile=False)
         metrics = evaluate(
