@@ -21,7 +21,8 @@ on a 2-core machine; the test suite runs this very command)::
 
     python examples/multi_worker.py --num-workers 2 -- --epochs 2 --out runs/multi_worker
 
-Each worker prints its header, one line per epoch and ``test_accuracy=`` last.
+Each worker prints its header, one line per epoch and ``test_accuracy=`` last; every
+line (stdout and stderr) comes prefixed with its worker, ``[worker 0] ...``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from typing import TextIO
 
 
 def free_ports(count: int) -> list[int]:
@@ -93,12 +96,43 @@ def launch(num_workers: int, train_args: Sequence[str]) -> int:
     command = [sys.executable, "-m", "keras_fourier.cli", "train", "--strategy", "multi_worker"]
     processes = [
         subprocess.Popen(
-            [*command, *train_args], env={**os.environ, "TF_CONFIG": tf_config(workers, index)}
+            [*command, *train_args],
+            env={**os.environ, "TF_CONFIG": tf_config(workers, index)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
         )
         for index in range(num_workers)
     ]
+    lock = threading.Lock()
+    relays = [
+        threading.Thread(target=relay, args=(process.stdout, f"[worker {index}] ", lock))
+        for index, process in enumerate(processes)
+    ]
+    for thread in relays:
+        thread.start()
     statuses = [process.wait() for process in processes]
+    for thread in relays:
+        thread.join()
     return next((status for status in statuses if status), 0)
+
+
+def relay(stream: TextIO, prefix: str, lock: threading.Lock) -> None:
+    """Prints every line of a worker's output (stdout and stderr) with the worker's prefix.
+
+    Args:
+        stream: the worker's output, as text.
+        prefix: put before each line, e.g. "[worker 1] ".
+        lock: shared by the relays, so that lines of different workers never mix.
+
+    Example:
+        >>> relay(io.StringIO("epoch 1\n"), "[worker 0] ", threading.Lock())
+        [worker 0] epoch 1
+    """
+    for line in stream:
+        with lock:
+            print(prefix + line.rstrip("\n"), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

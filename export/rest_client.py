@@ -263,9 +263,9 @@ def predict(url: str, request: dict[str, Any], timeout: float = 60.0) -> dict[st
         The response, e.g. ``{"predictions": [[0.01, ...], ...]}``.
 
     Raises:
-        ServingError: when TF Serving answers with an error status; the
-            message holds the status and TF Serving's error text.
-        urllib.error.URLError: if the server cannot be reached.
+        ServingError: when TF Serving answers with an error status (the
+            message holds the status and TF Serving's error text), or when no
+            server answers.
 
     Example:
         >>> predict(predict_url("http://localhost:8501", "gfnet_ti"), request)["predictions"]
@@ -290,7 +290,8 @@ def get_json(request: urllib.request.Request | str, timeout: float = 60.0) -> di
         The decoded JSON.
 
     Raises:
-        ServingError: for an error status, with TF Serving's error text.
+        ServingError: for an error status, with TF Serving's error text, or
+            when no server answers (connection refused, unknown host, timeout).
 
     Example:
         >>> get_json("http://localhost:8501/v1/models/gfnet_ti")  # doctest: +SKIP
@@ -306,6 +307,13 @@ def get_json(request: urllib.request.Request | str, timeout: float = 60.0) -> di
         except (ValueError, KeyError, TypeError):
             text = body.strip() or "(no error text)"
         raise ServingError(f"TF Serving answered {error.code} {error.reason}: {text}") from None
+    except (urllib.error.URLError, OSError) as error:
+        url = request.full_url if isinstance(request, urllib.request.Request) else request
+        reason = getattr(error, "reason", error)
+        raise ServingError(
+            f"no answer from {url} ({reason}): is TF Serving running there? Start it as "
+            "export/README.md shows, or pass --server"
+        ) from None
 
 
 def top_k(scores: Sequence[float], k: int) -> list[tuple[int, float]]:

@@ -1,30 +1,41 @@
-"""Quiet start-up of the `keras-fourier` command: TensorFlow's C++ log lines are hidden.
+"""Quiet start-up: TensorFlow's C++ log lines are hidden, and a missing backend is named.
 
 TensorFlow prints about nine lines on stderr while it loads and looks for
 GPUs (absl's "All log messages before absl::InitializeLog() ..." block twice,
 "Could not find cuda drivers", CPU feature notes and, without a GPU,
 ``E0000 ... failed call to cuInit``). Most of them are written before
 TF_CPP_MIN_LOG_LEVEL is read, so setting it is not enough. `keras_fourier`
-imports this module before anything that loads TensorFlow; when the process
-is the `keras-fourier` command (the console script or ``python -m
-keras_fourier.cli``) it:
+imports this module before anything that loads TensorFlow; in the
+`keras-fourier` command (the console script or ``python -m
+keras_fourier.cli``), and in any program that imports `keras_fourier` under
+the TensorFlow backend (a script, a notebook), it:
 
 * sets TF_CPP_MIN_LOG_LEVEL=2 (C++ warnings and info hidden, errors shown);
 * loads TensorFlow and lists its devices with stderr sent to a temporary
   file, then writes back every captured line that is not a C++ log line
   (Python warnings and errors are kept).
 
-It does nothing when ``--tf-logs`` is on the command line, when the user
-set TF_CPP_MIN_LOG_LEVEL, or in any other program (library users see
-TensorFlow's logs as usual).
+It does nothing when the user set TF_CPP_MIN_LOG_LEVEL, when TensorFlow was
+already imported, or on the command line with ``--tf-logs``.
+:func:`native_output_filtered` does the same around later calls that print
+from C++ (LiteRT's "Created TensorFlow Lite XNNPACK delegate" line).
+
+Before that, a KERAS_BACKEND naming a backend that is not installed stops
+the program with one line naming the extra that installs it
+(:func:`missing_backend`): `ImportError` for ``import keras_fourier``, exit
+status 2 for the command.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import json
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 
 SHOW_LOGS_FLAG = "--tf-logs"
 COMMAND = "keras-fourier"
@@ -35,8 +46,11 @@ _LOG_LINE = re.compile(
     rb"^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ ]+:\d+\] "
     rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    rb"|To enable the following instructions: .* rebuild TensorFlow)"
+    rb"|To enable the following instructions: .* rebuild TensorFlow"
+    rb"|INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.)"
 )
+# The package of each Keras backend, and the extra of keras-fourier that installs it.
+BACKEND_PACKAGES = {"jax": ("jax", "jax"), "torch": ("torch", "torch")}
 
 
 def is_command_line() -> bool:
@@ -75,21 +89,74 @@ def tensorflow_log_line(line: bytes) -> bool:
     return bool(_LOG_LINE.match(line))
 
 
-def load_tensorflow_quietly() -> None:
-    """Loads TensorFlow and finds its devices with the C++ log lines dropped from stderr.
+def keras_backend() -> str:
+    """The Keras backend this process will use, read as Keras reads it, without importing Keras.
+
+    Returns:
+        KERAS_BACKEND, else the "backend" of ``$KERAS_HOME/keras.json``
+        (``~/.keras``), else "tensorflow".
 
     Example:
-        >>> load_tensorflow_quietly()  # doctest: +SKIP
+        >>> keras_backend()  # doctest: +SKIP
+        'tensorflow'
     """
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json")) as file:
+            backend = json.load(file).get("backend")
+    except (OSError, ValueError, AttributeError):
+        backend = None
+    return backend if isinstance(backend, str) and backend else "tensorflow"
+
+
+def missing_backend() -> str | None:
+    """A one-line message when KERAS_BACKEND names a backend that is not installed, else None.
+
+    Returns:
+        The message (naming the extra to install), or None.
+
+    Example:
+        >>> os.environ["KERAS_BACKEND"] = "jax"
+        >>> missing_backend()  # without JAX installed  # doctest: +SKIP
+        'KERAS_BACKEND=jax, but JAX is not installed: pip install "keras-fourier[jax]"'
+    """
+    backend = os.environ.get("KERAS_BACKEND", "")
+    if backend not in BACKEND_PACKAGES:
+        return None
+    package, extra = BACKEND_PACKAGES[backend]
+    if importlib.util.find_spec(package) is not None:
+        return None
+    name = {"jax": "JAX", "torch": "PyTorch"}[backend]
+    return (
+        f"KERAS_BACKEND={backend}, but {name} is not installed: "
+        f'pip install "keras-fourier[{extra}]" (or unset KERAS_BACKEND for TensorFlow)'
+    )
+
+
+@contextlib.contextmanager
+def native_output_filtered() -> Iterator[None]:
+    """Sends stderr (file descriptor 2) to a temporary file; writes back all but C++ log lines.
+
+    For calls into TensorFlow or LiteRT that print from C++; Python warnings
+    and errors written meanwhile are kept, in order. Nothing is filtered
+    when the user set TF_CPP_MIN_LOG_LEVEL or on the command line with
+    ``--tf-logs``.
+
+    Example:
+        >>> with native_output_filtered():
+        ...     interpreter = Interpreter(model_content=content)  # doctest: +SKIP
+    """
+    if not _quiet_wanted():
+        yield
+        return
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow as tf
-
-            tf.config.list_physical_devices()
+            yield
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
@@ -100,9 +167,40 @@ def load_tensorflow_quietly() -> None:
                 os.write(2, b"".join(kept))
 
 
-if (
-    is_command_line()
-    and SHOW_LOGS_FLAG not in sys.argv
-    and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
-):
-    load_tensorflow_quietly()
+def load_tensorflow_quietly() -> None:
+    """Loads TensorFlow and finds its devices with the C++ log lines dropped from stderr.
+
+    Example:
+        >>> load_tensorflow_quietly()  # doctest: +SKIP
+    """
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    os.environ[_SET_HERE] = "1"  # subprocesses filter too: the level is not the user's
+    with native_output_filtered():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+
+
+_SET_HERE = "KERAS_FOURIER_SET_TF_LOG_LEVEL"
+_USER_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL" in os.environ and os.environ.get(_SET_HERE) != "1"
+
+
+def _quiet_wanted() -> bool:
+    if _USER_LOG_LEVEL:
+        return False
+    return not (is_command_line() and SHOW_LOGS_FLAG in sys.argv)
+
+
+def _start() -> None:
+    message = missing_backend()
+    if message is not None:
+        if is_command_line():
+            print(f"{COMMAND}: error: {message}", file=sys.stderr)
+            raise SystemExit(2)
+        raise ImportError(message)
+    loads_tensorflow = is_command_line() or keras_backend() == "tensorflow"
+    if loads_tensorflow and _quiet_wanted() and "tensorflow" not in sys.modules:
+        load_tensorflow_quietly()
+
+
+_start()

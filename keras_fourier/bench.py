@@ -35,10 +35,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from keras_fourier._startup import native_output_filtered
+from keras_fourier.data import get_num_classes
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.flop_count import flops
 from keras_fourier.layers import Mlp
+from keras_fourier.models.catalog import VISION_PRESETS, canonical_name, is_model_name
 from keras_fourier.models.vision import FOURIER_MIXERS, MIXERS
+from keras_fourier.training.config import TrainConfig
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -209,6 +213,28 @@ def machine() -> dict[str, Any]:
 # ----------------------------------------------------------------------------- models
 
 
+def named_model_size(name: str) -> tuple[int, int]:
+    """The input size and classes a model name is benchmarked at, unless given.
+
+    Args:
+        name: a name of `keras_fourier.training.model_names()` (or a file).
+
+    Returns:
+        (image size, classes): for the small vision presets, the model that
+        ``keras-fourier train --model NAME`` trains (on the digits: 16 pixels
+        for gfnet_tiny, 10 classes); for every other name, 224 and 1000
+        (ImageNet, as the papers measure).
+
+    Example:
+        >>> named_model_size("gfnet_tiny"), named_model_size("gfnet_ti")
+        ((16, 10), (224, 1000))
+    """
+    if is_model_name(name) and canonical_name(name) in VISION_PRESETS:
+        config = TrainConfig(model=name)
+        return config.resolved_image_size(), get_num_classes(config.data)
+    return 224, 1000
+
+
 def _random_inputs(model, batch_size: int):
     import keras
     import numpy as np
@@ -300,7 +326,8 @@ def benchmark_tflite(
             interpreter = Interpreter(model_path=path, num_threads=threads or os.cpu_count())
             detail = interpreter.get_input_details()[0]
             interpreter.resize_tensor_input(detail["index"], [batch, *detail["shape"][1:]])
-            interpreter.allocate_tensors()
+            with native_output_filtered():  # LiteRT's XNNPACK delegate line
+                interpreter.allocate_tensors()
             detail = interpreter.get_input_details()[0]
             rng = np.random.default_rng(0)
             data = (255 * rng.random(detail["shape"])).astype(detail["dtype"])

@@ -7,6 +7,7 @@ and read by the package's own PyTorch-free reader.
 """
 
 import argparse
+import contextlib
 import io
 import os
 import subprocess
@@ -28,6 +29,7 @@ from keras_fourier.models.weights import (
     load_variant_weights,
 )
 from tests.harness import random_input, to_numpy
+from tests.release_server import serve
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -604,29 +606,20 @@ def test_imagenet_22k_checkpoints_need_include_top_false():
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """The download cache folder, moved under tmp_path."""
-    folder = tmp_path / "keras_fourier"
-    monkeypatch.setattr(download, "cache_dir", lambda: os.fspath(folder))
-    return folder
+    """The download cache folder: KERAS_HOME is a fresh folder under tmp_path."""
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
+    monkeypatch.delenv(download.MIRROR_VARIABLE, raising=False)
+    return tmp_path / "keras_home" / "keras_fourier"
 
 
-class _Response(io.BytesIO):
-    def __init__(self, content: bytes, announced: int):
-        super().__init__(content)
-        self.headers = {"Content-Length": str(announced)}
-
-
-def _serve(monkeypatch, tmp_path, checkpoint, calls, cut_at=None):
-    """Serves `checkpoint` (written by torch.save) at any URL; `cut_at` bytes truncate it."""
-    served = tmp_path / "served.pth"
-    torch.save(checkpoint, served)
-    content = served.read_bytes()
-
-    def urlopen(url, timeout):
-        calls.append(url)
-        return _Response(content[:cut_at], len(content))
-
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+@contextlib.contextmanager
+def _mirror(monkeypatch, checkpoint, cut_at=None):
+    """A release mirror on 127.0.0.1 serving `checkpoint` (torch.save) as gfnet-ti.pth."""
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    with serve({"gfnet-ti.pth": buffer.getvalue()}, cut_at=cut_at) as server:
+        monkeypatch.setenv(download.MIRROR_VARIABLE, server.url)
+        yield server
 
 
 def test_imagenet_failed_download_raises_and_writes_nothing(
@@ -651,9 +644,13 @@ def test_imagenet_failed_download_raises_and_writes_nothing(
 
 def test_imagenet_cut_off_download_keeps_nothing(small_gfnet, tmp_path, cache, monkeypatch):
     state = gfnet_state((256,), (12,), 16, 2)
-    _serve(monkeypatch, tmp_path, {"model": tensors(state)}, [], cut_at=1000)
     before = snapshot(small_gfnet)
-    with pytest.raises(ValueError, match=r"cut off at 1000 of \d+ bytes\); nothing was kept"):
+    with (
+        _mirror(monkeypatch, {"model": tensors(state)}, cut_at=1000),
+        pytest.raises(
+            ValueError, match=r"(cut off at 1000 of \d+ bytes|IncompleteRead).*; nothing"
+        ),
+    ):
         load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
     assert list(cache.iterdir()) == []
     assert_same_weights(small_gfnet, before)
@@ -661,19 +658,17 @@ def test_imagenet_cut_off_download_keeps_nothing(small_gfnet, tmp_path, cache, m
 
 def test_imagenet_downloads_and_converts_once(tmp_path, cache, monkeypatch):
     state = gfnet_state((256,), (12,), 16, 2)
-    calls = []
-    _serve(monkeypatch, tmp_path, {"model": tensors(state)}, calls)
-    model = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
-    assert calls == [GFNET_TI_URL]
+    with _mirror(monkeypatch, {"model": tensors(state)}) as server:
+        model = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+        assert server.requests == ["/gfnet-ti.pth"]
+        again = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+        assert server.requests == ["/gfnet-ti.pth"]  # cached: no second download
     converted = sorted(p.name for p in cache.glob("*.weights.h5"))
     assert len(converted) == 1 and converted[0].startswith("gfnet_ti_32x32_")
     assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
     expected = snapshot(model)
     assign_gfnet(model, state, (12,), hierarchical=False)
     assert_same_weights(model, expected)
-
-    again = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
-    assert calls == [GFNET_TI_URL]  # cached: no second download
     assert_same_weights(again, expected)
     assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
 
@@ -683,16 +678,18 @@ def test_imagenet_mismatching_download_writes_no_conversion(
 ):
     state = gfnet_state((256,), (12,), 16, 2)
     del state["pos_embed"]
-    _serve(monkeypatch, tmp_path, {"model": tensors(state)}, [])
     before = snapshot(small_gfnet)
-    with pytest.raises(ValueError, match=rf"{LEFT_UNCHANGED}.*missing keys \(1\): pos_embed"):
+    with (
+        _mirror(monkeypatch, {"model": tensors(state)}),
+        pytest.raises(ValueError, match=rf"{LEFT_UNCHANGED}.*missing keys \(1\): pos_embed"),
+    ):
         load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
     assert [p.name for p in cache.iterdir()] == ["gfnet-ti.pth"]
     assert_same_weights(small_gfnet, before)
 
 
 def test_imagenet_damaged_cached_file_says_to_delete_it(small_gfnet, cache):
-    cache.mkdir()
+    cache.mkdir(parents=True)
     (cache / "gfnet-ti.pth").write_bytes(b"left by an old, interrupted download")
     with pytest.raises(ValueError, match=r"cached official checkpoint .*gfnet-ti\.pth.* delete it"):
         load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
@@ -742,3 +739,60 @@ def test_each_family_owns_its_release_rows():
         (224, 0.875, 21841, None),
         (384, 1.0, 21841, None),
     ]
+
+
+# ------------------------------------------------- the package's own files at another input size
+
+
+def _by_path(model):
+    return {v.path: to_numpy(v) for v in model.weights}
+
+
+@pytest.mark.parametrize("suffix", [".weights.h5", ".keras"])
+def test_own_gfnet_file_loads_at_another_input_size(tmp_path, suffix):
+    options = {"depths": 2, "dims": 16, "patch_size": 4, "classes": 3}
+    source = build_model(input_shape=(32, 32, 3), name="saved", **options)  # 8x8 tokens
+    path = tmp_path / f"saved{suffix}"
+    source.save_weights(path) if suffix == ".weights.h5" else source.save(path)
+    model = build_model(weights=os.fspath(path), input_shape=(48, 40, 3), **options)  # 12x10
+    saved, loaded = _by_path(source), _by_path(model)
+    for index in (0, 1):
+        key = f"stage0_block{index}_mixer/complex_weight"
+        expected = reference_resize(saved[key], (12, 6), (0, 1), "bicubic", align_corners=True)
+        np.testing.assert_allclose(loaded[key], expected, rtol=1e-5, atol=1e-6)
+    expected = reference_resize(
+        saved["pos_embed/pos_embed"], (12, 10), (1, 2), "bicubic", align_corners=False
+    )
+    np.testing.assert_allclose(loaded["pos_embed/pos_embed"], expected, rtol=1e-5, atol=1e-6)
+    resized = {"pos_embed/pos_embed", *(f"stage0_block{i}_mixer/complex_weight" for i in (0, 1))}
+    for key in saved.keys() - resized:
+        np.testing.assert_array_equal(loaded[key], saved[key], err_msg=key)
+    # Back at the saved size, nothing is resized.
+    again = build_model(weights=os.fspath(path), input_shape=(32, 32, 3), **options)
+    for key, value in _by_path(again).items():
+        np.testing.assert_array_equal(value, saved[key], err_msg=key)
+
+
+@pytest.mark.parametrize("suffix", [".weights.h5", ".keras"])
+def test_own_hornet_gf_file_loads_at_another_input_size(tmp_path, suffix):
+    options = {"depths": (1, 1, 1), "dims": (8, 16, 32), "patch_size": 2, "classes": 3}
+    source = build_model("gnconv_gf", input_shape=(16, 16, 3), **options)
+    path = tmp_path / f"saved{suffix}"
+    source.save_weights(path) if suffix == ".weights.h5" else source.save(path)
+    model = build_model("gnconv_gf", weights=os.fspath(path), input_shape=(32, 24, 3), **options)
+    saved, loaded = _by_path(source), _by_path(model)
+    for stage, size in ((0, (16, 7)), (1, (8, 4)), (2, (4, 2))):
+        key = f"stage{stage}_block0_mixer/dwconv/complex_weight"
+        expected = reference_resize(saved[key], size, (1, 2), "bilinear", align_corners=True)
+        np.testing.assert_allclose(loaded[key], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_own_file_of_other_widths_is_still_refused(tmp_path):
+    source = build_model(depths=2, dims=16, patch_size=4, input_shape=(32, 32, 3), classes=3)
+    path = os.fspath(tmp_path / "narrow.weights.h5")
+    source.save_weights(path)
+    wider = build_model(depths=2, dims=24, patch_size=4, input_shape=(48, 48, 3), classes=3)
+    before = snapshot(wider)
+    with pytest.raises(ValueError, match=r"the file holds \d+ tensors, the model \d+|cannot give"):
+        load_variant_weights(catalog.variant("wider"), wider, path)
+    assert_same_weights(wider, before)

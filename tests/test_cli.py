@@ -88,7 +88,9 @@ def test_train_evaluate_and_rerun_of_a_finished_run(tmp_path, capsys):
 
     # The run folder that train printed is what evaluate takes.
     assert main(["evaluate", "--model", out, "--data", "digits"]) == 0
-    metrics = _last_line(capsys)
+    said, metrics = capsys.readouterr().out.strip().splitlines()[-2:]
+    model_file = os.path.join(out, "model.keras")
+    assert said == f"scored {model_file} on data 'digits', split 'test', 355 examples:"
     assert re.fullmatch(rf"accuracy={METRIC} loss={METRIC} top5_accuracy={METRIC}", metrics)
     assert f"accuracy={final.split('=')[1]}" in metrics
     # model.keras is the epoch selected on validation: it scores that epoch's val_accuracy.

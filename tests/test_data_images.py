@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 from keras_fourier.data import (
     AugmentConfig,
     count_examples,
+    get_class_names,
     get_num_classes,
     load_digits,
     load_image_dataset,
@@ -160,6 +161,9 @@ def test_cache_in_memory_and_on_disk(tmp_path):
 def test_tfds_source_on_mock_data(tmp_path):
     with tfds.testing.mock_data(num_examples=6):
         assert get_num_classes("tfds:cifar10", data_dir=str(tmp_path)) == 10
+        names = get_class_names("tfds:cifar10", data_dir=str(tmp_path))
+        label = tfds.builder("cifar10", data_dir=str(tmp_path)).info.features["label"]
+        assert names == label.names and len(names) == 10
         # CIFAR-10 has no validation split: the last 10% of train is held out.
         assert training_splits("tfds:cifar10", data_dir=str(tmp_path)) == (
             "train[:90%]",
@@ -200,6 +204,8 @@ def test_directory_with_split_folders_holds_validation_out_of_train(tmp_path):
             _write_pngs(tmp_path / split / name, count, (20, 30, 3), 100 * label)
     source = f"dir:{tmp_path}"
     assert get_num_classes(source, "val") == 2
+    assert get_class_names(source) == get_class_names(source, "val") == ["cat", "dog"]
+    assert get_class_names("digits") == [str(digit) for digit in range(10)]
     images, labels = _collect(load_image_dataset(source, "val", image_size=12, batch_size=8))
     assert images.shape == (4, 12, 12, 3) and sorted(labels.tolist()) == [0, 0, 1, 1]
     np.testing.assert_allclose(images[labels == 1].min(), 100.0)

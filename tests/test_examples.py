@@ -55,13 +55,17 @@ def test_every_example_is_a_notebook_or_a_script_with_a_documented_command():
 def test_notebook_runs_with_nbconvert_as_is(tmp_path):
     copy = tmp_path / NOTEBOOK.name
     copy.write_bytes(NOTEBOOK.read_bytes())
-    # `jupyter nbconvert --to notebook --execute examples/train_and_finetune.ipynb`, on a copy
-    # so that its outputs (executed notebook, .keras file) land in tmp_path.
-    _run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", copy.name],
-        tmp_path,
-    )
-    executed = json.loads((tmp_path / "train_and_finetune.nbconvert.ipynb").read_text())
+    # README's command, on a copy so that what the notebook writes (.keras file, runs/) lands
+    # in tmp_path; the executed notebook goes to --output-dir, not beside the notebook.
+    (command,) = re.findall(r"`(jupyter nbconvert [^`]+)`", (ROOT / "README.md").read_text())
+    arguments = shlex.split(command)[1:]
+    assert arguments[arguments.index("--execute") + 1] == "examples/train_and_finetune.ipynb"
+    arguments[arguments.index("--execute") + 1] = copy.name
+    output_dir = tmp_path / arguments[arguments.index("--output-dir") + 1]
+    _run([sys.executable, "-m", "jupyter", *arguments], tmp_path)
+    assert not (tmp_path / "train_and_finetune.nbconvert.ipynb").exists()
+    (written,) = output_dir.glob("*.ipynb")
+    executed = json.loads(written.read_text())
     outputs = [output for cell in executed["cells"] for output in cell.get("outputs", [])]
     assert not [output for output in outputs if output["output_type"] == "error"]
     text = "".join("".join(output.get("text", "")) for output in outputs)
@@ -91,8 +95,14 @@ def test_script_runs_with_its_documented_command(script, tmp_path):
         command = [sys.executable, str(EXAMPLES / script.name), *command[2:]]
         completed = _run(command, tmp_path)
         if script.name == "multi_worker.py":
-            finals = re.findall(r"^test_accuracy=([\d.]+)$", completed.stdout, re.MULTILINE)
-            assert len(finals) == 2 and finals[0] == finals[1], completed.stdout[-3000:]
+            lines = completed.stdout.splitlines()
+            assert lines and all(re.match(r"\[worker [01]\] ", line) for line in lines), lines[:5]
+            finals = re.findall(
+                r"^\[worker ([01])\] test_accuracy=([\d.]+)$", completed.stdout, re.MULTILINE
+            )
+            assert sorted(worker for worker, _ in finals) == ["0", "1"], completed.stdout[-3000:]
+            finals = [accuracy for _, accuracy in finals]
+            assert finals[0] == finals[1], completed.stdout[-3000:]
             assert float(finals[0]) > 0.2  # ten classes: above chance after two epochs
             assert (tmp_path / "runs" / "multi_worker" / "model.keras").exists()
         if script.name == "segmentation_head.py":

@@ -25,6 +25,7 @@ import pytest
 from keras_fourier.models import download
 from keras_fourier.models.flax_msgpack import FlaxCheckpointError, read_flax_checkpoint
 from keras_fourier.models.fnet import RELEASES, FNet, FNetPretraining
+from tests.release_server import serve
 
 pytestmark = pytest.mark.single_backend
 
@@ -460,38 +461,18 @@ def test_release_rows_are_the_official_files():
 
 
 def test_release_downloads_once_converts_once_then_loads_offline(tmp_path, monkeypatch):
-    """A release served on 127.0.0.1: downloaded into the cache, converted, then offline."""
-    import http.server
-    import threading
-
+    """A release name served by a mirror on 127.0.0.1 into a temporary KERAS_HOME, then offline."""
     params = official_params(np.random.default_rng(11))
-    served = tmp_path / "served"
-    served.mkdir()
-    write_checkpoint(served / "f_net_checkpoint", params)
-    requests = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(served), **kwargs)
-
-        def log_message(self, *args):
-            requests.append(self.path)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/f_net_checkpoint"
-        row = RELEASES["f_net_base"]
-        monkeypatch.setitem(RELEASES, "f_net_base", type(row)("base", "f_net_base_checkpoint", url))
-        # As the vision release tests: the cache folder in tmp_path (download.py owns KERAS_HOME).
-        monkeypatch.setattr(download, "cache_dir", lambda: str(tmp_path / "cache"))
+    write_checkpoint(tmp_path / "f_net_checkpoint", params)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
+    files = {RELEASES["f_net_base"].file_name: (tmp_path / "f_net_checkpoint").read_bytes()}
+    with serve(files) as server:
+        monkeypatch.setenv(download.MIRROR_VARIABLE, server.url)
         first = tiny(weights="f_net_base")
-        assert len(requests) == 1
-        cached = os.listdir(download.cache_dir())
-        assert "f_net_base_checkpoint" in cached
-        assert any(name.endswith(".weights.h5") for name in cached)
-    finally:
-        server.shutdown()
+        assert server.requests == ["/f_net_base_checkpoint"]
+    cached = os.listdir(tmp_path / "keras_home" / "keras_fourier")
+    assert "f_net_base_checkpoint" in cached
+    assert any(name.endswith(".weights.h5") for name in cached)
     second = tiny(weights="f_net_base")  # the server is gone: read from the cache
     for ours, theirs in zip(first.weights, second.weights, strict=True):
         np.testing.assert_array_equal(value(ours), value(theirs))

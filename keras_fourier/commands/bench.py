@@ -22,6 +22,7 @@ from keras_fourier.bench import (
     format_table,
     machine,
     matmul_rate,
+    named_model_size,
     plot_scaling,
     run_scaling,
     write_results,
@@ -29,6 +30,7 @@ from keras_fourier.bench import (
 from keras_fourier.commands.arguments import comma_list, fail, load_model
 from keras_fourier.flop_count import flops
 from keras_fourier.layers.spectral import FFT_IMPLS
+from keras_fourier.models.catalog import is_model_name
 from keras_fourier.models.clone import clone_with
 
 NAME = "bench"
@@ -59,8 +61,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="inputs per timed call; default 16 for a model, 1 for --scaling",
     )
-    add("--image-size", type=int, default=None, help="input size of named models (224)")
-    add("--classes", type=int, default=None, help="classes of named models (1000)")
+    add(
+        "--image-size",
+        type=int,
+        default=None,
+        help="input size of named models; default: what train builds for the small presets "
+        "(16 for gfnet_tiny on the digits), 224 for the papers' models",
+    )
+    add(
+        "--classes",
+        type=int,
+        default=None,
+        help="classes of named models; default: the digits' 10 for the small presets, else 1000",
+    )
     add("--precision", choices=PRECISIONS, default="float32", help="Keras dtype policy")
     add(
         "--fft-impl",
@@ -165,6 +178,10 @@ def run(args: argparse.Namespace) -> int:
         rows.append({"model": os.path.basename(args.model), "runtime": "tflite", **figures})
     else:
         rate = matmul_rate()
+        if is_model_name(args.model):
+            image_size, classes = named_model_size(args.model)
+            args.image_size = args.image_size or image_size
+            args.classes = args.classes or classes
         for impl in args.fft_impl:
             try:
                 model = load_model(args)

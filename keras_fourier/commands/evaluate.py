@@ -6,8 +6,10 @@ import argparse
 
 from keras_fourier.commands.arguments import fail, metrics_line
 from keras_fourier.commands.train import DATA_HELP
+from keras_fourier.data import count_examples
 from keras_fourier.models import resolve_model
 from keras_fourier.models.catalog import is_model_name
+from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.training import NonFiniteLossError, TrainConfig, evaluate, task_for_data
 from keras_fourier.validation import check_positive_int
 
@@ -49,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(NAME, error)
     except NonFiniteLossError as error:
         return fail(NAME, error, 1)
+    count = count_examples(args.data, args.split, args.data_dir) if args.data != "listops" else None
+    size = "" if count is None else f", {count:,} examples"
+    scored = args.model if named else resolve_model_file(args.model)
+    print(f"scored {scored} on data {args.data!r}, split {args.split!r}{size}:")
     print(metrics_line(metrics))
     return 0
 

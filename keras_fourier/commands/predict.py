@@ -1,27 +1,34 @@
-"""`keras-fourier predict IMAGE... --model M --weights W`: the top ImageNet classes of images.
+"""`keras-fourier predict IMAGE... --model M`: the top classes of images, with probabilities.
 
-Images are read as the release was evaluated (see
+A trained model (run folder or `.keras` file) is labelled with the class
+names its run stored; a model name is an ImageNet classifier (see
 :mod:`keras_fourier.imagenet.predict`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import zipfile
 
 from keras_fourier.commands.arguments import add_model_arguments, fail, load_model
 from keras_fourier.imagenet import NUM_CLASSES
 from keras_fourier.imagenet.predict import predict
 from keras_fourier.models.catalog import is_model_name, variant
 from keras_fourier.models.weights import imagenet_checkpoint
+from keras_fourier.run_folder import resolve_model_file
+from keras_fourier.training.callbacks import CHECKPOINT_RECORD
+from keras_fourier.training.tasks import CLASS_NAMES_KEY, CROP_PCT_KEY
 
 NAME = "predict"
-HELP = "print the top ImageNet classes of images, with probabilities"
+HELP = "print the top classes of images, with probabilities"
 DESCRIPTION = (
-    "Print the top ImageNet-1k classes of each IMAGE with their probabilities. Images "
-    "are resized (bicubic) and centre-cropped as the official release was evaluated. "
-    "MODEL is a model name built with --weights (default 'imagenet') and --image-size, "
-    "or a 1000-class .keras file or run folder."
+    "Print the top classes of each IMAGE with their probabilities. MODEL is the run "
+    "folder that train printed or a .keras file (a trained model knows its class names "
+    "and is fed images as its run evaluated them), or a model name built with "
+    "--weights (default 'imagenet') and --image-size: ImageNet-1k classes, images "
+    "resized (bicubic) and centre-cropped as the official release was evaluated."
 )
 SHOW_DEFAULTS = False
 
@@ -40,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         model_flag=True,
         weights_help="builders: 'imagenet' (default), an official .pth or a .weights.h5/.keras "
-        "file",
+        "file; a run folder of train or a .keras file takes none",
     )
     parser.add_argument("--top", type=int, default=5, help="classes per image (default 5)")
     parser.add_argument(
@@ -53,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier predict`: prints the top classes of each image.
+
+    MODEL is a run folder of `keras-fourier train` or a `.keras` file (its
+    stored class names and crop, if any), or a model name (ImageNet).
 
     Args:
         args: arguments parsed by a parser set up with :func:`add_arguments`.
@@ -69,19 +79,46 @@ def run(args: argparse.Namespace) -> int:
     try:
         if missing:
             raise ValueError(f"No such image file(s): {', '.join(missing)}")
-        named = is_model_name(args.model)
-        if named and args.weights is None:
-            args.weights = "imagenet"
-        args.classes = NUM_CLASSES if named else None
+        labels = {}
+        named = is_model_name(args.model) and not os.path.exists(args.model)
+        if named:
+            args.weights = "imagenet" if args.weights is None else args.weights
+            args.classes = NUM_CLASSES
+        else:
+            args.model, labels = _trained_model(args.model)
         model = load_model(args)
         crop_pct = args.crop_pct
+        if crop_pct is None:
+            crop_pct = labels.get(CROP_PCT_KEY)
         if crop_pct is None and args.weights == "imagenet":
             crop_pct = imagenet_checkpoint(variant(model.name), model).crop_pct
-        results = predict(model, args.images, args.top, crop_pct)
+        class_names = labels.get(CLASS_NAMES_KEY)
+        results = predict(model, args.images, args.top, crop_pct, class_names)
     except ValueError as error:
         return fail(NAME, error)
+    imagenet = class_names is None and model.output_shape[-1] == NUM_CLASSES
     for path, classes in zip(args.images, results, strict=True):
         print(path)
-        for rank, (wnid, name, probability) in enumerate(classes, start=1):
-            print(f"  {rank}. {probability:7.2%}  {name} ({wnid})")
+        for rank, (identifier, name, probability) in enumerate(classes, start=1):
+            suffix = f" ({identifier})" if imagenet else ""
+            print(f"  {rank}. {probability:7.2%}  {name}{suffix}")
     return 0
+
+
+def _trained_model(path: str) -> tuple[str, dict]:
+    """The `.keras` file of a run folder (or the file itself), and the record a run stored in it.
+
+    A `.keras` file saved by Keras itself has no record: {} then.
+    """
+    try:
+        model_file = resolve_model_file(path)
+    except FileNotFoundError as error:
+        raise ValueError(str(error)) from error
+    try:
+        with zipfile.ZipFile(model_file) as archive:
+            if CHECKPOINT_RECORD not in archive.namelist():
+                return model_file, {}
+            record = json.loads(archive.read(CHECKPOINT_RECORD))
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return model_file, {}  # load_model names what is wrong with the file
+    return model_file, record if isinstance(record, dict) else {}

@@ -15,6 +15,7 @@ from keras_fourier.data.augment import (
 )
 from keras_fourier.data.images import (
     count_examples,
+    get_class_names,
     get_num_classes,
     load_digits,
     load_image_dataset,
@@ -51,6 +52,7 @@ __all__ = [
     "eval_transform",
     "evaluate_listops",
     "generate_listops",
+    "get_class_names",
     "get_num_classes",
     "listops_dataset",
     "listops_eval_dataset",

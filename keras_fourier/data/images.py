@@ -213,6 +213,36 @@ def get_num_classes(
     return len(check_class_folders(value, root))
 
 
+def get_class_names(
+    source: str = "digits", split: str = "train", data_dir: str | None = None
+) -> list[str]:
+    """The names of an image source's classes, in label order, without reading any images.
+
+    Args:
+        source: "digits", "tfds:<name>" or "dir:<path>" (see the module
+            docstring). Default "digits".
+        split: the split whose class folders name the classes of a "dir:"
+            source laid out as ``<path>/<split>/<class>/``. Default "train".
+        data_dir: TFDS data directory. Default None (TFDS's default).
+
+    Returns:
+        "0" to "9" for the digits, the dataset's label names for TFDS, the
+        class folders' names for "dir:".
+
+    Example:
+        >>> get_class_names("digits")[:3]
+        ['0', '1', '2']
+    """
+    kind, value = _parse_source(source)
+    if kind == "digits":
+        return [str(digit) for digit in range(DIGITS_NUM_CLASSES)]
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        return list(builder.info.features[builder.info.supervised_keys[1]].names)
+    root, _ = _class_root(value, split)
+    return check_class_folders(value, root)
+
+
 def _directory_files(path: str, split: str) -> tuple[list[str], np.ndarray]:
     """The image files of a split of a "dir:" source and their labels, in sorted order."""
     root, carve = _class_root(path, split)

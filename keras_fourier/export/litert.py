@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier._startup import native_output_filtered
 from keras_fourier.export.parity import check_tolerance, compare
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
@@ -148,7 +149,10 @@ def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.nd
     """The TFLite model `content` in LiteRT, as {input name: array} -> {output name: array}."""
     from ai_edge_litert.interpreter import Interpreter
 
-    runner = Interpreter(model_content=content).get_signature_runner(DEFAULT_SIGNATURE)
+    with native_output_filtered():  # LiteRT's "Created TensorFlow Lite XNNPACK delegate" line
+        interpreter = Interpreter(model_content=content)
+        interpreter.allocate_tensors()
+        runner = interpreter.get_signature_runner(DEFAULT_SIGNATURE)
     return lambda inputs: runner(**inputs)
 
 

@@ -95,9 +95,12 @@ def _convert(serving: ServingModel, opset: int | None):
     output_names = sorted(concrete.structured_outputs)  # tf.nest's order of a dict
     renames = dict(zip(inputs, serving.input_names, strict=True))
     renames.update(zip(outputs, output_names, strict=True))
-    tf2onnx_logger = logging.getLogger("tf2onnx")
-    level = tf2onnx_logger.level
-    tf2onnx_logger.setLevel(logging.ERROR)
+    # tf2onnx's progress notes, and TensorFlow's deprecation warnings about the TF1 graph
+    # functions that tf2onnx calls (not the user's code): errors still show.
+    loggers = [logging.getLogger(name) for name in ("tf2onnx", "tensorflow")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         model_proto, _ = tf2onnx.convert.from_graph_def(
             frozen.graph.as_graph_def(),
@@ -108,7 +111,8 @@ def _convert(serving: ServingModel, opset: int | None):
             tensors_to_rename=renames,
         )
     finally:
-        tf2onnx_logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
     for value in (*model_proto.graph.input, *model_proto.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     return model_proto

@@ -1,6 +1,12 @@
-"""The top ImageNet classes of images (the library of `keras-fourier predict`).
+"""The top classes of images, with probabilities (the library of `keras-fourier predict`).
 
-Images are read as the releases were evaluated (the DeiT/timm evaluation
+A model trained by `keras-fourier train` (its run folder or a `.keras` file)
+carries its class names ("0"-"9" for the digits, the folder names of
+``dir:`` data, TFDS label names) and is fed images as its run evaluated
+them: bilinear resize of the shorter side to ``size / 0.875`` and the centre
+crop (:func:`keras_fourier.data.eval_transform`). A 1000-class model without
+stored names is an ImageNet classifier: ImageNet names, and images are read
+as the releases were evaluated (the DeiT/timm evaluation
 transform of the official GFNet and HorNet code): the shorter side resized to
 ``int(size / crop_pct)`` with bicubic interpolation (antialiased, as PIL),
 then the centre ``size`` x ``size`` crop; crop_pct 0.875 at 224 pixels and
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from keras_fourier.data.augment import clip_to_value_range, eval_transform
 from keras_fourier.data.checks import decode_image_checked
 from keras_fourier.imagenet import NUM_CLASSES, decode_predictions
 
@@ -82,26 +89,63 @@ def _probabilities(model, images: np.ndarray) -> np.ndarray:
     return outputs
 
 
-def predict(
-    model, paths: list[str], top: int = 5, crop_pct: float | None = None
-) -> list[list[tuple[str, str, float]]]:
-    """The `top` ImageNet classes of each image file, with probabilities.
+def load_run_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> np.ndarray:
+    """Reads an image file as a training run's evaluation pipelines read theirs.
 
     Args:
-        model: an ImageNet classifier of 1000 classes taking 0-255 RGB images
-            (a keras_fourier model with its default preprocessing), of a
-            fixed input size.
-        paths: image files.
-        top: classes per image. Default 5.
-        crop_pct: centre-crop fraction; None (default) uses the official
-            evaluation's (:func:`eval_crop_pct`).
+        path: a JPEG, PNG, GIF or BMP file (grayscale files become RGB).
+        height: output height.
+        width: output width.
+        crop_pct: the run's centre-crop fraction, in (0, 1]. Default 0.875.
 
     Returns:
-        For each image, (WordNet id, class name, probability) tuples, best first.
+        float32 array (height, width, 3) in 0-255.
 
     Raises:
-        ValueError: a model that is not a 1000-class image classifier, or an
-            unreadable image.
+        ValueError: the file cannot be read or decoded as an image.
+
+    Example:
+        >>> load_run_image("seven.png", 16, 16).shape
+        (16, 16, 3)
+    """
+    import tensorflow as tf
+
+    transform = eval_transform((height, width), crop_pct)
+    try:
+        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    except (tf.errors.OpError, ValueError) as error:
+        raise ValueError(f"Could not read {path!r} as an image: {error}") from error
+    return np.asarray(clip_to_value_range(transform(tf.cast(image, tf.float32))))
+
+
+def predict(
+    model,
+    paths: list[str],
+    top: int = 5,
+    crop_pct: float | None = None,
+    class_names: list[str] | None = None,
+) -> list[list[tuple[str, str, float]]]:
+    """The `top` classes of each image file, with probabilities.
+
+    Args:
+        model: an image classifier taking 0-255 RGB images of a fixed size
+            (a keras_fourier model with its default preprocessing).
+        paths: image files.
+        top: classes per image. Default 5.
+        crop_pct: centre-crop fraction; None (default): the official
+            evaluation's (:func:`eval_crop_pct`) for ImageNet models, 0.875
+            (a training run's) otherwise.
+        class_names: the model's class names in label order, as a training
+            run stores them. Default None: ImageNet names for a 1000-class
+            model, else "class <index>".
+
+    Returns:
+        For each image, (id, class name, probability) tuples, best first; the
+        id is the WordNet id of ImageNet classes, else the label index.
+
+    Raises:
+        ValueError: a model that is not an image classifier of a fixed size,
+            class names that do not match its outputs, or an unreadable image.
 
     Example:
         >>> predict(keras_fourier.GFNetTi(weights="imagenet"), ["cat.jpg"], top=1)
@@ -112,12 +156,24 @@ def predict(
         raise ValueError(
             f"predict needs a model of RGB images of a fixed size. Received: input_shape={shape}"
         )
-    if model.output_shape != (None, NUM_CLASSES):
+    output = model.output_shape
+    if not isinstance(output, tuple) or len(output) != 2 or output[-1] is None:
+        raise ValueError(f"predict needs a classifier of one class vector. Received: {output}")
+    classes = output[-1]
+    if class_names is not None and len(class_names) != classes:
         raise ValueError(
-            f"predict prints ImageNet classes: the model must output {NUM_CLASSES} classes. "
-            f"Received: output_shape={model.output_shape}"
+            f"The model has {classes} classes but {len(class_names)} class names were given."
         )
     _, height, width, _ = shape
-    crop_pct = eval_crop_pct(min(height, width)) if crop_pct is None else crop_pct
-    images = np.stack([load_image(path, height, width, crop_pct) for path in paths])
-    return decode_predictions(_probabilities(model, images), top=top)
+    if class_names is None and classes == NUM_CLASSES:
+        crop_pct = eval_crop_pct(min(height, width)) if crop_pct is None else crop_pct
+        images = np.stack([load_image(path, height, width, crop_pct) for path in paths])
+        return decode_predictions(_probabilities(model, images), top=top)
+    names = class_names or [f"class {index}" for index in range(classes)]
+    crop_pct = 0.875 if crop_pct is None else crop_pct
+    images = np.stack([load_run_image(path, height, width, crop_pct) for path in paths])
+    results = []
+    for row in _probabilities(model, images):
+        best = np.argsort(-row, kind="stable")[: min(top, classes)]
+        results.append([(str(index), names[index], float(row[index])) for index in best])
+    return results

@@ -153,10 +153,32 @@ def resize_pos_embed(pos_embed: np.ndarray, size: tuple[int, int]) -> np.ndarray
             "A position embedding must be (1, N, C) with N a square number of tokens; "
             f"received shape {pos_embed.shape}."
         )
-    grid = pos_embed.reshape(1, side, side, pos_embed.shape[2]).astype(np.float64)
+    return resize_position_map(pos_embed.reshape(1, side, side, pos_embed.shape[2]), size)
+
+
+def resize_position_map(grid: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(1, h, w, C) position embedding map -> (1, H, W, C): bicubic, align_corners=False.
+
+    The resize of the official GFNet and AFNO fine-tuning code, applied to the
+    map a keras_fourier `PositionEmbedding` keeps, per axis where sizes differ.
+
+    Args:
+        grid: (1, h, w, C) array.
+        size: (H, W), the model's token grid.
+
+    Returns:
+        A float32 array of shape (1, H, W, C).
+
+    Example:
+        >>> resize_position_map(np.zeros((1, 14, 14, 8)), (24, 20)).shape
+        (1, 24, 20, 8)
+    """
+    grid = np.asarray(grid, dtype=np.float64)
     for axis, out_size in zip((1, 2), size, strict=True):
-        if out_size != side:
-            matrix = interpolation_matrix(side, out_size, "bicubic", align_corners=False)
+        if out_size != grid.shape[axis]:
+            matrix = interpolation_matrix(
+                grid.shape[axis], out_size, "bicubic", align_corners=False
+            )
             grid = np.moveaxis(np.tensordot(matrix, grid, axes=([1], [axis])), 0, axis)
     return grid.astype(np.float32)
 
@@ -200,6 +222,48 @@ def resize_global_local_filter(weight: np.ndarray, size: tuple[int, int]) -> np.
     if tuple(weight.shape[1:3]) == tuple(size):
         return weight
     return resize_2d(weight, size, axes=(1, 2), mode="bilinear")
+
+
+RESIZABLE = ("pos_embed", "global_filter", "global_local_filter")
+
+
+def resize_variable(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A tensor saved by keras_fourier (Keras layout) at one input size, for a model of another.
+
+    Resizes the resolution-dependent tensors as the official fine-tuning code
+    does (see :func:`resize_global_filter`, :func:`resize_position_map`,
+    :func:`resize_global_local_filter`); every other tensor must already have
+    `shape`.
+
+    Args:
+        transform: the tensor's kind, one of :data:`TRANSFORMS` (see
+            :func:`transform_for`); only those of :data:`RESIZABLE` change size.
+        value: the saved tensor.
+        shape: the shape of the model's variable.
+
+    Returns:
+        A float32 array of shape `shape`.
+
+    Raises:
+        ValueError: the tensor is not resizable or cannot give `shape` (other
+            channels, another rank).
+
+    Example:
+        >>> resize_variable("global_filter", np.zeros((14, 8, 64, 2)), (24, 13, 64, 2)).shape
+        (24, 13, 64, 2)
+    """
+    out = np.asarray(value, dtype=np.float32)
+    shape = tuple(int(d) for d in shape)
+    if out.ndim == len(shape) == 4 and transform in RESIZABLE:
+        if transform == "pos_embed":
+            out = resize_position_map(out, shape[1:3])
+        elif transform == "global_filter":
+            out = resize_global_filter(out, shape[:2])
+        else:
+            out = resize_global_local_filter(out, shape[1:3])
+    if out.shape != shape:
+        raise ValueError(f"saved shape {np.shape(value)} cannot give the model's {shape}")
+    return out
 
 
 _RANKS = {"linear": 2, "conv": 4, "depthwise": 4, "global_filter": 4, "global_local_filter": 4}

@@ -1,23 +1,135 @@
-"""Downloading release files into the Keras cache: whole and verified, or not at all."""
+"""Downloading release files into the Keras cache: whole and verified, or not at all.
+
+Files go to ``$KERAS_HOME/keras_fourier`` (``~/.keras/keras_fourier`` when
+``KERAS_HOME`` is not set), where Keras keeps its own downloads. Setting
+``KERAS_FOURIER_MIRROR`` to a base URL fetches every release file from
+``<mirror>/<file name>`` instead of its official link (a local copy of the
+releases, or a server inside a network without access to the official hosts).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
+import sys
+import tempfile
 import urllib.request
-
-import keras
+from typing import TextIO
 
 from keras_fourier.fileio import atomic_save
 
 CACHE_SUBDIR = "keras_fourier"
+MIRROR_VARIABLE = "KERAS_FOURIER_MIRROR"
 _CHUNK = 1 << 20
+_BAR_WIDTH = 30
+# Lines a download prints when stderr is not a terminal: at these fractions of the file.
+_LOG_STEPS = (0.25, 0.5, 0.75)
+
+
+def keras_home() -> str:
+    """Keras's folder: ``$KERAS_HOME``, else ``~/.keras`` (``/tmp/.keras`` if ``~`` is read-only).
+
+    The rule Keras applies to its downloads and ``keras.json`` (Keras 3 has no
+    public accessor for it), read at each call so that a ``KERAS_HOME`` set
+    after Keras was imported counts too.
+
+    Returns:
+        The folder's path, user-expanded.
+
+    Example:
+        >>> keras_home()  # doctest: +SKIP
+        '/home/me/.keras'
+    """
+    if "KERAS_HOME" in os.environ:
+        return os.path.expanduser(os.environ["KERAS_HOME"])
+    base = os.path.expanduser("~")
+    if not os.access(base, os.W_OK):
+        base = tempfile.gettempdir()
+    return os.path.join(base, ".keras")
 
 
 def cache_dir() -> str:
     """The folder of downloaded checkpoints: ``$KERAS_HOME/keras_fourier`` (``~/.keras/...``)."""
-    return os.path.join(keras.config.keras_home(), CACHE_SUBDIR)
+    return os.path.join(keras_home(), CACHE_SUBDIR)
+
+
+def source_url(url: str, file_name: str) -> str:
+    """Where a release file is fetched from: `url`, or ``$KERAS_FOURIER_MIRROR/<file_name>``.
+
+    Args:
+        url: the official link.
+        file_name: the file's release name, e.g. "gfnet-ti.pth".
+
+    Returns:
+        The URL to download.
+
+    Example:
+        >>> os.environ["KERAS_FOURIER_MIRROR"] = "http://10.0.0.5/weights/"
+        >>> source_url("https://cloud.tsinghua.edu.cn/f/3d0c/?dl=1", "gfnet-ti.pth")
+        'http://10.0.0.5/weights/gfnet-ti.pth'
+    """
+    mirror = os.environ.get(MIRROR_VARIABLE, "").strip()
+    if not mirror:
+        return url
+    return f"{mirror.rstrip('/')}/{file_name}"
+
+
+class Progress:
+    """Download progress on a stream: a bar redrawn in place on a terminal, a few lines in a log.
+
+    Args:
+        name: the file's name, shown on every line.
+        total: its size in bytes, or None when the server did not say.
+        stream: where to write. Default None: ``sys.stderr``.
+
+    Example:
+        >>> progress = Progress("gfnet-ti.pth", 2**20)
+        >>> progress.update(2**20)
+        >>> progress.close()
+    """
+
+    def __init__(self, name: str, total: int | None, stream: TextIO | None = None):
+        self.name = name
+        self.total = total
+        self.stream = sys.stderr if stream is None else stream
+        isatty = getattr(self.stream, "isatty", None)
+        self.terminal = bool(isatty and isatty())
+        self.received = 0
+        self._steps = list(_LOG_STEPS)
+        size = "" if total is None else f" ({_megabytes(total)})"
+        if not self.terminal:
+            self._write(f"Downloading {name}{size}\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def update(self, count: int) -> None:
+        """Counts `count` more bytes received and redraws the bar (or logs a passed quarter)."""
+        self.received += count
+        if self.terminal:
+            if self.total:
+                done = min(self.received / self.total, 1.0)
+                bar = ("=" * int(done * _BAR_WIDTH)).ljust(_BAR_WIDTH)
+                text = f"[{bar}] {done:4.0%} of {_megabytes(self.total)}"
+            else:
+                text = _megabytes(self.received)
+            self._write(f"\r{self.name} {text}")
+            return
+        while self.total and self._steps and self.received >= self._steps[0] * self.total:
+            step = self._steps.pop(0)
+            self._write(f"  {self.name}: {step:.0%} ({_megabytes(self.received)})\n")
+
+    def close(self) -> None:
+        """Ends the bar's line, or logs the complete size."""
+        if self.terminal:
+            self._write("\n")
+        else:
+            self._write(f"  {self.name}: done ({_megabytes(self.received)})\n")
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
 
 
 def sha256_of(path: str | os.PathLike) -> str:
@@ -50,7 +162,9 @@ def download(
 ) -> str:
     """Downloads `url` into `folder` as `file_name` once; returns its path.
 
-    The file is streamed to a temporary name in the cache folder, checked
+    The file comes from `url`, or from ``$KERAS_FOURIER_MIRROR/<file_name>``
+    when that variable is set (:func:`source_url`), with a progress bar on
+    stderr (:class:`Progress`). It is streamed to a temporary name in the cache folder, checked
     (the length the server announced, and `sha256` when known), fsynced and
     only then renamed to `file_name` (:func:`keras_fourier.fileio.atomic_save`):
     an interrupted, cut-off or wrong download leaves nothing behind under
@@ -79,6 +193,7 @@ def download(
     """
     folder = cache_dir() if folder is None else os.fspath(folder)
     target = os.path.join(folder, file_name)
+    url = source_url(url, file_name)
     offline = (
         f"To work offline, download {url} by other means and pass the file's path as "
         "`weights` (it loads without network)."
@@ -94,9 +209,13 @@ def download(
 
     def write(temporary: str) -> None:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            with open(temporary, "wb") as out:
-                shutil.copyfileobj(response, out, _CHUNK)
             announced = response.headers.get("Content-Length")
+            progress = Progress(file_name, None if announced is None else int(announced))
+            with open(temporary, "wb") as out:
+                for chunk in iter(lambda: response.read(_CHUNK), b""):
+                    out.write(chunk)
+                    progress.update(len(chunk))
+            progress.close()
         received = os.path.getsize(temporary)
         if announced is not None and received != int(announced):
             raise ValueError(f"the download was cut off at {received} of {announced} bytes")

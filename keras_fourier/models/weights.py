@@ -5,7 +5,7 @@ official PyTorch checkpoint (`.pth`/`.pt`, read without PyTorch by
 :mod:`keras_fourier.models.pth` and converted by
 :mod:`keras_fourier.models.checkpoints`), or "imagenet": the official ImageNet
 checkpoint of the variant, downloaded once into the Keras cache
-(``~/.keras/keras_fourier``, whole or not at all, see
+(``$KERAS_HOME/keras_fourier``, or ``$KERAS_FOURIER_MIRROR``; whole or not at all, see
 :func:`keras_fourier.models.download.download`) and converted once to a
 `.weights.h5` file next to it. A file that does not match the architecture raises ValueError and
 leaves the model's weights exactly as they were.
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -83,12 +85,31 @@ def _copy_from_keras_file(model: keras.Model, path: str) -> None:
         missing = sorted(ours.keys() - theirs.keys())[:5]
         extra = sorted(theirs.keys() - ours.keys())[:5]
         raise ValueError(f"variables differ (missing {missing}, unexpected {extra})")
+    values = {}
     for key, variable in ours.items():
         value = np.asarray(theirs[key].numpy())
-        if tuple(value.shape) != tuple(variable.shape):
-            raise ValueError(f"{key} has shape {value.shape}, expected {tuple(variable.shape)}")
+        if tuple(value.shape) == tuple(variable.shape):
+            values[key] = value
+            continue
+        try:
+            values[key] = checkpoints.resize_variable(
+                checkpoints.transform_for(key), value, variable.shape
+            )
+        except ValueError as error:
+            raise ValueError(f"{key}: {error}") from error
     for key, variable in ours.items():
-        variable.assign(theirs[key].numpy())
+        variable.assign(values[key])
+
+
+# The resolution-dependent tensors of a `.weights.h5`, by dataset name: Keras names a
+# layer's group after its class (`global_filter_3`, `position_embedding`) or, inside
+# another layer, after its attribute (gnConv's `dwconv`, a GlobalLocalFilter under
+# HorNet's global-filter mixer).
+_RESIZABLE_DATASETS = (
+    (re.compile(r"(?:^|/)global_filter(?:_\d+)?/vars/0$"), "global_filter"),
+    (re.compile(r"(?:^|/)position_embedding(?:_\d+)?/vars/0$"), "pos_embed"),
+    (re.compile(r"(?:^|/)dwconv/vars/0$"), "global_local_filter"),
+)
 
 
 def _check_and_load_weights_file(model: keras.Model, path: str) -> None:
@@ -96,13 +117,40 @@ def _check_and_load_weights_file(model: keras.Model, path: str) -> None:
 
     Keras skips entries of a `.weights.h5` that the model has no place for,
     so a file from a deeper model would load silently; comparing the
-    multisets of tensor shapes first rules that out.
+    multisets of tensor shapes first rules that out. A file saved at another
+    input size differs only in its filters and position embeddings: they are
+    resized to the model's (:func:`checkpoints.resize_variable`) in a
+    temporary copy, which is loaded instead.
     """
     stored = _tensor_shapes(path)
     expected = sorted(tuple(variable.shape) for variable in model.weights)
-    if sorted(stored.values()) != expected:
-        raise ValueError(_layout_difference(model, stored))
-    model.load_weights(path)
+    if sorted(stored.values()) == expected:
+        model.load_weights(path)
+        return
+    own = _own_layout(model)
+    differing = [name for name in own if stored.get(name) != own[name]]
+    kinds = {name: _resizable_kind(name) for name in differing}
+    if stored.keys() != own.keys() or None in kinds.values():
+        raise ValueError(_layout_difference(stored, own))
+    import h5py
+
+    with tempfile.TemporaryDirectory(prefix="keras_fourier_resized_") as directory:
+        resized = os.path.join(directory, "resized.weights.h5")
+        shutil.copyfile(path, resized)
+        with h5py.File(resized, "r+") as handle:
+            for name, kind in kinds.items():
+                try:
+                    value = checkpoints.resize_variable(kind, handle[name][()], own[name])
+                except ValueError as error:
+                    raise ValueError(f"{name}: {error}") from error
+                del handle[name]
+                handle.create_dataset(name, data=value)
+        model.load_weights(resized)
+
+
+def _resizable_kind(name: str) -> str | None:
+    """The resize of a `.weights.h5` dataset (see `_RESIZABLE_DATASETS`), or None."""
+    return next((kind for pattern, kind in _RESIZABLE_DATASETS if pattern.search(name)), None)
 
 
 def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
@@ -127,12 +175,18 @@ def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _layout_difference(model: keras.Model, stored: dict[str, tuple[int, ...]]) -> str:
-    """Names the first tensors whose shapes differ between the file and the model's own layout."""
+def _own_layout(model: keras.Model) -> dict[str, tuple[int, ...]]:
+    """{dataset name: shape} of the `.weights.h5` that `model` itself saves."""
     with tempfile.TemporaryDirectory(prefix="keras_fourier_layout_") as directory:
         own = os.path.join(directory, "model.weights.h5")
         model.save_weights(own)
-        expected = _tensor_shapes(own)
+        return _tensor_shapes(own)
+
+
+def _layout_difference(
+    stored: dict[str, tuple[int, ...]], expected: dict[str, tuple[int, ...]]
+) -> str:
+    """Names the first tensors whose shapes differ between the file and the model's own layout."""
     differing = [
         f"{name}: file {stored.get(name, 'missing')}, model {expected.get(name, 'missing')}"
         for name in sorted(set(stored) | set(expected))
@@ -315,8 +369,9 @@ def load_variant_weights(variant: Variant, model: keras.Model, weights: str) -> 
         model: the freshly built model.
         weights: "imagenet", or the path to a `.weights.h5` or `.keras` file
             saved by keras_fourier or to an official PyTorch checkpoint
-            (`.pth`/`.pt`, whose resolution-dependent tensors are resized to
-            the model's input size).
+            (`.pth`/`.pt`). Files saved at another input size load too: their
+            global filters and position embeddings are resized to the model's
+            as the official fine-tuning code does.
 
     Raises:
         ValueError: unsupported file, a file that does not match the model

@@ -9,7 +9,9 @@ model reads images or text; it asks the run's :class:`Task`:
   (`datasets`), the class count of a data source (`num_classes`);
 * the model's input options (`model_options`) and its header description
   (`describe_input`);
-* the evaluation pipeline of a trained model (`evaluation_data`).
+* the evaluation pipeline of a trained model (`evaluation_data`);
+* what `keras-fourier predict` needs to label the model's outputs, stored
+  in ``model.keras`` (`labels`).
 
 :class:`ImageClassification` serves image sources ("digits", "tfds:<name>",
 "dir:<path>"), :class:`TextClassification` the text source "listops". A new
@@ -31,6 +33,7 @@ from keras_fourier.data import (
     LISTOPS_VOCABULARY,
     WordTokenizer,
     count_examples,
+    get_class_names,
     get_num_classes,
     listops_eval_dataset,
     listops_train_dataset,
@@ -42,6 +45,12 @@ from keras_fourier.models.catalog import modality, vision_stride
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
+
+# Keys of the record inside model.keras (`save_model`) that label its outputs for `predict`.
+CLASS_NAMES_KEY = "class_names"
+CROP_PCT_KEY = "eval_crop_pct"
+# The centre crop of every evaluation pipeline of a run (load_image_dataset's default).
+EVAL_CROP_PCT = 0.875
 
 
 @dataclasses.dataclass
@@ -95,6 +104,14 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         """The class count of data source `data`."""
+
+    def labels(self, config: TrainConfig) -> dict[str, Any]:
+        """What `keras-fourier predict` needs to label the run's inputs, stored in model.keras.
+
+        Default: nothing.
+        """
+        del config
+        return {}
 
     @abc.abstractmethod
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
@@ -162,6 +179,13 @@ class ImageClassification(Task):
 
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         return get_num_classes(data, data_dir=data_dir)
+
+    def labels(self, config: TrainConfig) -> dict[str, Any]:
+        """The data's class names ("0"-"9", folder names, TFDS label names) and eval crop."""
+        return {
+            CLASS_NAMES_KEY: get_class_names(config.data, data_dir=config.data_dir),
+            CROP_PCT_KEY: EVAL_CROP_PCT,
+        }
 
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
         return {"image_size": config.resolved_image_size()}

@@ -477,7 +477,11 @@ def _fit(
     best_path = folder.best
     selected = load_keras_file(best_path, compile=False)
     model_path = folder.model
-    save_model(selected, model_path, read_checkpoint_record(best_path) or {})
+    save_model(
+        selected,
+        model_path,
+        {**(read_checkpoint_record(best_path) or {}), **config.task.labels(config)},
+    )
     with strategy.scope():
         selected = load_keras_file(model_path, compile=False)
         metrics = evaluate(
