@@ -131,6 +131,29 @@ def test_bench_takes_every_reference(saved, tmp_path):
         assert row["model"] == name
 
 
+def test_train_starts_from_a_keras_file_or_a_run_folder(saved, tmp_path, capsys):
+    quick = ["--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8", "--verbose", "0"]
+    quick += ["--no-tensorboard"]
+    start = keras.saving.load_model(saved["keras10"], compile=False)
+    for index, reference in enumerate((saved["keras10"], saved["run10"])):
+        out = str(tmp_path / str(index))
+        assert main(["train", "--model", reference, "--out", out, *quick]) == 0
+        trained = keras.saving.load_model(RunFolder(out).model, compile=False)
+        assert trained.name == "gfnet_tiny" and trained.input_shape == (None, 16, 16, 3)
+        # It starts from the saved weights: one step moves them only a little.
+        moved = max(
+            float(np.max(np.abs(a - b)))
+            for a, b in zip(trained.get_weights(), start.get_weights(), strict=True)
+        )
+        assert 0 < moved < 0.1
+    capsys.readouterr()
+    assert main(["train", "--model", saved["keras1000"], "--out", str(tmp_path / "x")]) == 2
+    assert "outputs 1000 classes but data 'digits' has 10" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    assert main(["train", "--model", saved["keras10"], "--dims", "8", "--out", "y"]) == 2
+    assert "only apply to the presets" in capsys.readouterr().err
+
+
 def test_train_takes_either_spelling(tmp_path, capsys):
     quick = ["--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8", "--verbose", "0"]
     quick += ["--image-size", "16", "--no-tensorboard"]

@@ -58,11 +58,11 @@ DATA_HELP = "'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models
 
 
 def _model_name(text: str) -> str:
-    """Parses train's --model: a model name in either spelling ("gfnet_ti" or "GFNetTi")."""
-    if not is_model_name(text):
+    """Parses train's --model: a model name in either spelling, or a saved model to start from."""
+    if not is_model_name(text) and not os.path.exists(text):
         raise argparse.ArgumentTypeError(
             f"invalid choice: {text!r} (choose from {', '.join(model_names())}, or "
-            f"{', '.join(sorted(PUBLIC_NAMES))})"
+            f"{', '.join(sorted(PUBLIC_NAMES))}, or a .keras file or run folder to start from)"
         )
     return text
 
@@ -151,9 +151,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     option(
         "model",
-        f"one of: {', '.join(model_names())} (or the builder name, e.g. GFNetTi)",
+        f"one of: {', '.join(model_names())} (or the builder name, e.g. GFNetTi), or a .keras "
+        "file or run folder whose model (and weights) the run starts from",
         type=_model_name,
-        metavar="NAME",
+        metavar="MODEL",
     )
     option("data", DATA_HELP, metavar="SOURCE")
     option("out", "output directory; rerun with it to resume")

@@ -231,7 +231,7 @@ def check_architecture(name: str, architecture: Mapping[str, Any]) -> dict[str, 
             f"Unknown architecture options {sorted(unknown)}; expected {ARCHITECTURE_OPTIONS}."
         )
     given = {key: value for key, value in architecture.items() if value is not None}
-    if given and canonical_name(name) not in VISION_PRESETS:
+    if given and (not is_model_name(name) or canonical_name(name) not in VISION_PRESETS):
         raise ValueError(
             f"Architecture options {sorted(given)} only apply to the presets "
             f"{sorted(VISION_PRESETS)}; received model {name!r}."

@@ -9,7 +9,9 @@ and resolves them into the run's identity (``run.json``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,16 +22,41 @@ from keras_fourier.models.catalog import (
     VISION_PRESETS,
     canonical_name,
     check_architecture,
+    is_model_name,
     vision_stride,
 )
+from keras_fourier.models.weights import load_keras_file
+from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.training.recipe import check_precision
 from keras_fourier.training.rundir import normalize
 from keras_fourier.training.strategy import check_strategy_name
-from keras_fourier.training.tasks import TASKS, Task, task_for_model
+from keras_fourier.training.tasks import TASKS, Task, task_for_data, task_for_model
 from keras_fourier.validation import check_bool, check_choice, check_number, check_positive_int
 
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
+
+
+@functools.lru_cache(maxsize=8)
+def _input_size(model_file: str, modified: int) -> int:
+    del modified  # part of the cache key: a rewritten file is read again
+    shape = load_keras_file(model_file, compile=False).input_shape
+    if not isinstance(shape, tuple) or len(shape) != 4 or shape[1] is None:
+        raise ValueError(
+            f"The saved model {model_file!r} does not take images of a fixed size. "
+            f"Received: input_shape={shape}"
+        )
+    return shape[1]
+
+
+def saved_input_size(model: str) -> int:
+    """The input height of a saved image model (a `.keras` file or run folder).
+
+    Raises:
+        ValueError: not an image model of a fixed size, or a file that does not load.
+    """
+    model_file = resolve_model_file(model)
+    return _input_size(model_file, os.stat(model_file).st_mtime_ns)
 
 
 @dataclasses.dataclass
@@ -141,12 +168,22 @@ class TrainConfig:
 
     @property
     def task(self) -> Task:
-        """The model's task (`keras_fourier.training.tasks`): image or text classification.
+        """The run's task (`keras_fourier.training.tasks`): image or text classification.
+
+        The model name's task; for a saved model (a `.keras` file or run
+        folder), the data's.
 
         Raises:
             ValueError: an unknown model name.
         """
+        if self.saved_model:
+            return task_for_data(self.data)
         return task_for_model(self.model)
+
+    @property
+    def saved_model(self) -> bool:
+        """Whether `model` is a saved model to start from (a `.keras` file or a run folder)."""
+        return not is_model_name(self.model)
 
     @property
     def architecture(self) -> dict[str, Any]:
@@ -200,6 +237,20 @@ class TrainConfig:
                 f"Model {self.model!r} is a {task.modality} model but data {self.data!r} is not "
                 f"one of its sources ({task.sources})."
             )
+        if self.saved_model:
+            try:
+                resolve_model_file(self.model)
+            except FileNotFoundError as error:
+                raise ValueError(
+                    f"`{name('model')}` must be a model name, a .keras file or a run folder. "
+                    f"{error}"
+                ) from None
+            if self.drop_path_rate is not None:
+                raise ValueError(
+                    f"`{name('drop_path_rate')}` applies to model names; the saved model "
+                    f"{self.model!r} keeps its own. Received: "
+                    f"{name('drop_path_rate')}={self.drop_path_rate}"
+                )
         check_architecture(self.model, self.architecture)
         for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
             check_positive_int(name(field), getattr(self, field))
@@ -276,9 +327,10 @@ class TrainConfig:
         """`image_size`, or its default for the model and data.
 
         Returns:
-            The image size: `image_size` if set, else the smallest multiple
-            of the model's stride that is at least 16 for "digits" (8x8
-            images), 32 for presets and 224 for the named models.
+            The image size: `image_size` if set, else the input size of a
+            saved model, else the smallest multiple of the model's stride
+            that is at least 16 for "digits" (8x8 images), 32 for presets
+            and 224 for the named models.
 
         Example:
             >>> TrainConfig(model="gfnet_h_ti").resolved_image_size()
@@ -286,6 +338,8 @@ class TrainConfig:
         """
         if self.image_size is not None:
             return self.image_size
+        if self.saved_model:
+            return saved_input_size(self.model)
         stride = vision_stride(self.model, **self.architecture)
         preset = canonical_name(self.model) in VISION_PRESETS
         base = 16 if self.data == "digits" else 32 if preset else 224

@@ -163,7 +163,14 @@ class ImageClassification(Task):
         return not TextClassification().accepts(data)
 
     def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:
-        if config.image_size is not None:
+        if config.saved_model:
+            size = config.resolved_image_size()
+            if config.image_size not in (None, size):
+                raise ValueError(
+                    f"`{name('image_size')}` must be the input size of the saved model "
+                    f"{config.model!r}, {size}. Received: {name('image_size')}={config.image_size}"
+                )
+        elif config.image_size is not None:
             stride = vision_stride(config.model, **config.architecture)
             if config.image_size % stride:
                 raise ValueError(

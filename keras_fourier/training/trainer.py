@@ -202,14 +202,28 @@ def evaluate(
     return metrics
 
 
-def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
-    model = create_model(
+def _start_model(config: TrainConfig, num_classes: int) -> keras.Model:
+    """The model the run starts from: built by name, or the saved model (its weights)."""
+    if config.saved_model:
+        model = resolve_model(config.model)
+        if model.output_shape[-1] != num_classes:
+            raise ValueError(
+                f"The saved model {config.model!r} outputs {model.output_shape[-1]} classes but "
+                f"data {config.data!r} has {num_classes}: start from a model of its classes, "
+                "or from a model name."
+            )
+        return model
+    return create_model(
         config.model,
         num_classes=num_classes,
         drop_path_rate=config.drop_path_rate,
         **config.task.model_options(config),
         **config.architecture,
     )
+
+
+def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
+    model = _start_model(config, num_classes)
     total_steps = config.epochs * steps_per_epoch
     schedule = warmup_cosine_schedule(
         config.learning_rate,
@@ -382,8 +396,8 @@ def train(
     config = dataclasses.replace(config or TrainConfig(), **overrides)
     names = dict(names or {})
     config.validate(names)
-    # Either spelling of a name is the same run.
-    config = dataclasses.replace(config, model=canonical_name(config.model))
+    if not config.saved_model:  # either spelling of a name is the same run
+        config = dataclasses.replace(config, model=canonical_name(config.model))
     strategy = get_strategy(config.strategy)
     worker = worker_id(strategy)
     out = RunFolder(config.out).worker(worker).path
@@ -396,6 +410,8 @@ def train(
             if finished is not None:
                 return finished
         data = config.task.datasets(config)
+        if config.saved_model:  # refused before anything is written
+            _start_model(config, data.num_classes)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
         steps_per_epoch = config.steps_per_epoch or int(data.train.cardinality())
