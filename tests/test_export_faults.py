@@ -165,6 +165,9 @@ def test_header_sizes_and_oversized_png_refused_before_decoding(model_file, tmp_
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"> 100000 pixels"):
         serve(image_bytes=tf.stack([big]))
     assert np.isfinite(serve(image_bytes=tf.stack([small, small]))["probabilities"]).all()
+    # An empty request is refused naming the input, not answered with a shape error.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input image_bytes is an empty batch"):
+        serve(image_bytes=tf.constant([], tf.string))
 
 
 def test_int8_with_an_empty_calibration_set_writes_nothing(model_file, tmp_path):
