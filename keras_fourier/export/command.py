@@ -360,7 +360,9 @@ def run(args: argparse.Namespace) -> int:
         0 on success; 2 (after printing the message, with nothing written)
         on a bad argument or missing prerequisite, such as an existing
         version without ``--overwrite``, ``--quantize int8`` without
-        ``--data``, or a read-only ``--out``.
+        ``--data``, or a read-only ``--out``; 1 (after printing one line,
+        with nothing placed) when an output fails its parity check against
+        Keras, or on a write error.
 
     Example:
         >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
@@ -368,6 +370,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from keras_fourier import export
     from keras_fourier.export.journal import Transaction, recover
+    from keras_fourier.export.parity import ParityError
 
     created: list[str] = []
     try:
@@ -440,6 +443,9 @@ def run(args: argparse.Namespace) -> int:
             print(report.signatures)
             for signature, diff in report.max_abs_diff.items():
                 print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+    except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
+        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        return 1
     except (ValueError, ImportError, OSError) as error:
         # The library's message names its keyword; the command's is a flag.
         message = str(error).replace("pass overwrite=True", "pass --overwrite")

@@ -212,7 +212,7 @@ def tflite(
             quantization), or an existing `path` without `overwrite`; nothing
             is written.
         ImportError: `verify` without LiteRT installed (before converting).
-        RuntimeError: if a float32 file differs from Keras by more than 1e-4;
+        ParityError: if a float32 file differs from Keras by more than 1e-4;
             nothing is written.
 
     Example:

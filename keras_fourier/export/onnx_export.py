@@ -167,7 +167,7 @@ def onnx(
     Raises:
         ValueError: unknown `output`, or an existing `path` without
             `overwrite`; nothing is written.
-        RuntimeError: onnxruntime differs from Keras by more than 1e-4;
+        ParityError: onnxruntime differs from Keras by more than 1e-4;
             nothing is written.
         ImportError: tf2onnx or onnxruntime is missing (the `onnx` extra).
 

@@ -14,6 +14,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_fourier.data.augment import eval_transform
 from keras_fourier.export.journal import Transaction, recover
+from keras_fourier.export.parity import ParityError
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
@@ -141,7 +142,7 @@ def _check_parity(
         diffs[BYTES_SIGNATURE] = _max_abs_diff(actual, expected)
     for name, diff in diffs.items():
         if not diff <= PARITY_TOLERANCE:
-            raise RuntimeError(
+            raise ParityError(
                 f"The reloaded SavedModel's {name!r} signature differs from the Keras model by "
                 f"{diff:.3g} > {PARITY_TOLERANCE}; nothing was written."
             )
@@ -258,7 +259,7 @@ def saved_model(
         ValueError: for a bad `version`, `output`, `crop_pct` or
             `max_pixels`, an existing version without `overwrite`, or an
             `export_dir` that is a file; nothing is written.
-        RuntimeError: if the reloaded model differs from Keras by more than
+        ParityError: if the reloaded model differs from Keras by more than
             1e-5; nothing is written.
 
     Example:
