@@ -131,6 +131,13 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     assert sorted(os.listdir(out)) == [model.name]
     monkeypatch.undo()
     assert _export(model_file, out) == 0
+    # One line per output, naming where it was placed, never the hidden staging folder.
+    printed = capsys.readouterr().out
+    assert ".export-" not in printed
+    wrote = [line for line in printed.splitlines() if line.startswith("Wrote")]
+    assert wrote[0] == f"Wrote SavedModel {base / '1'}"
+    assert wrote[1].startswith(f"Wrote TFLite {out / model.name}.tflite (float32, ")
+    assert "max |LiteRT - Keras| = " in wrote[1] and len(wrote) == 2
     assert sorted(os.listdir(base)) == sorted(["1", alive.name])
     assert sorted(os.listdir(out)) == sorted([model.name, f"{model.name}.tflite", "models.config"])
 

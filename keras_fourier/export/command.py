@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -395,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
                     raise ValueError(f"--data {args.data!r} has no calibration images.")
         created = _made_folders(args.out)
         with Transaction(args.out) as staging:
-            moves = []
+            moves, reports = [], []
             if "saved_model" in args.format:
                 report = export.saved_model(
                     model,
@@ -408,8 +409,9 @@ def run(args: argparse.Namespace) -> int:
                 )
                 version = os.path.join(base, str(args.version))
                 moves.append((os.path.relpath(report.path, staging.path), version))
+                reports.append(report)
             for quantization, path in _outputs(args, name):
-                export.tflite(
+                tflite_report = export.tflite(
                     model,
                     os.path.join(staging.path, os.path.basename(path)),
                     quantization,
@@ -417,17 +419,21 @@ def run(args: argparse.Namespace) -> int:
                     validation_data=validation_data,
                     output=args.output,
                     verify=args.verify,
+                    verbose=False,
                 )
                 moves.append((os.path.basename(path), path))
+                reports.append(tflite_report)
             if "onnx" in args.format:
                 onnx_file = f"{name}.onnx"
-                export.onnx(
+                onnx_report = export.onnx(
                     model,
                     os.path.join(staging.path, onnx_file),
                     output=args.output,
                     validation_data=_image_batches(args, model, args.data_split),
+                    verbose=False,
                 )
                 moves.append((onnx_file, os.path.join(args.out, onnx_file)))
+                reports.append(onnx_report)
             if "saved_model" in args.format and not os.path.isdir(base):
                 os.mkdir(base)
                 created.insert(0, os.path.abspath(base))
@@ -437,8 +443,8 @@ def run(args: argparse.Namespace) -> int:
                 command=command,
             )
         created = []
-        for _, final in moves:
-            print(f"Placed {final}")
+        for (_, final), written in zip(moves, reports, strict=True):
+            print(dataclasses.replace(written, path=final).summary())  # not the staging path
         if "saved_model" in args.format:
             print(report.signatures)
             for signature, diff in report.max_abs_diff.items():

@@ -47,6 +47,10 @@ class SavedModelReport:
     signatures: str
     max_abs_diff: dict[str, float]
 
+    def summary(self) -> str:
+        """One line: the version directory written."""
+        return f"Wrote SavedModel {self.path}"
+
 
 def check_version(version: int, name: str = "version") -> int:
     """Validates a TF Serving version number: a non-negative int (not a bool)."""
@@ -292,7 +296,7 @@ def saved_model(
         path=target, signatures=describe_saved_model(target), max_abs_diff=diffs
     )
     if verbose:
-        print(f"Wrote SavedModel {target}")
+        print(report.summary())
         print(report.signatures)
         for name, diff in diffs.items():
             print(f"Parity {name}: max |SavedModel - Keras| = {diff:.3g} (<= {PARITY_TOLERANCE})")
