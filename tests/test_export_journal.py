@@ -77,16 +77,21 @@ def _hidden(folder) -> list[str]:
     ]
 
 
+# The counted calls of `export --overwrite` (SavedModel and .tflite): the rename of the
+# SavedModel's own staging, then per output an exchange and, in "rename" mode, the two renames.
 @pytest.mark.parametrize(
-    ("existing", "mode", "kill_at"),
+    ("existing", "mode", "kill_at", "after_kill"),
     [
-        (True, "rename", 1),  # the old version set aside, the new one not yet in place
-        (True, "exchange", 1),  # the version swapped, the .tflite not yet
-        (False, "rename", 1),  # a new version placed, its .tflite not yet
+        # the old version set aside, the new one not yet in place
+        (True, "rename", 3, {"tiny/1/saved_model.pb": "missing", "tiny.tflite": "old"}),
+        # the version swapped, the .tflite not yet
+        (True, "exchange", 2, {"tiny/1/saved_model.pb": "new", "tiny.tflite": "old"}),
+        # a new version placed, its .tflite not yet
+        (False, "rename", 2, {"tiny/1/saved_model.pb": "new", "tiny.tflite": "missing"}),
     ],
 )
 def test_export_killed_during_its_commit_is_completed_by_the_rerun(
-    model_file, old_export, tmp_path, capsys, existing, mode, kill_at
+    model_file, old_export, tmp_path, capsys, existing, mode, kill_at, after_kill
 ):
     out = tmp_path / "models"
     if existing:
@@ -102,6 +107,14 @@ def test_export_killed_during_its_commit_is_completed_by_the_rerun(
     )
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert _hidden(out)  # the killed commit's staging folder, with its journal
+    killed_state = _digests(out)
+    for name, state in after_kill.items():
+        if state == "missing":
+            assert name not in killed_state
+        else:
+            assert name in killed_state and (killed_state[name] == old.get(name)) == (
+                state == "old"
+            )
     assert cli.main(argv) == 0
     assert "Completed the interrupted export of 'tiny'" in capsys.readouterr().out
     new = _digests(out)
@@ -136,6 +149,33 @@ def test_export_killed_before_its_commit_leaves_the_old_outputs_and_no_copies(
     assert _digests(out)["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
     assert _digests(out)["tiny.tflite"] != old["tiny.tflite"]
     assert _hidden(out) == []
+
+
+def test_bench_on_a_tflite_of_a_killed_export_completes_it_first(
+    model_file, old_export, tmp_path, capsys
+):
+    # Killed between setting the old .tflite aside and placing the new one (the new version
+    # placed): bench on that .tflite completes the export before reading it.
+    out = tmp_path / "models"
+    shutil.copytree(old_export, out)
+    old = _digests(out)
+    argv = ["export", model_file, "--out", str(out), "--overwrite"]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, "6", "rename", *argv],  # 3 calls per output
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert not (out / f"{NAME}.tflite").exists() and _hidden(out)
+    bench = ["bench", str(out / f"{NAME}.tflite"), "--out", str(tmp_path / "bench")]
+    assert cli.main([*bench, "--batch-size", "1", "--repeats", "1"]) == 0
+    assert "predict_img_s" in capsys.readouterr().out
+    new = _digests(out)
+    assert sorted(new) == sorted(old) and _hidden(out) == []
+    for name in ("tiny.tflite", "tiny/1/saved_model.pb"):
+        assert new[name] != old[name]  # the killed export's outputs, all of them
 
 
 def _dead_pid() -> int:
