@@ -237,9 +237,9 @@ def saved_model(
     * ``serving_bytes`` (vision models only): ``image_bytes`` string (B,),
       encoded JPEG, PNG, GIF or BMP images of any size up to `max_pixels`
       (read from the header, before decoding; a larger image fails the
-      request), decoded to RGB and resized and centre-cropped in the graph
-      as in evaluation (:func:`keras_fourier.data.eval_transform`); same
-      outputs.
+      request; so does an empty batch, naming ``image_bytes``), decoded to
+      RGB and resized and centre-cropped in the graph as in evaluation
+      (:func:`keras_fourier.data.eval_transform`); same outputs.
 
     Args:
         model: a functional or Sequential Keras model.
