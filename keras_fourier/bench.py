@@ -697,6 +697,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     rows = []
     if args.model.endswith(".tflite"):
+        from keras_fourier.export.journal import recover_around
+
+        recover_around(args.model)  # an export killed while placing it is completed first
         figures = benchmark_tflite(
             args.model, batch_size=args.batch_size, threads=args.threads, repeats=args.repeats
         )

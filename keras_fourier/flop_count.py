@@ -337,10 +337,11 @@ def load_model(
     Returns:
         The model, random init for names.
     """
+    from keras_fourier.models.weights import load_keras_file
     from keras_fourier.training import create_model
 
     if name.endswith(".keras"):
-        return keras.saving.load_model(name, compile=False)
+        return load_keras_file(name, compile=False)
     return create_model(
         name, num_classes=classes, image_size=image_size, sequence_length=sequence_length
     )

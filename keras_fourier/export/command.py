@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -360,7 +361,9 @@ def run(args: argparse.Namespace) -> int:
         0 on success; 2 (after printing the message, with nothing written)
         on a bad argument or missing prerequisite, such as an existing
         version without ``--overwrite``, ``--quantize int8`` without
-        ``--data``, or a read-only ``--out``.
+        ``--data``, or a read-only ``--out``; 1 (after printing one line,
+        with nothing placed) when an output fails its parity check against
+        Keras, or on a write error.
 
     Example:
         >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
@@ -368,6 +371,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from keras_fourier import export
     from keras_fourier.export.journal import Transaction, recover
+    from keras_fourier.export.parity import ParityError
 
     created: list[str] = []
     try:
@@ -392,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
                     raise ValueError(f"--data {args.data!r} has no calibration images.")
         created = _made_folders(args.out)
         with Transaction(args.out) as staging:
-            moves = []
+            moves, reports = [], []
             if "saved_model" in args.format:
                 report = export.saved_model(
                     model,
@@ -405,8 +409,9 @@ def run(args: argparse.Namespace) -> int:
                 )
                 version = os.path.join(base, str(args.version))
                 moves.append((os.path.relpath(report.path, staging.path), version))
+                reports.append(report)
             for quantization, path in _outputs(args, name):
-                export.tflite(
+                tflite_report = export.tflite(
                     model,
                     os.path.join(staging.path, os.path.basename(path)),
                     quantization,
@@ -414,17 +419,21 @@ def run(args: argparse.Namespace) -> int:
                     validation_data=validation_data,
                     output=args.output,
                     verify=args.verify,
+                    verbose=False,
                 )
                 moves.append((os.path.basename(path), path))
+                reports.append(tflite_report)
             if "onnx" in args.format:
                 onnx_file = f"{name}.onnx"
-                export.onnx(
+                onnx_report = export.onnx(
                     model,
                     os.path.join(staging.path, onnx_file),
                     output=args.output,
                     validation_data=_image_batches(args, model, args.data_split),
+                    verbose=False,
                 )
                 moves.append((onnx_file, os.path.join(args.out, onnx_file)))
+                reports.append(onnx_report)
             if "saved_model" in args.format and not os.path.isdir(base):
                 os.mkdir(base)
                 created.insert(0, os.path.abspath(base))
@@ -434,12 +443,15 @@ def run(args: argparse.Namespace) -> int:
                 command=command,
             )
         created = []
-        for _, final in moves:
-            print(f"Placed {final}")
+        for (_, final), written in zip(moves, reports, strict=True):
+            print(dataclasses.replace(written, path=final).summary())  # not the staging path
         if "saved_model" in args.format:
             print(report.signatures)
             for signature, diff in report.max_abs_diff.items():
                 print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+    except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
+        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        return 1
     except (ValueError, ImportError, OSError) as error:
         # The library's message names its keyword; the command's is a flag.
         message = str(error).replace("pass overwrite=True", "pass --overwrite")

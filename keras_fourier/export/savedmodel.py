@@ -14,6 +14,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_fourier.data.augment import eval_transform
 from keras_fourier.export.journal import Transaction, recover
+from keras_fourier.export.parity import ParityError
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
@@ -45,6 +46,10 @@ class SavedModelReport:
     path: str
     signatures: str
     max_abs_diff: dict[str, float]
+
+    def summary(self) -> str:
+        """One line: the version directory written."""
+        return f"Wrote SavedModel {self.path}"
 
 
 def check_version(version: int, name: str = "version") -> int:
@@ -141,7 +146,7 @@ def _check_parity(
         diffs[BYTES_SIGNATURE] = _max_abs_diff(actual, expected)
     for name, diff in diffs.items():
         if not diff <= PARITY_TOLERANCE:
-            raise RuntimeError(
+            raise ParityError(
                 f"The reloaded SavedModel's {name!r} signature differs from the Keras model by "
                 f"{diff:.3g} > {PARITY_TOLERANCE}; nothing was written."
             )
@@ -232,9 +237,9 @@ def saved_model(
     * ``serving_bytes`` (vision models only): ``image_bytes`` string (B,),
       encoded JPEG, PNG, GIF or BMP images of any size up to `max_pixels`
       (read from the header, before decoding; a larger image fails the
-      request), decoded to RGB and resized and centre-cropped in the graph
-      as in evaluation (:func:`keras_fourier.data.eval_transform`); same
-      outputs.
+      request; so does an empty batch, naming ``image_bytes``), decoded to
+      RGB and resized and centre-cropped in the graph as in evaluation
+      (:func:`keras_fourier.data.eval_transform`); same outputs.
 
     Args:
         model: a functional or Sequential Keras model.
@@ -258,7 +263,7 @@ def saved_model(
         ValueError: for a bad `version`, `output`, `crop_pct` or
             `max_pixels`, an existing version without `overwrite`, or an
             `export_dir` that is a file; nothing is written.
-        RuntimeError: if the reloaded model differs from Keras by more than
+        ParityError: if the reloaded model differs from Keras by more than
             1e-5; nothing is written.
 
     Example:
@@ -291,7 +296,7 @@ def saved_model(
         path=target, signatures=describe_saved_model(target), max_abs_diff=diffs
     )
     if verbose:
-        print(f"Wrote SavedModel {target}")
+        print(report.summary())
         print(report.signatures)
         for name, diff in diffs.items():
             print(f"Parity {name}: max |SavedModel - Keras| = {diff:.3g} (<= {PARITY_TOLERANCE})")
