@@ -11,6 +11,7 @@ import keras_fourier
 from keras_fourier import bench, export
 from keras_fourier.cli import main
 from keras_fourier.training import create_model
+from keras_fourier.training.rundir import write_run_record
 
 
 def _rows(path):
@@ -163,15 +164,19 @@ def test_precision_agreement_is_exact_for_float32_and_close_for_bf16_and_int8():
         assert 0 < result["max_logit_diff"] < 0.5 * result["max_abs_logit"], precision
 
 
-def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_path):
+def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_path, capsys):
     from ai_edge_litert.interpreter import Interpreter
 
     model = create_model("gfnet_tiny", num_classes=10, image_size=16)
-    model.save(tmp_path / "tiny.keras")
+    # A model in a `keras-fourier train` run folder calibrates on the run's data by default.
+    (tmp_path / "run").mkdir()
+    write_run_record(tmp_path / "run", {"identity": {"data": "digits", "model": "gfnet_tiny"}})
+    model.save(tmp_path / "run" / "model.keras")
     out = tmp_path / "export"
-    argv = ["export", str(tmp_path / "tiny.keras"), "--format", "tflite", "--quantize", "int8"]
-    argv += ["--data", "digits", "--num-batches", "2", "--output", "logits", "--out", str(out)]
+    argv = ["export", str(tmp_path / "run" / "model.keras"), "--format", "tflite"]
+    argv += ["--quantize", "int8", "--num-batches", "2", "--output", "logits", "--out", str(out)]
     assert main(argv) == 0
+    assert "int8 calibration on --data 'digits'" in capsys.readouterr().out
     path = out / "gfnet_tiny_int8.tflite"
     interpreter = Interpreter(model_path=str(path))
     operations = interpreter._get_ops_details()
@@ -187,7 +192,8 @@ def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_p
     # Float32 in and out; int8 inside.
     assert interpreter.get_input_details()[0]["dtype"] == np.float32
     assert interpreter.get_output_details()[0]["dtype"] == np.float32
-    argv = ["bench", str(path), "--reference", str(tmp_path / "tiny.keras"), "--agreement"]
+    argv = ["bench", str(path), "--reference", str(tmp_path / "run" / "model.keras")]
+    argv += ["--agreement"]
     argv += ["--data", "digits", "--examples", "64", "--batch-size", "4", "--repeats", "1"]
     assert main([*argv, "--threads", "1", "--out", str(tmp_path / "b")]) == 0
     (row,) = json.loads((tmp_path / "b" / "bench.json").read_text())["rows"]
