@@ -17,7 +17,8 @@ Two modes:
 * scaling mode, ``keras-fourier bench --scaling``: one block (mixer and MLP,
   pre-norm residuals) at width 384, latency and peak memory against the
   number of tokens, for every token mixer (GFNet Fig. 2), and FNet-style 1D
-  mixing against sequence length (FNet Table 5). Writes a PNG plot when
+  mixing against sequence length (FNet Table 5), with the host's matmul
+  rate on the block's MLP product at 56x56 tokens. Writes a PNG plot when
   matplotlib is installed (``pip install keras-fourier[plots]``).
 
 Every figure is a median of repeated timings in this process, after warm-up
@@ -1066,6 +1067,9 @@ def run(args: argparse.Namespace) -> int:
             precision=args.precision,
         )
         print(format_table(rows))
+        # The limit of the block's MLP at 56x56 tokens (GFNet-XS's first-stage-sized product).
+        shape = (56 * 56 * args.batch_size, args.width, 4 * args.width)
+        settings["host"] = host_limits(shape, [COMPUTE_DTYPES[args.precision]], args.repeats)
         report = {"mode": "scaling", **settings, "rows": rows}
         paths = write_results(args.out, "scaling", report)
         png = os.path.join(args.out, "scaling.png")

@@ -84,6 +84,8 @@ def test_scaling_writes_csv_and_plot(tmp_path):
     ]
     assert all(float(r["latency_ms"]) > 0 and float(r["peak_mib"]) >= 0 for r in rows)
     assert (tmp_path / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+    host = json.loads((tmp_path / "scaling.json").read_text())["host"]
+    assert host["matmul_shape"] == "3136x16x64" and host["matmul_gmac_s"]["float32"] > 0
 
 
 @pytest.mark.parametrize("mixer", bench.SCALING_MIXERS)
