@@ -87,6 +87,7 @@ def _bench(variant: str, files: tuple[str, str, str], out: str, args) -> dict:
     """One `keras-fourier bench` run of a variant; its row of bench.json."""
     keras_file, tflite, tflite_int8 = files
     common = ["--batch-size", str(args.batch_size), "--repeats", str(args.repeats)]
+    common += ["--no-train"] if args.no_train else []
     agreement = ["--agreement", "--data", args.data, "--examples", str(args.examples)]
     lite = ["--reference", keras_file, "--threads", str(args.threads), *agreement]
     argv = {
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="digits", help="calibration and agreement images")
     parser.add_argument("--calibration-batches", type=int, default=4, help="batches of 32")
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--no-train", action="store_true", help="skip the training steps")
     parser.add_argument("--quick", action="store_true", help="a tiny model: " + str(QUICK))
     parser.add_argument("--out", default=os.path.join("runs", "precision"))
     args = parser.parse_args(argv)
