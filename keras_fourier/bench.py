@@ -512,12 +512,20 @@ def agreement_inputs(model, data: str | None, split: str, examples: int):
         return (255 * rng.random((examples, *shape[1:]))).astype("float32")
     if not (isinstance(shape, tuple) and len(shape) == 4 and shape[-1] == 3):
         raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
+    import keras
+
     from keras_fourier.data import load_image_dataset
 
-    dataset = load_image_dataset(
-        data, split, image_size=shape[1], batch_size=examples, training=False
-    )
-    images, _ = next(iter(dataset))
+    # The pipeline's Keras preprocessing layers follow the global policy: read in float32.
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        dataset = load_image_dataset(
+            data, split, image_size=shape[1], batch_size=examples, training=False
+        )
+        images, _ = next(iter(dataset))
+    finally:
+        keras.config.set_dtype_policy(previous)
     return np.asarray(images, dtype="float32")
 
 
@@ -1093,7 +1101,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rounded(figures: dict[str, Any]) -> dict[str, Any]:
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()}
+    """Floats to 5 significant digits."""
+    return {k: float(f"{v:.5g}") if isinstance(v, float) else v for k, v in figures.items()}
 
 
 def _host_columns(host: dict[str, Any], limit: str) -> dict[str, Any]:
@@ -1133,6 +1142,9 @@ def _bench_keras(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[s
     rates = host["matmul_gmac_s"]
     train_limit = "float32" if limit == "int8" else limit
     gflops = flops(base) / 1e9
+    inputs = None
+    if args.agreement:
+        inputs = agreement_inputs(base, args.data, args.data_split, args.examples)
     if args.precision not in ("float32", "int8"):
         keras.mixed_precision.set_global_policy(args.precision)
     rows = []
@@ -1157,8 +1169,7 @@ def _bench_keras(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[s
             **_throughput(gflops, figures, rates[limit], rates[train_limit]),
             **_host_columns(host, limit),
         }
-        if args.agreement:
-            inputs = agreement_inputs(reference, args.data, args.data_split, args.examples)
+        if inputs is not None:
             agreement = precision_agreement(reference, inputs, args.precision, args.batch_size)
             row.update(_rounded(agreement))
         rows.append(row)

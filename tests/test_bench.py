@@ -160,6 +160,13 @@ def test_precision_agreement_is_exact_for_float32_and_close_for_bf16_and_int8():
     same = bench.precision_agreement(model, x, "float32")
     assert same["top1_agreement"] == 1.0 and same["max_logit_diff"] == 0.0
     assert same["examples"] == 32 and same["max_abs_logit"] > 0
+    digits = bench.agreement_inputs(model, "digits", "test", 64)
+    keras.config.set_dtype_policy("mixed_bfloat16")  # the bench's policy when it reads them
+    again = bench.agreement_inputs(model, "digits", "test", 64)
+    assert keras.config.dtype_policy().name == "mixed_bfloat16"
+    assert digits.shape == (64, 16, 16, 3) and again.dtype == np.float32
+    np.testing.assert_array_equal(np.sort(again, axis=None), np.sort(digits, axis=None))
+    keras.config.set_dtype_policy("float32")
     for precision in ("mixed_bfloat16", "int8"):
         result = bench.precision_agreement(model, x, precision)
         assert result["top1_agreement"] >= 0.75, precision
