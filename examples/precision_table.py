@@ -53,8 +53,8 @@ def _keras_fourier(*argv: str) -> None:
     subprocess.run(command, check=True)
 
 
-def _prepare(model: str, args: argparse.Namespace) -> tuple[str, str, str]:
-    """The .keras file of `model` and its float32 and int8 TFLite files."""
+def _prepare(model: str, args: argparse.Namespace, lite: bool) -> tuple[str, str, str]:
+    """The .keras file of `model` and its float32 and int8 TFLite files (exported if `lite`)."""
     folder = os.path.join(args.out, _label(model))
     os.makedirs(folder, exist_ok=True)
     if model.endswith(".keras"):
@@ -71,11 +71,12 @@ def _prepare(model: str, args: argparse.Namespace) -> tuple[str, str, str]:
 
     name = keras.saving.load_model(keras_file, compile=False).name
     tflite = os.path.join(folder, "tflite")
-    _keras_fourier(
-        "export", keras_file, "--format", "tflite", "--quantize", "none,int8",
-        "--data", args.data, "--num-batches", str(args.calibration_batches),
-        "--output", "logits", "--overwrite", "--out", tflite,
-    )  # fmt: skip
+    if lite:
+        _keras_fourier(
+            "export", keras_file, "--format", "tflite", "--quantize", "none,int8",
+            "--data", args.data, "--num-batches", str(args.calibration_batches),
+            "--output", "logits", "--overwrite", "--out", tflite,
+        )  # fmt: skip
     return (
         keras_file,
         os.path.join(tflite, f"{name}.tflite"),
@@ -164,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [v for v in variants if v not in VARIANTS]:
         parser.error(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
     models = (args.keras or args.models).split(",")
-    files = {model: _prepare(model, args) for model in models}
+    lite = any(variant.startswith("TFLite") for variant in variants)
+    files = {model: _prepare(model, args, lite) for model in models}
     results: dict[str, dict[str, list[dict]]] = {_label(model): {} for model in models}
     for round_ in range(args.rounds):
         for model in models:
