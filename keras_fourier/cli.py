@@ -389,8 +389,10 @@ _MODULE_COMMANDS = (
         description=(
             "Model mode (MODEL: a model name, .keras or .tflite file): inference and "
             "training-step img/s, batch-1 latency, peak memory, FLOPs and the fraction of "
-            "this machine's matmul rate. Scaling mode (--scaling): one block (mixer + MLP) "
-            "at width 384, latency and peak memory against the token count, plotted. "
+            "this machine's matmul rate in the compute dtype of --precision (float32, bf16, "
+            "int8), with --agreement against float32. Scaling mode (--scaling): one block "
+            "(mixer + MLP) at width 384, latency and peak memory against the token count, "
+            "plotted. "
             "Writes JSON and CSV (and PNG) into --out."
         ),
     ),

@@ -146,7 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data",
         default=None,
         help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
-        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split",
+        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split "
+        "(default for int8: the data of the run folder holding a .keras MODEL)",
     )
     parser.add_argument(
         "--data-split",
@@ -231,6 +232,24 @@ def _image_batches(args: argparse.Namespace, model, split: str):
         args.data, split, image_size=max(height, width), batch_size=32, training=False
     )
     return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
+
+
+def _default_calibration_data(args: argparse.Namespace) -> None:
+    """Without --data, int8 calibrates on the images a run folder's model was trained on.
+
+    A ``.keras`` file inside a `keras-fourier train` run folder (its
+    ``run.json`` names the data, "digits" for the README's main job) sets
+    `args.data` to that source; any other model keeps --data unset.
+    """
+    if args.data is not None or "int8" not in args.quantize or not args.model.endswith(".keras"):
+        return
+    from keras_fourier.training.rundir import read_run_record
+
+    record = read_run_record(os.path.dirname(os.path.abspath(args.model))) or {}
+    data = (record.get("identity") or {}).get("data")
+    if isinstance(data, str) and data != "listops":
+        args.data = data
+        print(f"keras-fourier export: int8 calibration on --data {data!r}, the run's training data")
 
 
 def _check_writable_folder(folder: str) -> None:
@@ -386,6 +405,7 @@ def run(args: argparse.Namespace) -> int:
         name = check_name(args.name or model.name, "--name" if args.name else "the model's name")
         base = _inside(args.out, os.path.join(args.out, name))
         recover(base)
+        _default_calibration_data(args)
         _check(args, model, name)
         validation_data = calibration = None
         if "tflite" in args.format:
