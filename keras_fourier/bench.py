@@ -7,12 +7,18 @@ Two modes:
   (``predict_on_batch``) and training-step (``train_on_batch`` after a plain
   ``compile(AdamW, cross-entropy)``) images per second at a batch size,
   batch-1 latency and the resident memory each phase adds at its peak, and reports the
-  model's FLOPs (:func:`keras_fourier.flops`) with the fraction of this
-  machine's measured float32 matmul rate that the inference reaches.
+  model's FLOPs (:func:`keras_fourier.flops`), the multiply-adds per second
+  each phase reaches and their fraction of the host's limit: the backend's
+  matmul rate, measured in the same process on the shape of the model's
+  largest Dense product (tokens x C by C x 4C for an MLP), in the compute
+  dtype of ``--precision`` (float32, bfloat16, float16 or int8).
+  ``--agreement`` adds the top-1 agreement and max logit difference of the
+  benchmarked precision against float32, same weights.
 * scaling mode, ``keras-fourier bench --scaling``: one block (mixer and MLP,
   pre-norm residuals) at width 384, latency and peak memory against the
   number of tokens, for every token mixer (GFNet Fig. 2), and FNet-style 1D
-  mixing against sequence length (FNet Table 5). Writes a PNG plot when
+  mixing against sequence length (FNet Table 5), with the host's matmul
+  rate on the block's MLP product at 56x56 tokens. Writes a PNG plot when
   matplotlib is installed (``pip install keras-fourier[plots]``).
 
 Every figure is a median of repeated timings in this process, after warm-up
@@ -36,16 +42,32 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.data import get_num_classes
+from keras_fourier.data import get_num_classes, load_image_dataset
+from keras_fourier.export.signatures import DEFAULT_SIGNATURE, serving_model
 from keras_fourier.fileio import atomic_write_bytes
-from keras_fourier.flop_count import flops
+from keras_fourier.flop_count import _dummy_inputs, flops
 from keras_fourier.layers import Mlp
 from keras_fourier.models.catalog import VISION_PRESETS, canonical_name, is_model_name
 from keras_fourier.models.vision import FOURIER_MIXERS, MIXERS
 from keras_fourier.training.config import TrainConfig
+from keras_fourier.validation import check_choice
 
 BACKENDS = ("tensorflow", "jax", "torch")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "int8")
+# Short names accepted by --precision.
+PRECISION_ALIASES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+# The dtype of the matrix products under each precision: the host's limit is its matmul rate.
+COMPUTE_DTYPES = {
+    "float32": "float32",
+    "mixed_bfloat16": "bfloat16",
+    "mixed_float16": "float16",
+    "int8": "int8",
+}
+# /proc/cpuinfo flags that decide which low-precision matmuls a CPU runs natively.
+CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+BF16_FEATURES = ("avx512_bf16", "amx_bf16")
+# Keras's quantize() warns once for every layer kind without int8 weights (norms, FFTs, ...).
+_NO_QUANTIZE_WARNING = "Layer .* does not have a `quantize` method implemented"
 JIT_CHOICES = ("auto", "on", "off")
 SCALING_MIXERS = ("global_filter", "afno", "fourier", "gnconv", "gnconv_gf", "attention")
 # Up to 16384 tokens; self-attention's points there need about 11 GiB and are skipped
@@ -174,26 +196,148 @@ def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
-def matmul_rate(size: int = 1024, repeats: int = 5) -> float:
-    """This machine's float32 matmul rate in multiply-adds per second (keras.ops).
+def matmul_rate(
+    shape: tuple[int, int, int] = (1024, 1024, 1024), dtype: str = "float32", repeats: int = 5
+) -> float:
+    """The backend's matmul rate on this machine, in multiply-adds per second.
+
+    Times ``keras.ops.matmul`` of an (M, K) by a (K, N) matrix of `dtype`,
+    as the model's layers call it (int8 by int8 gives int32, the product of
+    Keras's int8-quantized Dense layers).
 
     Args:
-        size: side of the square matrices. Default 1024.
+        shape: (M, K, N). Default (1024, 1024, 1024).
+        dtype: "float32" (default), "bfloat16", "float16" or "int8".
         repeats: timed products (median). Default 5.
 
     Returns:
-        size**3 / median seconds of one product.
+        M * K * N / median seconds of one product.
+
+    Example:
+        >>> matmul_rate((3136, 384, 1536), "bfloat16") > 0
+        True
     """
     import keras
     import numpy as np
 
-    a = keras.ops.convert_to_tensor(np.random.default_rng(0).random((size, size), "float32"))
-    product = keras.ops.matmul
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+
+    def operand(rows: int, cols: int):
+        if dtype == "int8":
+            return keras.ops.convert_to_tensor(rng.integers(-127, 128, (rows, cols), "int8"))
+        values = keras.ops.convert_to_tensor(rng.random((rows, cols), "float32"))
+        return keras.ops.cast(values, dtype)
+
+    a, b = operand(m, k), operand(k, n)
 
     def run():
-        keras.ops.convert_to_numpy(product(a, a))
+        keras.ops.convert_to_numpy(keras.ops.matmul(a, b))
 
-    return size**3 / median_seconds(run, repeats)
+    return m * k * n / median_seconds(run, repeats)
+
+
+def cpu_description() -> tuple[str, list[str]]:
+    """The CPU's model name and which of `CPU_FEATURES` it has (Linux /proc/cpuinfo).
+
+    Returns:
+        (model name or platform.processor(), the features present); no
+        features where /proc/cpuinfo cannot be read.
+    """
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    return name, [feature for feature in CPU_FEATURES if feature in flags]
+
+
+def mlp_matmul_shape(model, batch_size: int) -> tuple[int, int, int]:
+    """(M, K, N) of the Dense product that carries most of `model`'s Dense multiply-adds.
+
+    Every Dense layer is called once in a batch-1 forward pass; products of
+    the same shape are summed and the largest total wins (the expanding one
+    of an MLP's pair on a tie): ``(batch_size * tokens, C, 4C)`` for a
+    Transformer-style MLP.
+
+    Args:
+        model: a built Keras model with static input shapes besides the batch.
+        batch_size: images per call; M counts the rows of a whole batch.
+
+    Returns:
+        (M, K, N); (batch_size * 196, 384, 1536), GFNet-XS's, for a model
+        without Dense layers.
+    """
+    import keras
+    import numpy as np
+
+    totals: dict[tuple[int, int, int], int] = {}
+    layers = [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, keras.layers.Dense)
+    ]
+
+    def recorded(layer):
+        call = layer.call
+
+        def call_and_record(inputs, *args, **kwargs):
+            rows = int(np.prod(inputs.shape[:-1]))
+            key = (rows, int(inputs.shape[-1]), int(layer.units))
+            totals[key] = totals.get(key, 0) + rows * key[1] * key[2]
+            return call(inputs, *args, **kwargs)
+
+        return call_and_record
+
+    for layer in layers:
+        object.__setattr__(layer, "call", recorded(layer))
+    try:
+        model(_dummy_inputs(model), training=False)
+    finally:
+        for layer in layers:
+            object.__delattr__(layer, "call")
+    if not totals:
+        return batch_size * 196, 384, 1536
+    rows, k, n = max(totals, key=lambda key: (totals[key], key[2] >= key[1]))
+    return batch_size * rows, k, n
+
+
+def host_limits(
+    shape: tuple[int, int, int], dtypes: Sequence[str], repeats: int = 5
+) -> dict[str, Any]:
+    """The host's matmul rates (GMAC/s) on `shape` for each dtype, and its CPU.
+
+    float32 is always measured, bfloat16 also where the CPU has native
+    bfloat16 products (`BF16_FEATURES`), each of `dtypes` besides.
+
+    Args:
+        shape: (M, K, N) of the product, see :func:`mlp_matmul_shape`.
+        dtypes: further dtypes to measure ("bfloat16", "float16", "int8").
+        repeats: timed products per dtype (median). Default 5.
+
+    Returns:
+        {"cpu", "cpu_features", "matmul_shape": "MxKxN", "matmul_gmac_s":
+        {dtype: rate}}.
+    """
+    name, features = cpu_description()
+    wanted = ["float32"]
+    if any(feature in features for feature in BF16_FEATURES):
+        wanted.append("bfloat16")
+    wanted += [dtype for dtype in dtypes if dtype not in wanted]
+    rates = {dtype: round(matmul_rate(shape, dtype, repeats) / 1e9, 2) for dtype in wanted}
+    return {
+        "cpu": name,
+        "cpu_features": features,
+        "matmul_shape": "x".join(map(str, shape)),
+        "matmul_gmac_s": rates,
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -202,7 +346,7 @@ def machine() -> dict[str, Any]:
 
     return {
         "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": cpu_description()[0],
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "keras": keras.__version__,
@@ -233,6 +377,164 @@ def named_model_size(name: str) -> tuple[int, int]:
         config = TrainConfig(model=name)
         return config.resolved_image_size(), get_num_classes(config.data)
     return 224, 1000
+
+
+def _classifier_head(model):
+    """The Dense layer that produces the model's single output, or None."""
+    import keras
+
+    last = model.layers[-1]
+    if len(model.outputs) == 1 and isinstance(last, keras.layers.Dense):
+        return last
+    return None
+
+
+def with_precision(model, precision: str, logits: bool = False):
+    """A copy of `model` at `precision`, same weights (the model itself when nothing changes).
+
+    A mixed precision is set on every layer of the default float32 policy
+    but the classifier head, which stays float32 as the builders make it
+    under a global mixed policy (Fourier transforms compute in float32 in any
+    case, see layers/spectral.py); "int8" quantizes a float32 copy with
+    Keras's ``model.quantize("int8")`` (int8 weights of Dense and
+    EinsumDense layers, their inputs quantized per token at run time).
+
+    Args:
+        model: a functional or Sequential Keras model.
+        precision: one of `PRECISIONS`.
+        logits: give the classifier head a linear activation. Default False.
+
+    Returns:
+        The model at `precision`.
+
+    Raises:
+        ValueError: for an unknown `precision`.
+
+    Example:
+        >>> with_precision(model, "mixed_bfloat16").layers[1].compute_dtype
+        'bfloat16'
+    """
+    import warnings
+
+    import keras
+
+    check_choice("precision", precision, PRECISIONS)
+    head = _classifier_head(model)
+    linear = head.name if logits and head is not None else None
+    policy = "float32" if precision == "int8" else precision
+    if policy == "float32" and linear is None and precision != "int8":
+        return model
+
+    def clone_layer(layer):
+        config = layer.get_config()
+        dtype = config.get("dtype")
+        is_float32 = isinstance(dtype, dict) and dtype.get("config", {}).get("name") == "float32"
+        if is_float32 and layer is not head:
+            config["dtype"] = policy
+        if layer.name == linear:
+            config["activation"] = "linear"
+        return layer.__class__.from_config(config)
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        clone = keras.models.clone_model(model, clone_function=clone_layer)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    clone.set_weights(model.get_weights())
+    if precision == "int8":
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _NO_QUANTIZE_WARNING)
+            clone.quantize("int8")
+    return clone
+
+
+def precision_agreement(
+    model, inputs, precision: str = "mixed_bfloat16", batch_size: int = 16
+) -> dict[str, Any]:
+    """Top-1 agreement and max logit difference of `model` at `precision` against float32.
+
+    Both sides are copies of `model` with its weights (:func:`with_precision`),
+    the classifier head made linear so that logits are compared.
+
+    Args:
+        model: a float32 functional classifier (a Dense head), or any
+            functional model (its outputs compared, no top-1).
+        inputs: an array (or a dict of arrays) of examples.
+        precision: one of `PRECISIONS`. Default "mixed_bfloat16".
+        batch_size: examples per call. Default 16.
+
+    Returns:
+        {"top1_agreement": fraction of examples whose arg-max class is the
+        same (None without a classifier head), "max_logit_diff": max
+        |logits - float32 logits|, "max_abs_logit": max |float32 logits|
+        (the scale of the difference), "examples": count}.
+
+    Example:
+        >>> precision_agreement(model, images, "float32")["top1_agreement"]
+        1.0
+    """
+    import keras
+    import numpy as np
+
+    classifier = _classifier_head(model) is not None
+    reference = with_precision(model, "float32", logits=True)
+    other = with_precision(model, precision, logits=True)
+
+    def outputs(network):
+        values = network.predict(inputs, batch_size=batch_size, verbose=0)
+        return np.asarray(keras.tree.flatten(values)[0], dtype="float32")
+
+    expected, actual = outputs(reference), outputs(other)
+    agreement = None
+    if classifier:
+        agreement = float(np.mean(expected.argmax(-1) == actual.argmax(-1)))
+    return {
+        "top1_agreement": agreement,
+        "max_logit_diff": float(np.max(np.abs(actual - expected))),
+        "max_abs_logit": float(np.max(np.abs(expected))),
+        "examples": len(expected),
+    }
+
+
+def agreement_inputs(model, data: str | None, split: str, examples: int):
+    """Images for :func:`precision_agreement`: `examples` of `data`, or uniform 0-255 noise.
+
+    Args:
+        model: the model they are for (its input size).
+        data: None (seeded uniform noise in [0, 255]) or an image source of
+            :func:`keras_fourier.data.load_image_dataset` ("digits",
+            "dir:PATH", "tfds:NAME"), read in evaluation mode.
+        split: the split of `data`.
+        examples: at most this many examples.
+
+    Returns:
+        A float32 array (examples, height, width, channels), or the model's
+        random inputs for non-image models.
+    """
+    import numpy as np
+
+    shape = model.input_shape
+    if data is None:
+        if not (isinstance(shape, tuple) and len(shape) == 4):
+            return _random_inputs(model, examples)
+        rng = np.random.default_rng(0)
+        return (255 * rng.random((examples, *shape[1:]))).astype("float32")
+    if not (isinstance(shape, tuple) and len(shape) == 4 and shape[-1] == 3):
+        raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
+    import keras
+
+    # The pipeline's Keras preprocessing layers follow the global policy: read in float32.
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        dataset = load_image_dataset(
+            data, split, image_size=shape[1], batch_size=examples, training=False
+        )
+        images, _ = next(iter(dataset))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    return np.asarray(images, dtype="float32")
 
 
 def _random_inputs(model, batch_size: int):
@@ -342,6 +644,99 @@ def benchmark_tflite(
         "predict_peak_mib": peak,
         "latency_ms": 1e3 * latency,
         "input_dtype": dtype,
+    }
+
+
+def tflite_matmul_rate(
+    shape: tuple[int, int, int], int8: bool, threads: int | None = None, repeats: int = 5
+) -> float:
+    """LiteRT's matmul rate (XNNPACK) on this machine, in multiply-adds per second.
+
+    A one-layer TFLite model, (M, K) inputs by a (K, N) Dense kernel, float32
+    or full-integer int8 (float32 inputs quantized in the graph, as the int8
+    exports do), timed in `ai_edge_litert` with `threads` threads.
+
+    Args:
+        shape: (M, K, N).
+        int8: full-integer int8 instead of float32.
+        threads: interpreter threads. Default None: os.cpu_count().
+        repeats: timed invokes (median). Default 5.
+
+    Returns:
+        M * K * N / median seconds of one invoke.
+    """
+    import warnings
+
+    import numpy as np
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    module = tf.Module()
+    module.kernel = tf.Variable((rng.standard_normal((k, n)) / np.sqrt(k)).astype("float32"))
+    product = tf.function(lambda x: tf.matmul(x, module.kernel)).get_concrete_function(
+        tf.TensorSpec((m, k), tf.float32)
+    )
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([product], module)
+    if int8:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.representative_dataset = lambda: (
+            [rng.standard_normal((m, k)).astype("float32")] for _ in range(2)
+        )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
+        warnings.filterwarnings("ignore", "Statistics for quantized inputs were expected")
+        content = converter.convert()
+    interpreter = Interpreter(model_content=content, num_threads=threads or os.cpu_count())
+    interpreter.allocate_tensors()
+    detail = interpreter.get_input_details()[0]
+    interpreter.set_tensor(detail["index"], rng.standard_normal((m, k)).astype("float32"))
+    return m * k * n / median_seconds(interpreter.invoke, repeats)
+
+
+def tflite_is_integer(path: str) -> bool:
+    """Whether a .tflite file computes in int8 (full-integer: it quantizes its inputs)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    operations = Interpreter(model_path=path)._get_ops_details()
+    return any(op["op_name"] == "QUANTIZE" for op in operations)
+
+
+def tflite_agreement(path: str, reference, inputs, batch_size: int = 16) -> dict[str, Any]:
+    """Top-1 agreement and max output difference of a .tflite file against Keras `reference`.
+
+    Args:
+        path: a file written by :func:`keras_fourier.export.tflite`.
+        reference: the float32 Keras model it was exported from.
+        inputs: an array of examples (single-input models).
+        batch_size: examples per call. Default 16.
+
+    Returns:
+        {"output": the file's output ("probabilities" or "logits"),
+        "top1_agreement", "max_abs_diff" (of that output), "max_abs_reference"
+        (max |Keras output|, the scale of the difference), "examples"}.
+    """
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_path=path).get_signature_runner(DEFAULT_SIGNATURE)
+    (output,) = runner.get_output_details()
+    (name,) = runner.get_input_details()
+    serving = serving_model(reference, "logits" if output == "logits" else "probabilities")
+    actual, expected = [], []
+    for start in range(0, len(inputs), batch_size):
+        batch = {name: inputs[start : start + batch_size]}
+        actual.append(runner(**batch)[output])
+        expected.append(next(iter(serving.run(batch).values())))
+    actual, expected = np.concatenate(actual), np.concatenate(expected)
+    return {
+        "output": output,
+        "top1_agreement": float(np.mean(actual.argmax(-1) == expected.argmax(-1))),
+        "max_abs_diff": float(np.max(np.abs(actual - expected))),
+        "max_abs_reference": float(np.max(np.abs(expected))),
+        "examples": len(expected),
     }
 
 

@@ -68,8 +68,10 @@ def _small_gfnet() -> keras.Model:
 
 
 def _tiny_fnet(num_classes: int | None) -> keras.Model:
+    # With the optional padding mask: the export of every input FNet can take.
     return FNet(
         TINY_FNET,
+        use_padding_mask=True,
         vocabulary_size=50,
         max_sequence_length=16,
         sequence_length=FNET_LENGTH,

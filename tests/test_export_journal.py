@@ -77,22 +77,39 @@ def _hidden(folder) -> list[str]:
     ]
 
 
+# The counted calls of `export --overwrite`: the rename of the SavedModel's own staging,
+# then per output (version, then .tflite) an exchange and, in "rename" mode, two renames.
 @pytest.mark.parametrize(
-    ("existing", "mode", "kill_at"),
+    ("existing", "mode", "formats", "kill_at", "after_kill"),
     [
-        (True, "rename", 1),  # the old version set aside, the new one not yet in place
-        (True, "exchange", 1),  # the version swapped, the .tflite not yet
-        (False, "rename", 1),  # a new version placed, its .tflite not yet
+        # the old version set aside, the new one not yet in place
+        (True, "rename", "saved_model", 3, {"tiny/1/saved_model.pb": "missing"}),
+        # the version swapped, the .tflite not yet
+        (
+            True,
+            "exchange",
+            "saved_model,tflite",
+            2,
+            {"tiny/1/saved_model.pb": "new", "tiny.tflite": "old"},
+        ),
+        # a new version placed, its .tflite not yet
+        (
+            False,
+            "rename",
+            "saved_model,tflite",
+            2,
+            {"tiny/1/saved_model.pb": "new", "tiny.tflite": "missing"},
+        ),
     ],
 )
 def test_export_killed_during_its_commit_is_completed_by_the_rerun(
-    model_file, old_export, tmp_path, capsys, existing, mode, kill_at
+    model_file, old_export, tmp_path, capsys, existing, mode, formats, kill_at, after_kill
 ):
     out = tmp_path / "models"
     if existing:
         shutil.copytree(old_export, out)
     old = _digests(out)
-    argv = ["export", model_file, "--out", str(out), "--overwrite"]
+    argv = ["export", model_file, "--out", str(out), "--overwrite", "--format", formats]
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, str(kill_at), mode, *argv],
         env=ENV,
@@ -102,14 +119,23 @@ def test_export_killed_during_its_commit_is_completed_by_the_rerun(
     )
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert _hidden(out)  # the killed commit's staging folder, with its journal
+    killed_state = _digests(out)
+    for name, state in after_kill.items():
+        if state == "missing":
+            assert name not in killed_state
+        else:
+            assert name in killed_state and (killed_state[name] == old.get(name)) == (
+                state == "old"
+            )
     assert cli.main(argv) == 0
     assert "Completed the interrupted export of 'tiny'" in capsys.readouterr().out
     new = _digests(out)
     assert sorted(new) == sorted(_digests(old_export))
-    for name in ("tiny.tflite", "tiny/1/saved_model.pb"):
+    for name in after_kill:
         assert new[name] != old.get(name)  # the new (probabilities) outputs, all of them
     assert _hidden(out) == []
-    assert keras.layers.TFSMLayer(str(out / NAME / "1"), call_endpoint="serving_default")
+    if after_kill["tiny/1/saved_model.pb"] == "missing":
+        assert keras.layers.TFSMLayer(str(out / NAME / "1"), call_endpoint="serving_default")
 
 
 def test_export_killed_before_its_commit_leaves_the_old_outputs_and_no_copies(
@@ -136,6 +162,33 @@ def test_export_killed_before_its_commit_leaves_the_old_outputs_and_no_copies(
     assert _digests(out)["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
     assert _digests(out)["tiny.tflite"] != old["tiny.tflite"]
     assert _hidden(out) == []
+
+
+def test_bench_on_a_tflite_of_a_killed_export_completes_it_first(
+    model_file, old_export, tmp_path, capsys
+):
+    # Killed between setting the old .tflite aside and placing the new one: bench on that
+    # .tflite completes the export before reading it.
+    out = tmp_path / "models"
+    shutil.copytree(old_export, out)
+    old = _digests(out)
+    argv = ["export", model_file, "--out", str(out), "--overwrite", "--format", "tflite"]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, "2", "rename", *argv],  # exchange, set aside, place
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert not (out / f"{NAME}.tflite").exists() and _hidden(out)
+    bench = ["bench", str(out / f"{NAME}.tflite"), "--out", str(tmp_path / "bench")]
+    assert cli.main([*bench, "--batch-size", "1", "--repeats", "1"]) == 0
+    assert "predict_img_s" in capsys.readouterr().out
+    new = _digests(out)
+    assert sorted(new) == sorted(old) and _hidden(out) == []
+    assert new["tiny.tflite"] != old["tiny.tflite"]  # the killed export's (probabilities)
+    assert new["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
 
 
 def _dead_pid() -> int:
@@ -181,7 +234,7 @@ def test_failed_export_keeps_what_a_second_export_finished_meanwhile(
 
     monkeypatch.setattr(litert, "check_tolerance", second_export_then_fail)
     with pytest.raises(RuntimeError, match="injected"):
-        cli.main(["export", model_file, "--out", str(out)])
+        cli.main(["export", model_file, "--out", str(out), "--format", "tflite"])
     assert second[0].returncode == 0, second[0].stderr[-2000:]
     assert sorted(os.listdir(out)) == ["models.config", NAME]
     assert os.listdir(out / NAME) == ["2"]
@@ -193,7 +246,7 @@ def test_failed_export_keeps_what_a_second_export_finished_meanwhile(
         litert, "check_tolerance", lambda *args: (_ for _ in ()).throw(RuntimeError("injected"))
     )
     with pytest.raises(RuntimeError):
-        cli.main(["export", model_file, "--out", str(lone)])
+        cli.main(["export", model_file, "--out", str(lone), "--format", "tflite"])
     assert not (tmp_path / "lone").exists()
 
 

@@ -6,54 +6,72 @@ import argparse
 import os
 import subprocess
 import sys
+from typing import Any
 
 import keras
 
 from keras_fourier.bench import (
     BACKENDS,
+    COMPUTE_DTYPES,
     JIT_CHOICES,
+    PRECISION_ALIASES,
     PRECISIONS,
     SCALING_GRIDS,
     SCALING_MIXERS,
     SCALING_SEQUENCES,
     SCALING_WIDTH,
+    agreement_inputs,
     benchmark_model,
     benchmark_tflite,
+    cpu_description,
     format_table,
+    host_limits,
     machine,
-    matmul_rate,
+    mlp_matmul_shape,
     named_model_size,
     plot_scaling,
+    precision_agreement,
     run_scaling,
+    tflite_agreement,
+    tflite_is_integer,
+    tflite_matmul_rate,
+    with_precision,
     write_results,
 )
-from keras_fourier.commands.arguments import comma_list, fail, load_model
+from keras_fourier.commands.arguments import comma_list, load_model
+from keras_fourier.export.journal import recover_around
 from keras_fourier.flop_count import flops
 from keras_fourier.layers.spectral import FFT_IMPLS
 from keras_fourier.models.catalog import is_model_name
 from keras_fourier.models.clone import clone_with
+from keras_fourier.models.resolve import resolve_model
 
 NAME = "bench"
 HELP = "measure a model's throughput, latency and memory, or the mixers' scaling"
 DESCRIPTION = (
     "Model mode (MODEL: a model name, .keras file, run folder or .tflite file): inference "
     "and training-step img/s, batch-1 latency, peak memory, FLOPs and the fraction of "
-    "this machine's matmul rate. Scaling mode (--scaling): one block (mixer + MLP) "
-    "at width 384, latency and peak memory against the token count, plotted. "
-    "Writes JSON and CSV (and PNG) into --out."
+    "this machine's matmul rate in the compute dtype of --precision (float32, bf16, "
+    "int8), with --agreement against float32. Scaling mode (--scaling): one block "
+    "(mixer + MLP) at width 384, latency and peak memory against the token count, "
+    "plotted. Writes JSON and CSV (and PNG) into --out."
 )
 SHOW_DEFAULTS = True
 
 
+def _precision(text: str) -> str:
+    name = PRECISION_ALIASES.get(text, text)
+    if name not in PRECISIONS:
+        choices = ", ".join((*PRECISIONS, *PRECISION_ALIASES))
+        raise argparse.ArgumentTypeError(f"expected one of {choices}: {text!r}")
+    return name
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the arguments of `keras-fourier bench` to `parser`."""
+
     add = parser.add_argument
-    add(
-        "model",
-        nargs="?",
-        metavar="MODEL",
-        help="model name (gfnet_ti, GFNetTi, ...), .keras file, run folder or .tflite file",
-    )
+    add("model", nargs="?", metavar="MODEL", help="model name, .keras or .tflite file")
     add("--scaling", action="store_true", help="time one block against the token count")
     add(
         "--batch-size",
@@ -74,7 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="classes of named models; default: the digits' 10 for the small presets, else 1000",
     )
-    add("--precision", choices=PRECISIONS, default="float32", help="Keras dtype policy")
+    add(
+        "--precision",
+        type=_precision,
+        default="float32",
+        help="float32 (fp32), mixed_bfloat16 (bf16), mixed_float16 (fp16): the Keras dtype "
+        "policy; int8: Keras's model.quantize('int8') of the float32 model",
+    )
     add(
         "--fft-impl",
         type=comma_list(FFT_IMPLS),
@@ -91,6 +115,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--repeats", type=int, default=5, help="timed calls per figure (median)")
     add("--threads", type=int, default=None, help="TFLite interpreter threads")
     add("--no-train", action="store_true", help="skip the training step")
+    add(
+        "--agreement",
+        action="store_true",
+        help="top-1 agreement and max logit difference of --precision against float32 "
+        "(same weights); of a .tflite file against --reference",
+    )
+    add(
+        "--reference",
+        default=None,
+        help=".tflite: the Keras model it was exported from (a .keras file), for its FLOPs, "
+        "the host fractions and --agreement",
+    )
+    add(
+        "--data",
+        default=None,
+        help="images for --agreement: 'digits', 'dir:PATH' or 'tfds:NAME' "
+        "(default: uniform 0-255 noise)",
+    )
+    add("--data-split", default="test", help="split of --data (default: test)")
+    add("--examples", type=int, default=256, help="examples compared by --agreement")
     add(
         "--mixers",
         type=comma_list(SCALING_MIXERS),
@@ -116,7 +160,15 @@ def _check(args: argparse.Namespace) -> None:
         )
     if args.batch_size is None:
         args.batch_size = 1 if args.scaling else 16
-    for name in ("batch_size", "image_size", "classes", "repeats", "width"):
+    if args.scaling and args.precision == "int8":
+        raise ValueError("--precision int8 applies to a MODEL, not --scaling. Received: --scaling")
+    if args.reference is not None and not (args.model or "").endswith(".tflite"):
+        raise ValueError(f"--reference applies to a .tflite MODEL. Received: MODEL={args.model!r}")
+    if args.agreement and (args.model or "").endswith(".tflite") and args.reference is None:
+        raise ValueError(
+            f"--agreement of a .tflite file needs --reference. Received: MODEL={args.model!r}"
+        )
+    for name in ("batch_size", "image_size", "classes", "repeats", "width", "examples"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={getattr(args, name)!r}")
@@ -139,7 +191,6 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.backend and args.backend != keras.backend.backend():
         return _rerun_on_backend(args)
-    keras.mixed_precision.set_global_policy(args.precision)
     settings = {
         "precision": args.precision,
         "jit": args.jit,
@@ -147,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         "machine": machine(),
     }
     if args.scaling:
+        keras.mixed_precision.set_global_policy(args.precision)
         rows = run_scaling(
             mixers=args.mixers,
             grids=args.grids,
@@ -159,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
             precision=args.precision,
         )
         print(format_table(rows))
+        # The limit of the block's MLP at 56x56 tokens (GFNet-XS's first-stage-sized product).
+        shape = (56 * 56 * args.batch_size, args.width, 4 * args.width)
+        settings["host"] = host_limits(shape, [COMPUTE_DTYPES[args.precision]], args.repeats)
         report = {"mode": "scaling", **settings, "rows": rows}
         paths = write_results(args.out, "scaling", report)
         png = os.path.join(args.out, "scaling.png")
@@ -170,46 +225,130 @@ def run(args: argparse.Namespace) -> int:
             paths.append(png)
         print("wrote " + ", ".join(paths))
         return 0
-    rows = []
     if args.model.endswith(".tflite"):
-        figures = benchmark_tflite(
-            args.model, batch_size=args.batch_size, threads=args.threads, repeats=args.repeats
-        )
-        rows.append({"model": os.path.basename(args.model), "runtime": "tflite", **figures})
+        rows, host = _bench_tflite(args)
     else:
-        rate = matmul_rate()
-        if is_model_name(args.model):
-            image_size, classes = named_model_size(args.model)
-            args.image_size = args.image_size or image_size
-            args.classes = args.classes or classes
-        for impl in args.fft_impl:
-            try:
-                model = load_model(args)
-            except ValueError as error:
-                return fail(NAME, error)
-            if impl != "auto":
-                model = clone_with(model, fft_impl=impl)
-            count = flops(model)
-            figures = benchmark_model(
-                model,
-                batch_size=args.batch_size,
-                jit_compile=args.jit,
-                repeats=args.repeats,
-                train=not args.no_train,
-            )
-            rows.append(
-                {
-                    "model": model.name,
-                    "runtime": keras.backend.backend(),
-                    "fft_impl": impl,
-                    "batch_size": args.batch_size,
-                    "gflops": round(count / 1e9, 4),
-                    **{k: round(v, 3) if isinstance(v, float) else v for k, v in figures.items()},
-                    "matmul_fraction": round(count * figures["predict_img_s"] / rate, 4),
-                }
-            )
-        settings["matmul_gmacs"] = round(rate / 1e9, 2)
+        rows, host = _bench_keras(args)
+    settings["host"] = host
     print(format_table(rows))
     paths = write_results(args.out, "bench", {"mode": "model", **settings, "rows": rows})
     print("wrote " + ", ".join(paths))
     return 0
+
+
+def _rounded(figures: dict[str, Any]) -> dict[str, Any]:
+    """Floats to 5 significant digits."""
+    return {k: float(f"{v:.5g}") if isinstance(v, float) else v for k, v in figures.items()}
+
+
+def _host_columns(host: dict[str, Any], limit: str) -> dict[str, Any]:
+    """The host's rates as row columns, so that the CSV alone names the limits."""
+    columns = {f"host_{dtype}_gmac_s": rate for dtype, rate in host["matmul_gmac_s"].items()}
+    return {**columns, "limit_dtype": limit}
+
+
+def _throughput(
+    gflops: float, figures: dict[str, Any], limit_rate: float, train_rate: float
+) -> dict[str, Any]:
+    """Multiply-adds per second of each phase and its fraction of the phase's limit.
+
+    A training step counts 3 forward passes (forward, and the two products
+    of each layer's backward pass); `train_rate` is its limit (float32 for
+    int8 models, whose gradients are float).
+    """
+    result = {}
+    for phase, passes, limit in (("predict", 1, limit_rate), ("train", 3, train_rate)):
+        if f"{phase}_img_s" in figures:
+            rate = passes * gflops * figures[f"{phase}_img_s"]
+            result[f"{phase}_gmac_s"] = round(rate, 2)
+            result[f"{phase}_fraction"] = round(rate / limit, 4)
+    return result
+
+
+def _bench_keras(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows of a model name, .keras file or run folder at --precision, one per --fft-impl."""
+    keras.mixed_precision.set_global_policy("float32")
+    if is_model_name(args.model):
+        image_size, classes = named_model_size(args.model)
+        args.image_size = args.image_size or image_size
+        args.classes = args.classes or classes
+    base = load_model(args)
+    limit = COMPUTE_DTYPES[args.precision]
+    host = host_limits(mlp_matmul_shape(base, args.batch_size), [limit], args.repeats)
+    rates = host["matmul_gmac_s"]
+    train_limit = "float32" if limit == "int8" else limit
+    gflops = flops(base) / 1e9
+    inputs = None
+    if args.agreement:
+        inputs = agreement_inputs(base, args.data, args.data_split, args.examples)
+    if args.precision not in ("float32", "int8"):
+        keras.mixed_precision.set_global_policy(args.precision)
+    rows = []
+    for impl in args.fft_impl:
+        reference = base if impl == "auto" else clone_with(base, fft_impl=impl)
+        model = with_precision(reference, args.precision)
+        figures = benchmark_model(
+            model,
+            batch_size=args.batch_size,
+            jit_compile=args.jit,
+            repeats=args.repeats,
+            train=not args.no_train,
+        )
+        row = {
+            "model": base.name,
+            "runtime": keras.backend.backend(),
+            "precision": args.precision,
+            "fft_impl": impl,
+            "batch_size": args.batch_size,
+            "gflops": round(gflops, 4),
+            **_rounded(figures),
+            **_throughput(gflops, figures, rates[limit], rates[train_limit]),
+            **_host_columns(host, limit),
+        }
+        if inputs is not None:
+            agreement = precision_agreement(reference, inputs, args.precision, args.batch_size)
+            row.update(_rounded(agreement))
+        rows.append(row)
+        del model
+    return rows, host
+
+
+def _bench_tflite(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The row of a .tflite file; FLOPs, host fractions and agreement with --reference."""
+    recover_around(args.model)  # an export killed while placing it is completed first
+    figures = benchmark_tflite(
+        args.model, batch_size=args.batch_size, threads=args.threads, repeats=args.repeats
+    )
+    integer = tflite_is_integer(args.model)
+    row = {
+        "model": os.path.basename(args.model),
+        "runtime": "tflite",
+        "precision": "int8" if integer else "float",
+        "batch_size": args.batch_size,
+        **_rounded(figures),
+    }
+    name, features = cpu_description()
+    host: dict[str, Any] = {"cpu": name, "cpu_features": features}
+    if args.reference is None:
+        return [row], host
+    reference = resolve_model(args.reference)
+    shape = mlp_matmul_shape(reference, args.batch_size)
+    limit = "int8" if integer else "float32"
+    rates = {"float32": tflite_matmul_rate(shape, False, args.threads, args.repeats) / 1e9}
+    if integer:
+        rates["int8"] = tflite_matmul_rate(shape, True, args.threads, args.repeats) / 1e9
+    host.update(
+        matmul_shape="x".join(map(str, shape)),
+        matmul_gmac_s={dtype: round(rate, 2) for dtype, rate in rates.items()},
+        matmul_runtime="tflite",
+    )
+    gflops = flops(reference) / 1e9
+    row.update(
+        gflops=round(gflops, 4),
+        **_throughput(gflops, figures, rates[limit], rates[limit]),
+        **_host_columns(host, limit),
+    )
+    if args.agreement:
+        inputs = agreement_inputs(reference, args.data, args.data_split, args.examples)
+        row.update(_rounded(tflite_agreement(args.model, reference, inputs)))
+    return [row], host

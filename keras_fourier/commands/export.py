@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -37,12 +38,14 @@ from keras_fourier.commands.arguments import add_model_arguments, comma_list, lo
 from keras_fourier.data import load_image_dataset
 from keras_fourier.export import litert, savedmodel
 from keras_fourier.export.journal import Transaction, locked, recover
+from keras_fourier.export.parity import ParityError
 from keras_fourier.export.serving_config import (
     CONTAINER_ROOT,
     merge_models_config,
     read_models_config,
 )
 from keras_fourier.run_folder import RunFolder
+from keras_fourier.training.rundir import read_run_record
 from keras_fourier.validation import check_number, check_positive_int
 
 NAME = "export"
@@ -119,7 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data",
         default=None,
         help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
-        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split",
+        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split "
+        "(default for int8: the data of the run folder holding a .keras MODEL)",
     )
     parser.add_argument(
         "--data-split",
@@ -156,6 +160,22 @@ def _image_batches(args: argparse.Namespace, model, split: str):
         args.data, split, image_size=max(height, width), batch_size=32, training=False
     )
     return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
+
+
+def _default_calibration_data(args: argparse.Namespace) -> None:
+    """Without --data, int8 calibrates on the images a run folder's model was trained on.
+
+    A ``.keras`` file inside a `keras-fourier train` run folder (its
+    ``run.json`` names the data, "digits" for the README's main job) sets
+    `args.data` to that source; any other model keeps --data unset.
+    """
+    if args.data is not None or "int8" not in args.quantize or not args.model.endswith(".keras"):
+        return
+    record = read_run_record(os.path.dirname(os.path.abspath(args.model))) or {}
+    data = (record.get("identity") or {}).get("data")
+    if isinstance(data, str) and data != "listops":
+        args.data = data
+        print(f"keras-fourier export: int8 calibration on --data {data!r}, the run's training data")
 
 
 def _check_writable_folder(folder: str) -> None:
@@ -290,7 +310,9 @@ def run(args: argparse.Namespace) -> int:
         0 on success; 2 (after printing the message, with nothing written)
         on a bad argument or missing prerequisite, such as an existing
         version without ``--overwrite``, ``--quantize int8`` without
-        ``--data``, or a read-only ``--out``.
+        ``--data``, or a read-only ``--out``; 1 (after printing one line,
+        with nothing placed) when an output fails its parity check against
+        Keras, or on a write error.
 
     Example:
         >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
@@ -309,6 +331,7 @@ def run(args: argparse.Namespace) -> int:
         name = check_name(args.name or model.name, "--name" if args.name else "the model's name")
         base = _inside(args.out, os.path.join(args.out, name))
         recover(base)
+        _default_calibration_data(args)
         _check(args, model, name)
         validation_data = calibration = None
         if "tflite" in args.format:
@@ -319,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
                     raise ValueError(f"--data {args.data!r} has no calibration images.")
         created = _made_folders(args.out)
         with Transaction(args.out) as staging:
-            moves = []
+            moves, reports = [], []
             for kind, quantization, path in _outputs(args, name):
                 staged = os.path.join(staging.path, os.path.basename(path))
                 if kind == "saved_model":
@@ -334,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                     staged = report.path
                 elif kind == "tflite":
-                    export.tflite(
+                    report = export.tflite(
                         model,
                         staged,
                         quantization,
@@ -342,15 +365,18 @@ def run(args: argparse.Namespace) -> int:
                         validation_data=validation_data,
                         output=args.output,
                         verify=args.verify,
+                        verbose=False,
                     )
                 else:
-                    export.onnx(
+                    report = export.onnx(
                         model,
                         staged,
                         output=args.output,
                         validation_data=_image_batches(args, model, args.data_split),
+                        verbose=False,
                     )
                 moves.append((os.path.relpath(staged, staging.path), path))
+                reports.append(report)
             if "saved_model" in args.format and not os.path.isdir(base):
                 os.mkdir(base)
                 created.insert(0, os.path.abspath(base))
@@ -360,12 +386,16 @@ def run(args: argparse.Namespace) -> int:
                 command=command,
             )
         created = []
-        for _, final in moves:
-            print(f"Placed {final}")
+        for (_, final), written in zip(moves, reports, strict=True):
+            print(dataclasses.replace(written, path=final).summary())  # not the staging path
         if "saved_model" in args.format:
-            print(report.signatures)
-            for signature, diff in report.max_abs_diff.items():
+            saved = reports[0]  # the SavedModel is the first output (see _outputs)
+            print(saved.signatures)
+            for signature, diff in saved.max_abs_diff.items():
                 print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+    except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
+        print(f"keras-fourier export: error: {error}", file=sys.stderr)
+        return 1
     except (ValueError, ImportError, OSError) as error:
         # The library's message names its keyword; the command's is a flag.
         message = str(error).replace("pass overwrite=True", "pass --overwrite")

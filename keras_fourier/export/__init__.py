@@ -24,6 +24,7 @@ from keras_fourier.data.checks import header_image_size
 from keras_fourier.export.journal import recover
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
 from keras_fourier.export.onnx_export import ONNXReport, onnx
+from keras_fourier.export.parity import ParityError
 from keras_fourier.export.savedmodel import SavedModelReport, describe_saved_model, saved_model
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
@@ -39,6 +40,7 @@ __all__ = [
     "MAX_IMAGE_PIXELS",
     "QUANTIZATIONS",
     "ONNXReport",
+    "ParityError",
     "SavedModelReport",
     "TFLiteReport",
     "describe_saved_model",

@@ -15,7 +15,8 @@ filesystem), checked there, and only then placed, in one commit:
 3. The staging folder, now holding the replaced copies, is removed.
 
 Recovery (:func:`recover`), run by every command that opens the folder
-(`keras-fourier export`, `export.saved_model`, `predict` on a file in it),
+(`keras-fourier export`, `export.saved_model`, and through
+:func:`recover_around` `keras-fourier bench` on a `.tflite` in it),
 looks at staging folders whose process is dead: one without a journal is
 removed (nothing was placed: the old outputs are whole), one with a journal
 is rolled forward (the moves not yet done are done; an output whose final
@@ -192,6 +193,49 @@ def recover(folder: str | os.PathLike) -> list[dict[str, Any]]:
             else:
                 os.replace(entry.path, target)
     return completed
+
+
+def recover_around(path: str | os.PathLike) -> None:
+    """Before `path` (an exported file or folder) is read: completes interrupted exports there.
+
+    The folders that may hold the staging folder of an export that placed
+    `path` (its parent, grandparent and great-grandparent: ``OUT`` of
+    ``OUT/NAME.tflite`` and ``OUT/NAME/VERSION``, the base folder of an
+    `export.saved_model` version) are recovered (:func:`recover`) when they
+    hold export leftovers, after any commit in progress there (holding the
+    folder's lock) is over; folders without leftovers are only listed.
+
+    Args:
+        path: the file or folder about to be read.
+
+    Raises:
+        ValueError: naming the folder, when its interrupted export cannot be
+            completed (no write access): `path` may be half placed.
+
+    Example:
+        >>> recover_around("models/gfnet_ti.tflite")
+    """
+    folder = os.path.abspath(os.fspath(path))
+    for _ in range(3):
+        folder, parent = os.path.dirname(folder), folder
+        if folder == parent:
+            return
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        if not any(name.startswith(PREFIX) or _LEGACY.match(name) for name in names):
+            continue
+        try:
+            with locked(folder):
+                pass  # a live export's commit holds the lock until every output is placed
+            recover(folder)
+        except OSError as error:
+            raise ValueError(
+                f"{folder!r} holds an interrupted export that cannot be completed "
+                f"({error.strerror or error}); rerun keras-fourier export on it with write "
+                f"access before reading {os.fspath(path)!r}."
+            ) from error
 
 
 class Transaction:

@@ -61,6 +61,20 @@ class TFLiteReport:
     top1_agreement: float | None
     num_examples: int
 
+    def summary(self) -> str:
+        """One line: the file, its quantization and size, and its check against Keras."""
+        kind = self.quantization or "float32"
+        line = f"Wrote TFLite {self.path} ({kind}, {self.size_bytes:,} bytes): "
+        if self.max_abs_diff is None:
+            line += "not checked against Keras (verify=False)"
+        else:
+            line += (
+                f"max |LiteRT - Keras| = {self.max_abs_diff:.3g} on {self.num_examples} examples"
+            )
+        if self.top1_agreement is not None:
+            line += f", top-1 agreement {self.top1_agreement:.2%}"
+        return line
+
 
 def checker_available() -> bool:
     """Whether LiteRT (`ai_edge_litert`), which checks TFLite files, can be imported."""
@@ -215,7 +229,7 @@ def tflite(
             quantization), or an existing `path` without `overwrite`; nothing
             is written.
         ImportError: `verify` without LiteRT installed (before converting).
-        RuntimeError: if a float32 file differs from Keras by more than 1e-4;
+        ParityError: if a float32 file differs from Keras by more than 1e-4;
             nothing is written.
 
     Example:
@@ -259,12 +273,5 @@ def tflite(
         num_examples=count,
     )
     if verbose:
-        line = f"Wrote TFLite {path} ({quantization or 'float32'}, {len(content):,} bytes): "
-        if max_diff is None:
-            line += "not checked against Keras (verify=False)"
-        else:
-            line += f"max |LiteRT - Keras| = {max_diff:.3g} on {count} examples"
-        if agreement is not None:
-            line += f", top-1 agreement {agreement:.2%}"
-        print(line)
+        print(report.summary())
     return report

@@ -56,6 +56,16 @@ class ONNXReport:
     top1_agreement: float | None
     num_examples: int
 
+    def summary(self) -> str:
+        """One line: the file, its opset and size, and its check against Keras."""
+        line = (
+            f"Wrote ONNX {self.path} (opset {self.opset}, {self.size_bytes:,} bytes): "
+            f"max |onnxruntime - Keras| = {self.max_abs_diff:.3g} on {self.num_examples} examples"
+        )
+        if self.top1_agreement is not None:
+            line += f", top-1 agreement {self.top1_agreement:.2%}"
+        return line
+
 
 def _import_tf2onnx():
     try:
@@ -170,7 +180,7 @@ def onnx(
     Raises:
         ValueError: unknown `output`, or an existing `path` without
             `overwrite`; nothing is written.
-        RuntimeError: onnxruntime differs from Keras by more than 1e-4;
+        ParityError: onnxruntime differs from Keras by more than 1e-4;
             nothing is written.
         ImportError: tf2onnx or onnxruntime is missing (the `onnx` extra).
 
@@ -203,11 +213,5 @@ def onnx(
         num_examples=count,
     )
     if verbose:
-        line = (
-            f"Wrote ONNX {path} (opset {report.opset}, {len(content):,} bytes): "
-            f"max |onnxruntime - Keras| = {max_diff:.3g} on {count} examples"
-        )
-        if agreement is not None:
-            line += f", top-1 agreement {agreement:.2%}"
-        print(line)
+        print(report.summary())
     return report

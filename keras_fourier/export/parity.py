@@ -35,6 +35,14 @@ def max_abs_diff(actual: dict, expected: dict[str, np.ndarray]) -> float:
     return diff
 
 
+class ParityError(RuntimeError):
+    """An exported model disagrees with Keras, or Keras itself gives non-finite outputs.
+
+    Nothing was written; `keras-fourier export` prints its message on one
+    line and exits with status 1.
+    """
+
+
 def compare(
     run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
     reference: ServingModel,
@@ -58,7 +66,7 @@ def compare(
         classification output.
 
     Raises:
-        RuntimeError: the converted model's output names are not Keras's, or
+        ParityError: the converted model's output names are not Keras's, or
             the Keras model outputs NaN or inf (the message says so). A
             non-finite converted output makes the difference NaN, which
             :func:`check_tolerance` refuses.
@@ -77,12 +85,10 @@ def compare(
         actual = run(inputs)
         expected = reference.run(inputs)
         if sorted(actual) != sorted(expected):
-            raise RuntimeError(
-                f"The {runtime} outputs {sorted(actual)} are not {sorted(expected)}."
-            )
+            raise ParityError(f"The {runtime} outputs {sorted(actual)} are not {sorted(expected)}.")
         for name, value in expected.items():
             if not np.all(np.isfinite(value)):
-                raise RuntimeError(
+                raise ParityError(
                     f"The Keras model itself outputs non-finite values (NaN or inf) in {name!r} "
                     f"on the comparison inputs: the model, not the {runtime} conversion, is "
                     "broken (check its weights); nothing was written."
@@ -106,14 +112,14 @@ def check_tolerance(max_diff: float, export: str, converted: str) -> None:
         converted: the exported model, named in the error ("ONNX model").
 
     Raises:
-        RuntimeError: `max_diff` exceeds the tolerance (or is NaN).
+        ParityError: `max_diff` exceeds the tolerance (or is NaN).
 
     Example:
         >>> check_tolerance(3e-6, "onnx", "ONNX model")
     """
     tolerance = TOLERANCES[export]
     if not max_diff <= tolerance:
-        raise RuntimeError(
+        raise ParityError(
             f"The {converted} differs from Keras by {max_diff:.3g} > {tolerance}; "
             "nothing was written."
         )

@@ -46,6 +46,10 @@ class SavedModelReport:
     signatures: str
     max_abs_diff: dict[str, float]
 
+    def summary(self) -> str:
+        """One line: the version directory written."""
+        return f"Wrote SavedModel {self.path}"
+
 
 def check_version(version: int, name: str = "version") -> int:
     """Validates a TF Serving version number: a non-negative int (not a bool)."""
@@ -221,9 +225,9 @@ def saved_model(
     * ``serving_bytes`` (vision models only): ``image_bytes`` string (B,),
       encoded JPEG, PNG, GIF or BMP images of any size up to `max_pixels`
       (read from the header, before decoding; a larger image fails the
-      request), decoded to RGB and resized and centre-cropped in the graph
-      as in evaluation (:func:`keras_fourier.data.eval_transform`); same
-      outputs.
+      request; so does an empty batch, naming ``image_bytes``), decoded to
+      RGB and resized and centre-cropped in the graph as in evaluation
+      (:func:`keras_fourier.data.eval_transform`); same outputs.
 
     Args:
         model: a functional or Sequential Keras model.
@@ -247,7 +251,7 @@ def saved_model(
         ValueError: for a bad `version`, `output`, `crop_pct` or
             `max_pixels`, an existing version without `overwrite`, or an
             `export_dir` that is a file; nothing is written.
-        RuntimeError: if the reloaded model differs from Keras by more than
+        ParityError: if the reloaded model differs from Keras by more than
             1e-5; nothing is written.
 
     Example:
@@ -280,7 +284,7 @@ def saved_model(
         path=target, signatures=describe_saved_model(target), max_abs_diff=diffs
     )
     if verbose:
-        print(f"Wrote SavedModel {target}")
+        print(report.summary())
         print(report.signatures)
         tolerance = TOLERANCES["saved_model"]
         for name, diff in diffs.items():

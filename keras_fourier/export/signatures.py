@@ -202,7 +202,9 @@ def decode_images(
     (:func:`keras_fourier.data.checks.decode_image_checked`); an image of
     more than `max_pixels` pixels, or of a format whose size cannot be read,
     fails with an `InvalidArgumentError` naming its size before it is
-    decoded, so one small request cannot take gigabytes of memory.
+    decoded, so one small request cannot take gigabytes of memory. An empty
+    batch fails with an `InvalidArgumentError` naming the ``image_bytes``
+    input (as TF Serving refuses an empty request).
 
     Args:
         image_bytes: string tensor (B,) of encoded images of any sizes.
@@ -227,6 +229,12 @@ def decode_images(
         image = decode_image_checked(data, max_pixels)
         return transform(tf.cast(image, tf.float32))
 
+    not_empty = tf.debugging.Assert(
+        tf.size(image_bytes) > 0,
+        [f"{BYTES_SIGNATURE} needs at least one image: input {BYTES_INPUT} is an empty batch."],
+    )
+    with tf.control_dependencies([not_empty]):
+        image_bytes = tf.identity(image_bytes)
     return tf.map_fn(
         decode, image_bytes, fn_output_signature=tf.TensorSpec((height, width, 3), tf.float32)
     )

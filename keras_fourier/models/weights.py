@@ -56,7 +56,9 @@ def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
 
     Raises:
         ValueError: naming the file: it does not exist, is empty, is not a
-            complete `.keras` zip (truncated), or Keras cannot read it.
+            complete `.keras` zip (truncated), Keras cannot read it, or its
+            config is refused (a Python lambda, a class that is neither
+            Keras's nor registered): one line, without the config.
 
     Example:
         >>> load_keras_file("runs/default/model.keras", compile=False).name  # doctest: +SKIP
@@ -75,6 +77,11 @@ def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
         return keras.saving.load_model(path, **kwargs)
     except (OSError, KeyError, zipfile.BadZipFile) as error:
         raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
+    except (TypeError, ValueError) as error:
+        # Keras's message of an unknown class embeds the whole config over several lines.
+        reason = re.search(r"Could not locate (class|function) '[^']*'", str(error))
+        reason = reason.group(0) if reason else " ".join(str(error).split()).rstrip(".")
+        raise ValueError(f"Refused the .keras file {path!r}: {reason}.") from error
 
 
 def _copy_from_keras_file(model: keras.Model, path: str) -> None:
