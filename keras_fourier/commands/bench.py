@@ -261,7 +261,8 @@ def _throughput(
         if f"{phase}_img_s" in figures:
             rate = passes * gflops * figures[f"{phase}_img_s"]
             result[f"{phase}_gmac_s"] = round(rate, 2)
-            result[f"{phase}_fraction"] = round(rate / limit, 4)
+            # A limit measured as 0 (a tiny matmul, rounded) gives no fraction.
+            result[f"{phase}_fraction"] = round(rate / limit, 4) if limit > 0 else None
     return result
 
 
