@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.export.parity import check_tolerance, compare
+from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     ServingModel,
@@ -258,7 +258,7 @@ def tflite(
                 _runner(content), serving_model(model, output), validation_data, "LiteRT"
             )
             if quantization is None:
-                check_tolerance(max_diff, "tflite", "float32 TFLite model")
+                check_tolerance(max_diff, TOLERANCES["tflite"], "float32 TFLite model")
         atomic_write_bytes(path, content)
     except BaseException:
         if created:

@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.parity import check_tolerance, compare
+from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
 from keras_fourier.export.signatures import ServingModel, check_output, serving_model
 from keras_fourier.fileio import atomic_write_bytes
 
@@ -199,7 +199,7 @@ def onnx(
     max_diff, agreement, count = compare(
         _runner(content), serving_model(model, output), validation_data, "ONNX"
     )
-    check_tolerance(max_diff, "onnx", "ONNX model")
+    check_tolerance(max_diff, TOLERANCES["onnx"], "ONNX model")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_bytes(path, content)
     opset_version = next(o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx"))

@@ -103,21 +103,21 @@ def compare(
     return max_diff, (agree / count if classify and count else None), count
 
 
-def check_tolerance(max_diff: float, export: str, converted: str) -> None:
-    """Raises unless the exported model is within its tolerance of Keras.
+def check_tolerance(max_diff: float, tolerance: float, converted: str) -> None:
+    """Raises unless the exported model is within `tolerance` of Keras.
 
     Args:
         max_diff: max |exported - Keras| from :func:`compare`.
-        export: its row of :data:`TOLERANCES`: "saved_model", "tflite" or "onnx".
+        tolerance: the largest difference accepted: the export's row of
+            :data:`TOLERANCES`.
         converted: the exported model, named in the error ("ONNX model").
 
     Raises:
-        ParityError: `max_diff` exceeds the tolerance (or is NaN).
+        ParityError: `max_diff` exceeds `tolerance` (or is NaN).
 
     Example:
-        >>> check_tolerance(3e-6, "onnx", "ONNX model")
+        >>> check_tolerance(3e-6, TOLERANCES["onnx"], "ONNX model")
     """
-    tolerance = TOLERANCES[export]
     if not max_diff <= tolerance:
         raise ParityError(
             f"The {converted} differs from Keras by {max_diff:.3g} > {tolerance}; "

@@ -137,7 +137,9 @@ def _check_parity(
         actual = loaded.signatures[BYTES_SIGNATURE](**{BYTES_INPUT: encoded})
         diffs[BYTES_SIGNATURE] = max_abs_diff(actual, expected)
     for name, diff in diffs.items():
-        check_tolerance(diff, "saved_model", f"reloaded SavedModel's {name!r} signature")
+        check_tolerance(
+            diff, TOLERANCES["saved_model"], f"reloaded SavedModel's {name!r} signature"
+        )
     return diffs
 
 
