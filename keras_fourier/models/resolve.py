@@ -127,7 +127,7 @@ def resolve_model(
         raise ValueError(
             f"Unknown model {reference!r}: expected a model name, one of {model_names()} or "
             f"{sorted(PUBLIC_NAMES)}, a .keras file, a run folder, or a weights file with "
-            f"{names.get('family', 'family')}."
+            f"{names.get('family', 'family')}. Received: model={reference!r}"
         )
     model_file = resolve_model_file(reference)
     if given:
