@@ -160,3 +160,57 @@ def remove_stale_directories(parent: str | os.PathLike, prefix: str) -> list[str
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
     return removed
+
+
+def check_writable_folder(folder: str, flag: str = "out") -> None:
+    """Raises ValueError unless `folder` is, or can be created as, a writable folder.
+
+    Checks before anything is written: `folder` (or its nearest existing
+    ancestor) must be a folder in which a file can be created (a probe file
+    is created and removed: read-only mounts refuse even root).
+
+    Args:
+        folder: the folder (a run folder, an export's --out).
+        flag: the argument's name in messages.
+
+    Raises:
+        ValueError: naming `flag`, the folder and the reason.
+    """
+    existing = os.path.abspath(folder)
+    while not os.path.isdir(existing):
+        if os.path.lexists(existing):
+            raise ValueError(
+                f"`{flag}` must be a folder; {existing!r} is a file. Received: {folder!r}"
+            )
+        parent = os.path.dirname(existing)
+        if parent == existing:
+            break
+        existing = parent
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=existing)
+    except OSError as error:
+        raise ValueError(
+            f"`{flag}` {folder!r} is not writable ({error.strerror}: {existing!r})."
+        ) from None
+    os.close(handle)
+    os.remove(probe)
+
+
+def make_folders(folder: str) -> list[str]:
+    """Creates `folder` and its missing parents; returns those created, deepest first.
+
+    Args:
+        folder: the folder to create.
+
+    Returns:
+        The absolute paths of the folders this call created, deepest first
+        (empty when `folder` existed), so that a failed command can remove
+        exactly what it made.
+    """
+    created = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    return created

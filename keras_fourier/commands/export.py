@@ -29,7 +29,6 @@ import dataclasses
 import os
 import re
 import sys
-import tempfile
 
 import keras
 
@@ -44,6 +43,7 @@ from keras_fourier.export.serving_config import (
     merge_models_config,
     read_models_config,
 )
+from keras_fourier.fileio import check_writable_folder, make_folders
 from keras_fourier.run_folder import RunFolder
 from keras_fourier.training.rundir import read_run_record
 from keras_fourier.validation import check_number, check_positive_int
@@ -178,26 +178,6 @@ def _default_calibration_data(args: argparse.Namespace) -> None:
         print(f"keras-fourier export: int8 calibration on --data {data!r}, the run's training data")
 
 
-def _check_writable_folder(folder: str) -> None:
-    """Raises ValueError unless `folder` is, or can be created as, a writable folder."""
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"--out must be a folder; {folder!r} is a file.")
-    existing = os.path.abspath(folder)
-    while not os.path.isdir(existing):
-        parent = os.path.dirname(existing)
-        if os.path.exists(existing) or parent == existing:
-            raise ValueError(f"--out {folder!r} cannot be created: {existing!r} is not a folder.")
-        existing = parent
-    try:
-        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=existing)
-    except OSError as error:
-        raise ValueError(
-            f"--out {folder!r} is not writable ({error.strerror}: {existing!r})."
-        ) from error
-    os.close(handle)
-    os.remove(probe)
-
-
 def _outputs(args: argparse.Namespace, name: str) -> list[tuple[str, str | None, str]]:
     """(format, TFLite quantization, final path) of every requested output, in export order.
 
@@ -226,7 +206,7 @@ def _check(args: argparse.Namespace, model, name: str) -> None:
     check_positive_int("--max-pixels", args.max_pixels)
     check_number("--crop-pct", args.crop_pct, low=0, high=1, low_open=True)
     savedmodel.check_version(args.version, "--version")
-    _check_writable_folder(args.out)
+    check_writable_folder(args.out, "--out")
     config = os.path.join(args.out, "models.config")
     if "saved_model" in args.format and os.path.exists(config):
         read_models_config(config)
@@ -273,17 +253,6 @@ def _inside(out: str, path: str) -> str:
     if os.path.commonpath([root, os.path.realpath(path)]) != root:
         raise ValueError(f"{path!r} resolves outside --out {out!r}; nothing was written.")
     return path
-
-
-def _made_folders(folder: str) -> list[str]:
-    """Creates `folder` and its missing parents; returns those created, deepest first."""
-    created = []
-    path = os.path.abspath(folder)
-    while not os.path.isdir(path):
-        created.append(path)
-        path = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    return created
 
 
 def _command(args: argparse.Namespace) -> dict:
@@ -340,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
                 calibration = _image_batches(args, model, "train")
                 if next(iter(calibration), None) is None:
                     raise ValueError(f"--data {args.data!r} has no calibration images.")
-        created = _made_folders(args.out)
+        created = make_folders(args.out)
         with Transaction(args.out) as staging:
             moves, reports = [], []
             for kind, quantization, path in _outputs(args, name):

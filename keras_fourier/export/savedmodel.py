@@ -25,6 +25,7 @@ from keras_fourier.export.signatures import (
     sample_inputs,
     serving_model,
 )
+from keras_fourier.fileio import make_folders
 from keras_fourier.validation import check_number, check_positive_int
 
 MAX_VERSION = 2**63 - 1  # TF Serving reads versions as int64
@@ -59,17 +60,6 @@ def check_version(version: int, name: str = "version") -> int:
             f"Received: {name}={version!r}"
         )
     return version
-
-
-def _make_folders(folder: str) -> list[str]:
-    """Creates `folder` and its missing parents; returns those created, deepest first."""
-    created = []
-    path = os.path.abspath(folder)
-    while not os.path.isdir(path):
-        created.append(path)
-        path = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    return created
 
 
 def version_path(export_dir: str | os.PathLike, version: int, overwrite: bool) -> str:
@@ -270,7 +260,7 @@ def saved_model(
     archive.track(serving.model)
     transform = _add_endpoints(archive, serving, crop_pct, max_pixels)
 
-    created = _make_folders(export_dir)
+    created = make_folders(export_dir)
     recover(export_dir)
     try:
         with Transaction(export_dir) as staging:

@@ -18,45 +18,10 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
 from typing import Any
 
 from keras_fourier.fileio import atomic_write_text, read_json, warn
 from keras_fourier.run_folder import RunFolder
-
-
-def check_writable_folder(folder: str, flag: str = "out") -> None:
-    """Raises ValueError unless `folder` is, or can be created as, a writable folder.
-
-    Checks before anything is written: `folder` (or its nearest existing
-    ancestor) must be a folder in which a file can be created (a probe file
-    is created and removed: read-only mounts refuse even root).
-
-    Args:
-        folder: the run folder.
-        flag: the argument's name in messages.
-
-    Raises:
-        ValueError: naming `flag`, the folder and the reason.
-    """
-    existing = os.path.abspath(folder)
-    while not os.path.isdir(existing):
-        if os.path.lexists(existing):
-            raise ValueError(
-                f"`{flag}` must be a folder; {existing!r} is a file. Received: {folder!r}"
-            )
-        parent = os.path.dirname(existing)
-        if parent == existing:
-            break
-        existing = parent
-    try:
-        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=existing)
-    except OSError as error:
-        raise ValueError(
-            f"`{flag}` {folder!r} is not writable ({error.strerror}: {existing!r})."
-        ) from None
-    os.close(handle)
-    os.remove(probe)
 
 
 class RunFolderBusyError(RuntimeError):

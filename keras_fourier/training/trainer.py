@@ -52,7 +52,7 @@ import tensorflow as tf
 from keras_fourier import __version__
 from keras_fourier.data.checks import UnreadableImageError, unreadable_file
 from keras_fourier.data.text import select_model_inputs
-from keras_fourier.fileio import remove_stale_temporaries, warn
+from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
 from keras_fourier.models.catalog import canonical_name, create_model, is_model_name
 from keras_fourier.models.resolve import resolve_model
@@ -73,7 +73,6 @@ from keras_fourier.training.recipe import create_optimizer, warmup_cosine_schedu
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
-    check_writable_folder,
     read_run_record,
     write_run_record,
 )
