@@ -16,7 +16,8 @@
   ``stateless_call``); PyTorch has no XLA here, so its autograd gradient is
   checked against a central finite difference instead,
 * the trainable weights are exactly the expected names and shapes,
-* one SGD step lowers a regression loss.
+* one SGD step lowers a regression loss,
+* Keras's own ``run_layer_test`` passes, its mixed-precision check on.
 
 Every check runs on the Keras backend of the process (``KERAS_BACKEND``):
 the suite runs once per backend. Layer-specific numerics (NumPy references,
@@ -33,6 +34,7 @@ from collections.abc import Callable
 
 import keras
 import numpy as np
+from keras.src.testing import TestCase as KerasTestCase
 
 BASE_CONFIG_KEYS = {"name", "trainable", "dtype"}
 HALF_TOLERANCE = {"mixed_float16": 3e-2, "mixed_bfloat16": 8e-2}
@@ -259,6 +261,25 @@ def check_output_shape(make_layer, shape) -> None:
     assert tuple(symbolic[1:]) == tuple(out.shape[1:])
 
 
+def check_keras_layer_test(make_layer: Callable[..., keras.layers.Layer], shape: tuple) -> None:
+    """Keras's own layer test (`run_layer_test`, the one Keras runs on its layers), on `shape`.
+
+    Its mixed-precision check is on; its `fit` check is off (the harness's
+    own training step covers training).
+    """
+    layer = make_layer()
+    config = layer.get_config()
+    init_kwargs = {key: value for key, value in config.items() if key not in BASE_CONFIG_KEYS}
+    KerasTestCase().run_layer_test(
+        type(layer),
+        init_kwargs=init_kwargs,
+        input_shape=shape,
+        expected_output_shape=tuple(layer.compute_output_shape(shape)),
+        run_training_check=False,
+        run_mixed_precision_check=True,
+    )
+
+
 def run_layer_checks(
     make_layer: Callable[..., keras.layers.Layer],
     shape: tuple[int, ...],
@@ -288,6 +309,7 @@ def run_layer_checks(
     check_dtype_policy(make_layer, random_input(shape, seed=2))
     check_xla(make_layer, shape)
     check_training_step(make_layer, shape, learning_rate)
+    check_keras_layer_test(make_layer, shape)
 
 
 def tflite_max_error(make_layer: Callable[..., keras.layers.Layer], shape: tuple) -> float:

@@ -14,6 +14,7 @@ import pytest
 from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead, FourierMixing
 from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
 from tests.harness import (
+    KerasTestCase,
     check_dtype_policy,
     random_input,
     relative_error,
@@ -427,3 +428,39 @@ def test_fnet_base_block_runs_and_trains_finite_under_mixed_float16():
     loss = model.train_on_batch(x, np.zeros_like(x))
     assert np.isfinite(loss)
     assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+
+
+def test_multi_input_layers_pass_keras_layer_test():
+    # Keras's own layer test, mixed-precision check on, for the layers whose call takes several
+    # tensors (the shared harness runs it for the single-input ones).
+    KerasTestCase().run_layer_test(
+        FNetEmbeddings,
+        init_kwargs={
+            "vocabulary_size": 20,
+            "hidden_size": 8,
+            "max_sequence_length": 16,
+            "num_segments": 8,
+        },
+        input_shape={"token_ids_shape": (2, 6), "segment_ids_shape": (2, 6)},
+        input_dtype={"token_ids_shape": "int32", "segment_ids_shape": "int32"},
+        expected_output_shape=(2, 6, 8),
+        run_training_check=False,
+        run_mixed_precision_check=True,
+    )
+    KerasTestCase().run_layer_test(
+        FNetMaskedLMHead,
+        init_kwargs={"vocabulary_size": 20, "embedding_size": 8},
+        input_shape={
+            "sequence_output_shape": (2, 6, 8),
+            "masked_positions_shape": (2, 3),
+            "word_embeddings_shape": (20, 8),
+        },
+        input_dtype={
+            "sequence_output_shape": "float32",
+            "masked_positions_shape": "int32",
+            "word_embeddings_shape": "float32",
+        },
+        expected_output_shape=(2, 3, 20),
+        run_training_check=False,
+        run_mixed_precision_check=True,
+    )
