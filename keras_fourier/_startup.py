@@ -5,18 +5,21 @@ GPUs (absl's "All log messages before absl::InitializeLog() ..." block twice,
 "Could not find cuda drivers", CPU feature notes and, without a GPU,
 ``E0000 ... failed call to cuInit``). Most of them are written before
 TF_CPP_MIN_LOG_LEVEL is read, so setting it is not enough. `keras_fourier`
-imports this module before anything that loads TensorFlow; in the
-`keras-fourier` command (the console script or ``python -m
-keras_fourier.cli``), and in any program that imports `keras_fourier` under
-the TensorFlow backend (a script, a notebook), it:
+imports this module before anything that loads TensorFlow; in any program
+that imports `keras_fourier` under the TensorFlow backend (a script, a
+notebook) it runs :func:`load_tensorflow_quietly` at once, which:
 
 * sets TF_CPP_MIN_LOG_LEVEL=2 (C++ warnings and info hidden, errors shown);
 * loads TensorFlow and lists its devices with stderr sent to a temporary
   file, then writes back every captured line that is not a C++ log line
   (Python warnings and errors are kept).
 
-It does nothing when the user set TF_CPP_MIN_LOG_LEVEL, when TensorFlow was
-already imported, or on the command line with ``--tf-logs``.
+The `keras-fourier` command (the console script or ``python -m
+keras_fourier.cli``) does the same through :func:`start_tensorflow`, once its
+arguments are parsed and a subcommand is about to run, whatever the
+backend: ``--help`` and argument errors answer without loading TensorFlow.
+Neither does anything when the user set TF_CPP_MIN_LOG_LEVEL, when
+TensorFlow was already imported, or on the command line with ``--tf-logs``.
 :func:`native_output_filtered` does the same around later calls that print
 from C++ (LiteRT's "Created TensorFlow Lite XNNPACK delegate" line).
 
@@ -191,6 +194,21 @@ def _quiet_wanted() -> bool:
     return not (is_command_line() and SHOW_LOGS_FLAG in sys.argv)
 
 
+def start_tensorflow() -> None:
+    """Loads TensorFlow with its C++ start-up lines hidden, unless they are wanted.
+
+    They are shown (TensorFlow is left to load as it does) when the user set
+    TF_CPP_MIN_LOG_LEVEL or on the command line with ``--tf-logs``; nothing
+    happens when TensorFlow is loaded already. The command calls this before
+    a subcommand runs (each loads TensorFlow: tf.data feeds every backend).
+
+    Example:
+        >>> start_tensorflow()  # doctest: +SKIP
+    """
+    if _quiet_wanted() and "tensorflow" not in sys.modules:
+        load_tensorflow_quietly()
+
+
 def _start() -> None:
     message = missing_backend()
     if message is not None:
@@ -198,9 +216,10 @@ def _start() -> None:
             print(f"{COMMAND}: error: {message}", file=sys.stderr)
             raise SystemExit(2)
         raise ImportError(message)
-    loads_tensorflow = is_command_line() or keras_backend() == "tensorflow"
-    if loads_tensorflow and _quiet_wanted() and "tensorflow" not in sys.modules:
-        load_tensorflow_quietly()
+    if is_command_line():
+        return  # the command calls start_tensorflow once its arguments are parsed
+    if keras_backend() == "tensorflow":
+        start_tensorflow()
 
 
 _start()

@@ -48,14 +48,17 @@ from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.flop_count import _dummy_inputs, flops
 from keras_fourier.layers import Mlp
 from keras_fourier.models.catalog import VISION_PRESETS, canonical_name, is_model_name
-from keras_fourier.models.vision import FOURIER_MIXERS, MIXERS
+from keras_fourier.models.family import FOURIER_MIXERS, MIXER_NAMES
+from keras_fourier.models.vision import MIXERS
+from keras_fourier.settings import (
+    BENCH_PRECISIONS,
+    SCALING_GRIDS,
+    SCALING_SEQUENCES,
+    SCALING_WIDTH,
+)
 from keras_fourier.training.config import TrainConfig
 from keras_fourier.validation import check_choice
 
-BACKENDS = ("tensorflow", "jax", "torch")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "int8")
-# Short names accepted by --precision.
-PRECISION_ALIASES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 # The dtype of the matrix products under each precision: the host's limit is its matmul rate.
 COMPUTE_DTYPES = {
     "float32": "float32",
@@ -68,13 +71,6 @@ CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "am
 BF16_FEATURES = ("avx512_bf16", "amx_bf16")
 # Keras's quantize() warns once for every layer kind without int8 weights (norms, FFTs, ...).
 _NO_QUANTIZE_WARNING = "Layer .* does not have a `quantize` method implemented"
-JIT_CHOICES = ("auto", "on", "off")
-SCALING_MIXERS = ("global_filter", "afno", "fourier", "gnconv", "gnconv_gf", "attention")
-# Up to 16384 tokens; self-attention's points there need about 11 GiB and are skipped
-# where the machine has less memory available (see _attention_fits).
-SCALING_GRIDS = (14, 28, 42, 56, 64, 96, 128)
-SCALING_SEQUENCES = (512, 1024, 2048, 4096, 8192, 16384)
-SCALING_WIDTH = 384
 
 
 # ----------------------------------------------------------------------------- files
@@ -401,7 +397,7 @@ def with_precision(model, precision: str, logits: bool = False):
 
     Args:
         model: a functional or Sequential Keras model.
-        precision: one of `PRECISIONS`.
+        precision: one of `BENCH_PRECISIONS`.
         logits: give the classifier head a linear activation. Default False.
 
     Returns:
@@ -418,7 +414,7 @@ def with_precision(model, precision: str, logits: bool = False):
 
     import keras
 
-    check_choice("precision", precision, PRECISIONS)
+    check_choice("precision", precision, BENCH_PRECISIONS)
     head = _classifier_head(model)
     linear = head.name if logits and head is not None else None
     policy = "float32" if precision == "int8" else precision
@@ -461,7 +457,7 @@ def precision_agreement(
         model: a float32 functional classifier (a Dense head), or any
             functional model (its outputs compared, no top-1).
         inputs: an array (or a dict of arrays) of examples.
-        precision: one of `PRECISIONS`. Default "mixed_bfloat16".
+        precision: one of `BENCH_PRECISIONS`. Default "mixed_bfloat16".
         batch_size: examples per call. Default 16.
 
     Returns:
@@ -817,7 +813,7 @@ def _scaling_series(
 
 def run_scaling(
     *,
-    mixers: Sequence[str] = SCALING_MIXERS,
+    mixers: Sequence[str] = MIXER_NAMES,
     grids: Sequence[int] = SCALING_GRIDS,
     sequences: Sequence[int] = SCALING_SEQUENCES,
     width: int = SCALING_WIDTH,

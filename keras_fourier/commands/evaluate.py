@@ -1,28 +1,20 @@
-"""`keras-fourier evaluate`: accuracy, top-5 accuracy and loss of a model on a data split."""
+"""`keras-fourier evaluate`: accuracy, top-5 accuracy and loss of a model on a data split.
+
+Its arguments are declared in :mod:`keras_fourier.cli.evaluate`.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from keras_fourier.cli.evaluate import NAME
 from keras_fourier.commands.arguments import fail, metrics_line
-from keras_fourier.commands.train import DATA_HELP
 from keras_fourier.data import count_examples
 from keras_fourier.models import resolve_model
 from keras_fourier.models.catalog import is_model_name
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.training import NonFiniteLossError, TrainConfig, evaluate, task_for_data
+from keras_fourier.training import NonFiniteLossError, evaluate, task_for_data
 from keras_fourier.validation import check_positive_int
-
-NAME = "evaluate"
-HELP = "evaluate a saved model: accuracy, top-5 accuracy (more than 5 classes) and loss"
-DESCRIPTION = (
-    "Print the accuracy, top-5 accuracy (models with more than 5 classes) and "
-    "cross-entropy of a .keras classifier, of the model of a run folder of train, or of a "
-    "model name (random weights), on a split of a data source; images are resized to its "
-    "input size."
-)
-SHOW_DEFAULTS = True
-_DEFAULTS = TrainConfig()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,31 +49,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"scored {scored} on data {args.data!r}, split {args.split!r}{size}:")
     print(metrics_line(metrics))
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the arguments of `keras-fourier evaluate` to `parser`."""
-    add = parser.add_argument
-    add(
-        "--model",
-        required=True,
-        metavar="MODEL",
-        help="a .keras file, the run folder that train printed (its model.keras), or a model "
-        "name (random weights)",
-    )
-    add("--image-size", type=int, default=None, help="input size of a model name (224)")
-    add(
-        "--data",
-        default="digits",
-        metavar="SOURCE",
-        help=DATA_HELP,
-    )
-    add("--split", default="test", help="image split; 'validation' or 'test' for listops")
-    add("--batch-size", type=int, default=256, help="global batch size")
-    add("--data-dir", default=None, help="TFDS data directory")
-    add(
-        "--eval-examples",
-        type=int,
-        default=_DEFAULTS.eval_examples,
-        help="ListOps held-out examples (as in training)",
-    )

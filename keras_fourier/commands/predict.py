@@ -2,7 +2,8 @@
 
 A trained model (run folder or `.keras` file) is labelled with the class
 names its run stored; a model name is an ImageNet classifier (see
-:mod:`keras_fourier.imagenet.predict`).
+:mod:`keras_fourier.imagenet.predict`). Its arguments are declared in
+:mod:`keras_fourier.cli.predict`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 import os
 import zipfile
 
-from keras_fourier.commands.arguments import add_model_arguments, fail, load_model
+from keras_fourier.cli.predict import NAME
+from keras_fourier.commands.arguments import fail, load_model
 from keras_fourier.imagenet import NUM_CLASSES
 from keras_fourier.imagenet.predict import predict
 from keras_fourier.models.catalog import is_model_name, variant
@@ -20,42 +22,6 @@ from keras_fourier.models.weights import imagenet_checkpoint
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.training.callbacks import CHECKPOINT_RECORD
 from keras_fourier.training.tasks import CLASS_NAMES_KEY, CROP_PCT_KEY
-
-NAME = "predict"
-HELP = "print the top classes of images, with probabilities"
-DESCRIPTION = (
-    "Print the top classes of each IMAGE with their probabilities. MODEL is the run "
-    "folder that train printed or a .keras file (a trained model knows its class names "
-    "and is fed images as its run evaluated them), or a model name built with "
-    "--weights (default 'imagenet') and --image-size: ImageNet-1k classes, images "
-    "resized (bicubic) and centre-cropped as the official release was evaluated."
-)
-SHOW_DEFAULTS = False
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the arguments of `keras-fourier predict` to `parser`.
-
-    Args:
-        parser: the subcommand's parser.
-
-    Example:
-        >>> add_arguments(subcommands.add_parser("predict"))
-    """
-    parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
-    add_model_arguments(
-        parser,
-        model_flag=True,
-        weights_help="builders: 'imagenet' (default), an official .pth or a .weights.h5/.keras "
-        "file; a run folder of train or a .keras file takes none",
-    )
-    parser.add_argument("--top", type=int, default=5, help="classes per image (default 5)")
-    parser.add_argument(
-        "--crop-pct",
-        type=float,
-        default=None,
-        help="centre-crop fraction (default: the release's evaluation, 0.875 at 224, 1.0 at 384)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,6 @@ SPLIT_FOLDERS = ("train", "validation", "test")
 MAX_IMAGE_PIXELS = 40_000_000
 _JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
 _RIFF, _WEBP = b"RIFF", b"WEBP"
-BAD_IMAGE_MODES = ("error", "skip")
 UNREADABLE = "Cannot decode image file"
 
 

@@ -60,7 +60,6 @@ from keras_fourier.data.augment import (
     eval_transform,
 )
 from keras_fourier.data.checks import (
-    BAD_IMAGE_MODES,
     check_class_folders,
     check_split_size,
     decode_files,
@@ -68,6 +67,7 @@ from keras_fourier.data.checks import (
     report_skipped,
 )
 from keras_fourier.fileio import warn
+from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.validation import check_choice
 
 DIGITS_NUM_CLASSES = 10

@@ -28,13 +28,12 @@ from keras_fourier.fileio import (
     remove_stale_temporaries,
     temporary_directory,
 )
+from keras_fourier.settings import QUANTIZATIONS
 from keras_fourier.validation import check_choice
 
 STAGING_PREFIX = ".tflite-staging-"
 CHECKER = "ai_edge_litert"
 INSTALL_CHECKER = 'pip install "keras-fourier[export]"'
-
-QUANTIZATIONS = (None, "float16", "dynamic", "int8")
 
 
 @dataclasses.dataclass(frozen=True)

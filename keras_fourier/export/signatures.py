@@ -30,9 +30,9 @@ import tensorflow as tf
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
 from keras_fourier.layers import spectral
 from keras_fourier.models.clone import clone_with
+from keras_fourier.settings import OUTPUTS
 from keras_fourier.validation import check_choice
 
-OUTPUTS = ("probabilities", "logits")
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
 FEATURES = "features"
 BYTES_INPUT = "image_bytes"

@@ -54,9 +54,9 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
+from keras_fourier.settings import FFT_IMPLS
 from keras_fourier.validation import check_choice, is_static_size
 
-FFT_IMPLS = ("auto", "fft", "matmul")
 FFT_BACKENDS = ("tensorflow", "jax", "torch", "numpy")
 
 

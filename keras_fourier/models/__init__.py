@@ -1,32 +1,43 @@
 """Model builders of keras_fourier, in the keras.applications style.
 
 Every public builder name is a key of `catalog.BUILDERS` (the vision ones made
-from it here, FNet's in `models.fnet`); tests/test_models.py checks that the
-two lists are the same.
+by `catalog.make_builder`, FNet's in `models.fnet`); tests/test_models.py
+checks that the two lists are the same.
+
+The builders, and Keras with them, load on first use (PEP 562, as
+``import keras_fourier`` does for all of them): the families and their names
+(:mod:`~keras_fourier.models.names`) are keras-free data, which the command
+line reads without loading TensorFlow.
 """
 
-from keras_fourier.models.builder import build_model
-from keras_fourier.models.catalog import BUILDERS, FAMILIES, VARIANTS, make_builder
-from keras_fourier.models.fnet import FNet, FNetBase, FNetLarge, FNetPretraining
-from keras_fourier.models.resolve import resolve_model
-from keras_fourier.models.vision import feature_extractor
+import importlib
+from typing import Any
 
-GFNetTi = make_builder("GFNetTi")
-GFNetXS = make_builder("GFNetXS")
-GFNetS = make_builder("GFNetS")
-GFNetB = make_builder("GFNetB")
-GFNetHTi = make_builder("GFNetHTi")
-GFNetHS = make_builder("GFNetHS")
-GFNetHB = make_builder("GFNetHB")
-HorNetT7x7 = make_builder("HorNetT7x7")
-HorNetTGF = make_builder("HorNetTGF")
-HorNetS7x7 = make_builder("HorNetS7x7")
-HorNetSGF = make_builder("HorNetSGF")
-HorNetB7x7 = make_builder("HorNetB7x7")
-HorNetBGF = make_builder("HorNetBGF")
-HorNetL7x7 = make_builder("HorNetL7x7")
-HorNetLGF = make_builder("HorNetLGF")
-AFNONetS4 = make_builder("AFNONetS4")
+from keras_fourier.models.names import BUILDERS, FAMILIES, VARIANTS
+
+# The module of each public name but the vision builders, which catalog.make_builder makes.
+_MODULES = {
+    "FNet": "fnet",
+    "FNetBase": "fnet",
+    "FNetLarge": "fnet",
+    "FNetPretraining": "fnet",
+    "build_model": "builder",
+    "feature_extractor": "vision",
+    "resolve_model": "resolve",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Loads a builder (and Keras) when it is first used."""
+    if name in _MODULES:
+        value = getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    elif name in BUILDERS:
+        value = importlib.import_module(f"{__name__}.catalog").make_builder(name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BUILDERS",

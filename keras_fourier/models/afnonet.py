@@ -14,10 +14,9 @@ Reference:
 
 from __future__ import annotations
 
-from keras_fourier.models.family import Family
+from keras_fourier.models.family import Family, VisionSpec
 from keras_fourier.models.keymap import BLOCK, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import Release
-from keras_fourier.models.vision import VisionSpec
 
 VARIANTS: dict[str, VisionSpec] = {
     "afnonet_s4": VisionSpec(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import keras
 
-from keras_fourier.models.vision import FFNS, MIXERS, VisionSpec, build_vision_model
+from keras_fourier.models.family import VisionSpec
+from keras_fourier.models.vision import FFNS, MIXERS, build_vision_model
 from keras_fourier.models.weights import load_file_weights
 from keras_fourier.validation import check_choice, check_number
 

@@ -17,6 +17,9 @@ on small images. Everything else is derived from it:
 * :func:`create_model`: a classifier by name, as training builds it.
 
 The loading code takes a :class:`Variant`; :func:`variant` finds one by key.
+The tables and the names are keras-free data, defined in
+:mod:`keras_fourier.models.names` (the command line reads them there without
+loading TensorFlow) and importable from here.
 """
 
 from __future__ import annotations
@@ -28,163 +31,49 @@ from typing import Any
 
 import keras
 
-from keras_fourier.models import afnonet, fnet, gfnet, hornet
+from keras_fourier.models import fnet
 from keras_fourier.models.builder import build_model
-from keras_fourier.models.family import Family, Variant
-from keras_fourier.models.vision import VisionSpec, build_vision_model
+from keras_fourier.models.names import (
+    ARCHITECTURE_OPTIONS,
+    BUILDERS,
+    COMPOSITIONS,
+    FAMILIES,
+    PUBLIC_NAMES,
+    RELEASES,
+    TEXT_PRESETS,
+    VARIANTS,
+    VISION_FAMILIES,
+    VISION_PRESETS,
+    canonical_name,
+    is_model_name,
+    model_names,
+    variant,
+)
+from keras_fourier.models.vision import build_vision_model
 from keras_fourier.models.weights import load_variant_weights
 
-# build_model arguments of the small presets; every one takes >= 16x16 images.
-VISION_PRESETS: dict[str, dict[str, Any]] = {
-    "gfnet_tiny": {"mixer": "global_filter", "depths": 2, "dims": 64, "patch_size": 2},
-    "gfnet_h_tiny": {
-        "mixer": "global_filter",
-        "depths": (1, 2, 1),
-        "dims": (32, 64, 128),
-        "patch_size": 2,
-        "layer_scale": 1e-3,
-    },
-    "hornet_tiny": {
-        "mixer": "gnconv",
-        "depths": (1, 2, 1),
-        "dims": (32, 64, 128),
-        "patch_size": 2,
-        "layer_scale": 1e-6,
-    },
-    "hornet_gf_tiny": {
-        "mixer": "gnconv_gf",
-        "depths": (1, 2, 1),
-        "dims": (32, 64, 128),
-        "patch_size": 2,
-        "layer_scale": 1e-6,
-    },
-    "afno_tiny": {"mixer": "afno", "depths": 4, "dims": 64, "patch_size": 2},
-    "afbo_tiny": {
-        "mixer": "global_filter",
-        "ffn": "afbo",
-        "depths": 4,
-        "dims": 64,
-        "patch_size": 2,
-    },
-}
-COMPOSITIONS = Family(
-    "build_model",
-    "Any token mixer with any FFN, isotropic or hierarchical (`keras_fourier.build_model`).",
-    variants=VISION_PRESETS,
-    builders={},
-)
-
-FAMILIES: tuple[Family, ...] = (
-    gfnet.GFNET,
-    gfnet.GFNET_H,
-    hornet.HORNET,
-    afnonet.AFNONET,
-    fnet.FNET,
-    COMPOSITIONS,
-)
-# The families built by the generic vision builder from a VisionSpec row.
-VISION_FAMILIES: tuple[Family, ...] = tuple(
-    family
-    for family in FAMILIES
-    if all(isinstance(spec, VisionSpec) for spec in family.variants.values()) and family.variants
-)
-# Variant key -> VisionSpec, every vision family's rows.
-VARIANTS: dict[str, VisionSpec] = {
-    key: spec for family in VISION_FAMILIES for key, spec in family.variants.items()
-}
-# Vision variant key -> its official releases (each family owns its rows; FNet's are
-# fnet.FNET.releases).
-RELEASES: dict[str, tuple[Any, ...]] = {
-    key: tuple(rows) for family in VISION_FAMILIES for key, rows in family.releases.items()
-}
-# Public builder name -> its variant, e.g. "GFNetTi" -> Variant(GFNET, "gfnet_ti").
-BUILDERS: dict[str, Variant] = {
-    public: Variant(family, key) for family in FAMILIES for public, key in family.builders.items()
-}
-# Training names of the FNet text classifiers: fnet_<variant> and a tiny preset.
-TEXT_PRESETS: dict[str, dict[str, int]] = {
-    "fnet_tiny": {"hidden_size": 64, "num_layers": 2, "intermediate_size": 128},
-    **{f"fnet_{key}": dict(sizes) for key, sizes in fnet.FNET.variants.items()},
-}
-ARCHITECTURE_OPTIONS = ("mixer", "ffn", "depths", "dims", "patch_size")
-
-
-def _snake_name(variant: Variant) -> str:
-    return f"fnet_{variant.key}" if variant.family is fnet.FNET else variant.key
-
-
-# Snake-case name of every public builder: "GFNetTi" -> "gfnet_ti", "FNetBase" -> "fnet_base".
-PUBLIC_NAMES: dict[str, str] = {public: _snake_name(v) for public, v in BUILDERS.items()}
-
-
-def variant(key: str) -> Variant:
-    """The vision variant of key `key`, with its family.
-
-    Args:
-        key: a vision variant key, e.g. "gfnet_ti" or "hornet_l_gf".
-
-    Returns:
-        The :class:`Variant`.
-
-    Raises:
-        ValueError: an unknown key, listing the known ones.
-
-    Example:
-        >>> variant("hornet_t_gf").family.name
-        'HorNet'
-    """
-    for family in VISION_FAMILIES:
-        if key in family.variants:
-            return Variant(family, key)
-    raise ValueError(f"Unknown variant {key!r}; expected one of {sorted(VARIANTS)}.")
-
-
-def model_names() -> list[str]:
-    """Every snake-case model name: the named vision variants, the presets and FNet.
-
-    Returns:
-        Sorted names, e.g. "gfnet_ti", "gfnet_tiny", "fnet_base".
-
-    Example:
-        >>> "gfnet_tiny" in model_names() and "hornet_t_gf" in model_names()
-        True
-    """
-    return sorted({*VARIANTS, *VISION_PRESETS, *TEXT_PRESETS})
-
-
-def is_model_name(reference: object) -> bool:
-    """Whether `reference` is a model name in either spelling ("GFNetTi" or "gfnet_ti").
-
-    Example:
-        >>> is_model_name("FNetBase"), is_model_name("runs/default")
-        (True, False)
-    """
-    return isinstance(reference, str) and (reference in PUBLIC_NAMES or reference in model_names())
-
-
-def canonical_name(name: str) -> str:
-    """The snake-case name of a model name given in either spelling.
-
-    Args:
-        name: a name of `model_names()` or a public builder name
-            ("GFNetTi", "FNetBase", ...).
-
-    Returns:
-        The snake-case name ("gfnet_ti", "fnet_base", ...).
-
-    Raises:
-        ValueError: an unknown name, listing both spellings.
-
-    Example:
-        >>> canonical_name("GFNetHTi"), canonical_name("gfnet_tiny")
-        ('gfnet_h_ti', 'gfnet_tiny')
-    """
-    if is_model_name(name):
-        return PUBLIC_NAMES.get(name, name)
-    raise ValueError(
-        f"Unknown model name {name!r}; expected one of {model_names()} or a builder name, "
-        f"one of {sorted(PUBLIC_NAMES)}."
-    )
+__all__ = [
+    "ARCHITECTURE_OPTIONS",
+    "BUILDERS",
+    "COMPOSITIONS",
+    "FAMILIES",
+    "PUBLIC_NAMES",
+    "RELEASES",
+    "TEXT_PRESETS",
+    "VARIANTS",
+    "VISION_FAMILIES",
+    "VISION_PRESETS",
+    "canonical_name",
+    "check_architecture",
+    "create_model",
+    "is_model_name",
+    "is_text_model",
+    "make_builder",
+    "modality",
+    "model_names",
+    "variant",
+    "vision_stride",
+]
 
 
 def modality(name: str) -> str:

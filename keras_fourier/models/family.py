@@ -7,6 +7,12 @@ The loading code (:mod:`keras_fourier.models.weights`,
 :mod:`keras_fourier.models.checkpoints`) takes a :class:`Variant` (a family
 and one of its keys) instead of looking the family up, so it depends on
 this data module only and never on the family modules.
+
+The vision families' rows are :class:`VisionSpec` (built by
+:func:`keras_fourier.models.vision.build_vision_model`), naming their token
+mixers and FFNs from :data:`MIXER_NAMES` and :data:`FFN_NAMES`. This module
+and the family modules are keras-free: the command line lists the model
+names without loading TensorFlow.
 """
 
 from __future__ import annotations
@@ -16,6 +22,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 MODALITIES = ("image", "text")
+# The token mixers and FFNs of a vision row, by name (their layers: models/vision.py MIXERS
+# and FFNS, in this order).
+MIXER_NAMES = ("global_filter", "afno", "fourier", "gnconv", "gnconv_gf", "attention")
+FOURIER_MIXERS = ("global_filter", "afno", "fourier", "gnconv_gf")
+FFN_NAMES = ("mlp", "glu", "afbo", "scfbo_gc", "scfbo_oc")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +38,7 @@ class Family:
         summary: one sentence on the family (first paragraph of its
             builders' docstrings).
         variants: variant key -> its configuration (a
-            :class:`~keras_fourier.models.vision.VisionSpec` for vision
+            :class:`VisionSpec` for vision
             rows, a size dict for FNet, `build_model` arguments for the
             compositions).
         builders: public builder name -> variant key, e.g.
@@ -98,3 +109,51 @@ class Variant:
         if self.family.checkpoint_key is None:
             raise ValueError(f"The {self.family.name} family has no official PyTorch checkpoints.")
         return self.family.checkpoint_key(self.key, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionSpec:
+    """One row of the variant table: everything that defines an architecture.
+
+    Attributes:
+        dims: channels of each stage (one entry: isotropic model).
+        depths: blocks per stage.
+        patch_size: stride of the stem convolution.
+        mixers: per stage, (a name of :data:`MIXER_NAMES`, keyword arguments).
+        ffn: (a name of :data:`FFN_NAMES`, keyword arguments), the same in every stage.
+        residual: "single" for GFNet/AFNONet blocks, ``x + ffn(norm2(mixer(norm1(x))))``;
+            "two" for HorNet/MetaFormer blocks with a residual around each.
+        double_skip: AFNONet's extra residual around the mixer ("single" only).
+        layer_scale: LayerScale init value, or None for none.
+        pos_embed: learned position embedding after the stem.
+        stem_norm: LayerNorm after the stem convolution (HorNet).
+        downsample_norm: LayerNorm before each downsampling conv (HorNet).
+        pool_before_norm: pool then norm (HorNet) instead of norm then pool.
+        drop_path_rate: default stochastic depth rate, spread linearly over blocks.
+        norm_epsilon: epsilon of every LayerNorm.
+    """
+
+    dims: tuple[int, ...]
+    depths: tuple[int, ...]
+    patch_size: int
+    mixers: tuple[tuple[str, dict], ...]
+    ffn: tuple[str, dict] = ("mlp", {})
+    residual: str = "single"
+    double_skip: bool = False
+    layer_scale: float | None = None
+    pos_embed: bool = False
+    stem_norm: bool = False
+    downsample_norm: bool = False
+    pool_before_norm: bool = False
+    drop_path_rate: float = 0.0
+    norm_epsilon: float = 1e-6
+
+    @property
+    def stride(self) -> int:
+        """Total downsampling factor from pixels to the last stage."""
+        return self.patch_size * 2 ** (len(self.dims) - 1)
+
+    @property
+    def has_fourier_layers(self) -> bool:
+        """Whether a stage mixes tokens with a Fourier layer (see :data:`FOURIER_MIXERS`)."""
+        return any(name in FOURIER_MIXERS for name, _ in self.mixers)

@@ -70,7 +70,6 @@ Reference:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import inspect
 import os
@@ -88,17 +87,11 @@ from keras_fourier.layers.fnet import (
     initializer,
 )
 from keras_fourier.models import download, flax_weights
-from keras_fourier.models.family import Family
 from keras_fourier.models.flax_msgpack import FlaxCheckpointError
+from keras_fourier.models.fnet_family import FNET_VARIANTS, RELEASES
 from keras_fourier.models.weights import load_weights_file
 from keras_fourier.validation import check_positive_int, check_rate
 
-# With vocabulary_size=32000 and the other defaults, "base" has 82,861,056
-# parameters and "large" 236,945,408 (no classifier head).
-FNET_VARIANTS: dict[str, dict[str, int]] = {
-    "base": {"hidden_size": 768, "num_layers": 12, "intermediate_size": 3072},
-    "large": {"hidden_size": 1024, "num_layers": 24, "intermediate_size": 4096},
-}
 _SIZE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
 
 
@@ -119,45 +112,6 @@ def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
     for key in _SIZE_KEYS:
         check_positive_int(key, sizes[key])
     return sizes
-
-
-@dataclasses.dataclass(frozen=True)
-class FNetRelease:
-    """One official pretrained FNet checkpoint (a Flax msgpack optimizer checkpoint).
-
-    Attributes:
-        variant: the key of :data:`FNET_VARIANTS` it was trained as.
-        file_name: its name in the Keras cache.
-        url: download link (google-research ``f_net/README.md``).
-        source: the repository that publishes it.
-        license: that repository's licence.
-        sha256: hex digest checked after downloading, or None: the README
-            publishes none and these rows were written without network
-            access to compute one.
-        size: approximate size in bytes, as the README gives it (Base "~1 GB",
-            Large "3-4 GB").
-    """
-
-    variant: str
-    file_name: str
-    url: str
-    source: str = "https://github.com/google-research/google-research/tree/master/f_net"
-    license: str = "Apache-2.0"
-    sha256: str | None = None
-    size: int | None = None
-
-
-_GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_net_checkpoint"
-# Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
-# 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).
-RELEASES: dict[str, FNetRelease] = {
-    "f_net_base": FNetRelease(
-        "base", "f_net_base_checkpoint", _GRESEARCH.format("base"), size=10**9
-    ),
-    "f_net_large": FNetRelease(
-        "large", "f_net_large_checkpoint", _GRESEARCH.format("large"), size=35 * 10**8
-    ),
-}
 
 
 def _check_weights(weights: Any) -> None:
@@ -815,13 +769,5 @@ def _variant_builder(variant: str, public: str) -> Callable[..., keras.Model]:
     return builder
 
 
-FNET = Family(
-    "FNet",
-    __doc__.split("\n\n")[0],
-    variants=FNET_VARIANTS,
-    builders={"FNetBase": "base", "FNetLarge": "large"},
-    modality="text",
-    releases={release.variant: (release,) for release in RELEASES.values()},
-)
 FNetBase = _variant_builder("base", "FNetBase")
 FNetLarge = _variant_builder("large", "FNetLarge")

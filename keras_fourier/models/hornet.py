@@ -15,10 +15,9 @@ Reference:
 
 from __future__ import annotations
 
-from keras_fourier.models.family import Family
+from keras_fourier.models.family import Family, VisionSpec
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
 from keras_fourier.models.releases import ModelZoo, Release
-from keras_fourier.models.vision import VisionSpec
 
 _SCALE = 1.0 / 3.0
 

@@ -19,7 +19,6 @@ Layer names are stable, so checkpoint conversion is a key map:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +40,7 @@ from keras_fourier.layers import (
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.hornet import GnConv
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
+from keras_fourier.models.family import FFN_NAMES, FOURIER_MIXERS, MIXER_NAMES, VisionSpec
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -57,69 +57,34 @@ _FILTER_KWARGS: dict[str, Callable[[int, int], dict]] = {
 _FIXED_SIZE_MIXERS = ("fourier",)
 POOLINGS = (None, "avg", "max")
 
-MIXERS: dict[str, Callable[..., keras.layers.Layer]] = {
-    "global_filter": GlobalFilter,
-    "afno": AFNO2D,
-    "fourier": FourierMixing,
-    "gnconv": lambda **kw: GnConv(spatial_mixing="dwconv", **kw),
-    "gnconv_gf": lambda **kw: GnConv(spatial_mixing="global_local", **kw),
-    "attention": SelfAttention,
-}
-FOURIER_MIXERS = ("global_filter", "afno", "fourier", "gnconv_gf")
-FFNS: dict[str, Callable[..., keras.layers.Layer]] = {
-    "mlp": Mlp,
-    "glu": GLU,
-    "afbo": AFBO,
-    "scfbo_gc": lambda **kw: SCFBO(channel_mapping="gccm", **{"groups": 2, **kw}),
-    "scfbo_oc": lambda **kw: SCFBO(channel_mapping="occm", **{"groups": 4, **kw}),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class VisionSpec:
-    """One row of the variant table: everything that defines an architecture.
-
-    Attributes:
-        dims: channels of each stage (one entry: isotropic model).
-        depths: blocks per stage.
-        patch_size: stride of the stem convolution.
-        mixers: per stage, (mixer name in MIXERS, keyword arguments).
-        ffn: (FFN name in FFNS, keyword arguments), the same in every stage.
-        residual: "single" for GFNet/AFNONet blocks, ``x + ffn(norm2(mixer(norm1(x))))``;
-            "two" for HorNet/MetaFormer blocks with a residual around each.
-        double_skip: AFNONet's extra residual around the mixer ("single" only).
-        layer_scale: LayerScale init value, or None for none.
-        pos_embed: learned position embedding after the stem.
-        stem_norm: LayerNorm after the stem convolution (HorNet).
-        downsample_norm: LayerNorm before each downsampling conv (HorNet).
-        pool_before_norm: pool then norm (HorNet) instead of norm then pool.
-        drop_path_rate: default stochastic depth rate, spread linearly over blocks.
-        norm_epsilon: epsilon of every LayerNorm.
-    """
-
-    dims: tuple[int, ...]
-    depths: tuple[int, ...]
-    patch_size: int
-    mixers: tuple[tuple[str, dict], ...]
-    ffn: tuple[str, dict] = ("mlp", {})
-    residual: str = "single"
-    double_skip: bool = False
-    layer_scale: float | None = None
-    pos_embed: bool = False
-    stem_norm: bool = False
-    downsample_norm: bool = False
-    pool_before_norm: bool = False
-    drop_path_rate: float = 0.0
-    norm_epsilon: float = 1e-6
-
-    @property
-    def stride(self) -> int:
-        """Total downsampling factor from pixels to the last stage."""
-        return self.patch_size * 2 ** (len(self.dims) - 1)
-
-    @property
-    def has_fourier_layers(self) -> bool:
-        return any(name in FOURIER_MIXERS for name, _ in self.mixers)
+# The layer of each name of MIXER_NAMES and FFN_NAMES (models/family.py), in their order.
+MIXERS: dict[str, Callable[..., keras.layers.Layer]] = dict(
+    zip(
+        MIXER_NAMES,
+        (
+            GlobalFilter,
+            AFNO2D,
+            FourierMixing,
+            lambda **kw: GnConv(spatial_mixing="dwconv", **kw),
+            lambda **kw: GnConv(spatial_mixing="global_local", **kw),
+            SelfAttention,
+        ),
+        strict=True,
+    )
+)
+FFNS: dict[str, Callable[..., keras.layers.Layer]] = dict(
+    zip(
+        FFN_NAMES,
+        (
+            Mlp,
+            GLU,
+            AFBO,
+            lambda **kw: SCFBO(channel_mapping="gccm", **{"groups": 2, **kw}),
+            lambda **kw: SCFBO(channel_mapping="occm", **{"groups": 4, **kw}),
+        ),
+        strict=True,
+    )
+)
 
 
 def _check_input_shape(spec: VisionSpec, input_shape, weights) -> tuple:

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from keras_fourier.data import AugmentConfig
-from keras_fourier.data.checks import BAD_IMAGE_MODES
 from keras_fourier.models.catalog import (
     ARCHITECTURE_OPTIONS,
     VISION_PRESETS,
@@ -27,6 +26,7 @@ from keras_fourier.models.catalog import (
 )
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import resolve_model_file
+from keras_fourier.settings import BAD_IMAGE_MODES, TrainSettings
 from keras_fourier.training.recipe import check_precision
 from keras_fourier.training.rundir import normalize
 from keras_fourier.training.strategy import check_strategy_name
@@ -60,111 +60,19 @@ def saved_input_size(model: str) -> int:
 
 
 @dataclasses.dataclass
-class TrainConfig:
-    """Everything `train` needs; the defaults are the README's main job.
+class TrainConfig(TrainSettings):
+    """Everything `train` needs, and its validation; the defaults are the README's main job.
 
-    The defaults train `gfnet_tiny` on the embedded digits (16x16) with the
-    papers' recipe: AdamW (weight decay 0.05, not on norms, biases, position
-    embeddings and Fourier filters), linear warmup then cosine decay, global
-    gradient clipping 1.0, label smoothing 0.1.
-
-    Attributes:
-        model: a name from `keras_fourier.training.model_names()`. Default
-            "gfnet_tiny".
-        data: an image source of `keras_fourier.data.load_image_dataset`
-            ("digits", "tfds:<name>", "dir:<path>") or, for FNet models,
-            "listops". Default "digits".
-        out: output directory. Default "runs/default".
-        epochs: training epochs. Default 20.
-        batch_size: *global* batch size, split across replicas and workers.
-            Default 64.
-        image_size: image height and width. Default None: for "digits" the
-            smallest multiple of the model's stride >= 16, else 32 for presets
-            and 224 for the named models.
-        learning_rate: peak learning rate. Default 3e-3.
-        min_learning_rate: final learning rate of the cosine decay. Default 1e-5.
-        warmup_epochs: epochs of linear warmup (fractions allowed). Default 2.
-        weight_decay: AdamW weight decay. Default 0.05.
-        clipnorm: global gradient norm clip, None for none. Default 1.0.
-        label_smoothing: label smoothing of the cross-entropy. Default 0.1.
-        drop_path_rate: stochastic depth rate. Default None: the model's.
-        augment: training augmentation of image data, e.g. `AugmentConfig()`
-            (DeiT). Default None: none.
-        strategy: a name of `keras_fourier.training.STRATEGIES`. Default "auto".
-        mixed_precision: "float32", "mixed_float16" (with dynamic loss
-            scaling) or "mixed_bfloat16". Default "float32".
-        jit_compile: XLA-compile the train step: True, False or "auto" (XLA
-            when an accelerator is present). Default "auto".
-        use_ema: keep an EMA of the weights, used for validation and as the
-            final weights. Default False.
-        ema_momentum: EMA momentum. Default 0.99.
-        steps_per_epoch: steps per epoch, drawn from the repeated training
-            data. Default None: one pass over the data per epoch.
-        eval_split: the test split of image data, evaluated once at the end
-            on the model selected on the validation split. Default "test".
-        validation_split: the image split evaluated after every epoch to
-            select ``best.keras``. Default None: see
-            `keras_fourier.data.training_splits` ("validation", held out of
-            the training images when the source has none).
-        data_dir: TFDS data directory. Default None.
-        sequence_length: ListOps sequence length (FNet models). Default 128.
-        train_examples: ListOps training examples. Default 4000.
-        eval_examples: ListOps held-out examples. Default 500.
-        mixer, ffn, depths, dims, patch_size: `build_model` overrides of a
-            vision preset. Default None: the preset's.
-        seed: random seed of weights, data order and augmentation. Default 0.
-        deterministic: reproducible image pipelines (same order and
-            augmentation every run, slower with augmentation). Default False.
-        on_bad_image: a corrupt image file of "dir:" data: "error" (named)
-            or "skip" (counted and left out). Default "error".
-        tensorboard: write TensorBoard logs. Default True.
-        verbose: `fit` verbosity: 0 silent, 1 progress bars, 2 one line per
-            epoch, "auto" 1 on a terminal and 2 otherwise. Any but 0 also
-            prints a header (model, parameters, data splits, output folder).
-            Default "auto".
+    The fields and their defaults are those of
+    :class:`~keras_fourier.settings.TrainSettings` (keras-free, so that the
+    command line shows them without loading TensorFlow): `gfnet_tiny` on the
+    embedded digits with the papers' recipe.
 
     Example:
         >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
         >>> config.batch_size
         64
     """
-
-    model: str = "gfnet_tiny"
-    data: str = "digits"
-    out: str = "runs/default"
-    epochs: int = 20
-    batch_size: int = 64
-    image_size: int | None = None
-    learning_rate: float = 3e-3
-    min_learning_rate: float = 1e-5
-    warmup_epochs: float = 2
-    weight_decay: float = 0.05
-    clipnorm: float | None = 1.0
-    label_smoothing: float = 0.1
-    drop_path_rate: float | None = None
-    augment: AugmentConfig | None = None
-    strategy: str = "auto"
-    mixed_precision: str = "float32"
-    jit_compile: bool | str = "auto"
-    use_ema: bool = False
-    ema_momentum: float = 0.99
-    steps_per_epoch: int | None = None
-    eval_split: str = "test"
-    validation_split: str | None = None
-    data_dir: str | None = None
-    sequence_length: int = 128
-    train_examples: int = 4000
-    eval_examples: int = 500
-    mixer: str | None = None
-    ffn: str | None = None
-    depths: int | tuple[int, ...] | None = None
-    dims: int | tuple[int, ...] | None = None
-    patch_size: int | None = None
-    seed: int = 0
-    deterministic: bool = False
-    on_bad_image: str = "error"
-    tensorboard: bool = True
-    verbose: str | int = "auto"
 
     @property
     def task(self) -> Task:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import keras
 
+from keras_fourier.settings import PRECISIONS
 from keras_fourier.validation import check_choice, check_number, check_positive_int
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Variables never decayed whatever their rank: learned position embeddings and the
 # Fourier-domain weights (GFNet/HorNet filters, AFNO's complex block MLP).
 NO_WEIGHT_DECAY_NAMES = ("pos_embed", "complex_weight", "w1", "b1", "w2", "b2")

@@ -28,9 +28,9 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_fourier.settings import STRATEGIES
 from keras_fourier.validation import check_choice
 
-STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
 # The names each non-TensorFlow backend accepts (TensorFlow accepts all of STRATEGIES).
 BACKEND_STRATEGIES = {
     "jax": ("auto", "default", "one_device", "mirrored"),

@@ -5,7 +5,14 @@ trains `gfnet_tiny` on the embedded digits, evaluates it on the held-out
 split, saves it and prints ``test_accuracy=<value>`` as its last line.
 Running it again with the same ``--out`` resumes an interrupted run, or
 only evaluates a finished one. ``keras-fourier evaluate`` scores a saved
-model. Each subcommand is a module of :mod:`keras_fourier.commands`.
+model.
+
+Each subcommand NAME has two modules: ``keras_fourier.cli.NAME`` declares its
+arguments and ``keras_fourier.commands.NAME`` runs it. This package and the
+tables its arguments read (model names, settings) are keras-free, so the
+command parses its arguments, and answers ``--help`` or an argument error,
+without loading TensorFlow; it loads TensorFlow and the subcommands' code
+(:mod:`keras_fourier.commands`) only to run one.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from keras_fourier import _startup
-from keras_fourier.commands import bench, evaluate, export, flops, predict, train
+from keras_fourier.cli import bench, evaluate, export, flops, predict, train
 
 # The subcommands, in the order `keras-fourier --help` lists them.
 COMMANDS = (train, evaluate, export, flops, bench, predict)
@@ -25,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `keras-fourier`: one subcommand per module of `COMMANDS`.
 
     Returns:
-        An `argparse.ArgumentParser` whose parsed namespace has `func`, the
-        subcommand to run.
+        An `argparse.ArgumentParser` whose parsed namespace has `command`,
+        the name of the subcommand to run.
 
     Example:
         >>> build_parser().parse_args(["train"]).model
@@ -50,7 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
             ),
         )
         command.add_arguments(subcommand)
-        subcommand.set_defaults(func=command.run)
         subcommand.add_argument(
             _startup.SHOW_LOGS_FLAG,
             action="store_true",
@@ -76,12 +82,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs a parsed subcommand: loads TensorFlow (quietly) and the subcommand's code, then runs it.
+
+    Args:
+        args: arguments parsed by :func:`build_parser`, with `argv`, the
+            arguments they were parsed from.
+
+    Returns:
+        The exit status: the subcommand's, or 2 after printing the message of
+        a `ValueError` (a bad argument or input, which it names).
+
+    Example:
+        >>> run(build_parser().parse_args(["flops", "gfnet_ti"]))  # doctest: +SKIP
+        0
+    """
+    _startup.start_tensorflow()
+    # The package's one function-level import of its own code (tests/test_imports.py): the
+    # subcommands load TensorFlow, which parsing the arguments and --help never need.
+    from keras_fourier import commands
+
     try:
-        return args.func(args)
+        return getattr(commands, args.command).run(args)
     except ValueError as error:  # a bad argument or input: its message names it
         print(f"keras-fourier {args.command}: error: {error}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

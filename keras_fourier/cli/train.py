@@ -1,0 +1,170 @@
+"""The arguments of `keras-fourier train` (its run: :mod:`keras_fourier.commands.train`).
+
+Every option with a `TrainConfig` field takes that field's default, read
+from the keras-free :class:`~keras_fourier.settings.TrainSettings`; model,
+strategy, precision, mixer and FFN names come from their tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+from keras_fourier.cli.arguments import sizes
+from keras_fourier.models.family import FFN_NAMES, MIXER_NAMES
+from keras_fourier.models.names import PUBLIC_NAMES, is_model_name, model_names
+from keras_fourier.settings import BAD_IMAGE_MODES, PRECISIONS, STRATEGIES, TrainSettings
+
+NAME = "train"
+HELP = "train a model (no arguments: the README's main job on the embedded digits)"
+DESCRIPTION = (
+    "Train a classifier with the papers' recipe: AdamW, linear warmup then cosine "
+    "decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
+    "filters), global gradient clipping 1.0, label smoothing 0.1. Validates after every "
+    "epoch on a validation split held apart from the test split, keeps the best epoch "
+    "as OUT/model.keras and evaluates it once on the test split. Rerunning with the "
+    "same --out and settings resumes a killed run from its last completed epoch, or "
+    "shows the stored result of a finished one; one run at a time per folder. Prints a "
+    "header (model, parameters, FLOPs, data splits, output folder), where the run's "
+    "files are, and test_accuracy=<test accuracy> last."
+)
+SHOW_DEFAULTS = True
+
+_DEFAULTS = TrainSettings()
+# The command-line flag of each TrainConfig field, for error messages.
+FLAGS = {
+    **{
+        field.name: "--" + field.name.replace("_", "-")
+        for field in dataclasses.fields(TrainSettings)
+    },
+    "use_ema": "--ema",
+    "tensorboard": "--no-tensorboard",
+}
+
+DATA_HELP = "'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models"
+
+
+def _model_name(text: str) -> str:
+    """Parses train's --model: a model name in either spelling, or a saved model to start from."""
+    if not is_model_name(text) and not os.path.exists(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(model_names())}, or "
+            f"{', '.join(sorted(PUBLIC_NAMES))}, or a .keras file or run folder to start from)"
+        )
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of `keras-fourier train` to `parser`."""
+    add = parser.add_argument
+
+    def option(field: str, help: str, **kwargs) -> None:
+        """Adds TrainConfig `field` as the option FLAGS[field], with TrainConfig's default."""
+        add(FLAGS[field], default=getattr(_DEFAULTS, field), help=help, **kwargs)
+
+    option(
+        "model",
+        f"one of: {', '.join(model_names())} (or the builder name, e.g. GFNetTi), or a .keras "
+        "file or run folder whose model (and weights) the run starts from",
+        type=_model_name,
+        metavar="MODEL",
+    )
+    option("data", DATA_HELP, metavar="SOURCE")
+    option("out", "output directory; rerun with it to resume")
+    option("epochs", "training epochs", type=int)
+    option("batch_size", "GLOBAL batch size, split evenly across replicas and workers", type=int)
+    option(
+        "image_size",
+        "default: 16 for digits, else 32 for presets and 224 for named models, "
+        "rounded up to a multiple of the model's stride",
+        type=int,
+    )
+    option(
+        "strategy",
+        "TensorFlow backend: auto = TPU, else multi-worker (TF_CONFIG), else several "
+        "GPUs, else default. KERAS_BACKEND=jax: auto/mirrored = keras.distribution."
+        "DataParallel over every local device, default/one_device = one device. "
+        "KERAS_BACKEND=torch: auto/default/one_device, one device",
+        choices=STRATEGIES,
+    )
+    option("mixed_precision", "mixed_float16 uses dynamic loss scaling", choices=PRECISIONS)
+    option(
+        "jit_compile",
+        "XLA-compile the train step; auto: only on accelerators",
+        choices=("auto", "true", "false"),
+    )
+    option("learning_rate", "peak learning rate", type=float)
+    option("min_learning_rate", "learning rate at the end of the cosine decay", type=float)
+    option("warmup_epochs", "epochs of linear warmup", type=float)
+    option("weight_decay", "AdamW weight decay", type=float)
+    option("clipnorm", "global gradient norm clip; 0 disables", type=float)
+    option("label_smoothing", "label smoothing of the cross-entropy", type=float)
+    option("drop_path_rate", "stochastic depth rate; default: the model's own", type=float)
+    add(
+        "--augment",
+        default="none",
+        choices=("none", "deit"),
+        help="image augmentation: none, or DeiT's (RandAugment, MixUp/CutMix, erasing)",
+    )
+    option(
+        "use_ema",
+        "keep an EMA of the weights for validation and as the final weights",
+        dest="use_ema",
+        action="store_true",
+    )
+    option("ema_momentum", "EMA momentum", type=float)
+    option("steps_per_epoch", "steps per epoch from the repeated data; default: one pass", type=int)
+    option(
+        "eval_split",
+        "test split: evaluated once, at the end, on the model selected on the validation split",
+    )
+    option(
+        "validation_split",
+        "image split evaluated after every epoch to select best.keras; default: the "
+        "source's 'validation' split (digits, and dir: data without a validation folder, hold "
+        "it out of the training images; TFDS data without one holds out the last 10%% of "
+        "'train')",
+    )
+    option("data_dir", "TFDS data directory")
+    option("sequence_length", "ListOps sequence length", type=int)
+    option("train_examples", "ListOps training examples", type=int)
+    option("eval_examples", "ListOps validation and test examples (each)", type=int)
+    option("seed", "seed of weights, data and augmentation", type=int)
+    option(
+        "deterministic",
+        "reproducible data order and augmentation (slower with --augment)",
+        action="store_true",
+    )
+    option(
+        "on_bad_image",
+        "a corrupt image file of dir: data: error (naming it), or skip (counted)",
+        choices=BAD_IMAGE_MODES,
+    )
+    option(
+        "verbose",
+        "Keras progress: 0 none (and no header), 1 progress bars, 2 one line per epoch; "
+        "auto: progress bars on a terminal, one line per epoch when output goes to a file",
+        choices=("auto", "0", "1", "2"),
+    )
+    add(
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        default=_DEFAULTS.tensorboard,
+        help="write TensorBoard logs to OUT/logs (--no-tensorboard: none)",
+    )
+    architecture = parser.add_argument_group(
+        "build_model overrides of a preset, e.g. --model gfnet_tiny --mixer afno --dims 96"
+    )
+    architecture.add_argument("--mixer", default=None, choices=MIXER_NAMES, help="token mixer")
+    architecture.add_argument("--ffn", default=None, choices=FFN_NAMES, help="feed-forward")
+    architecture.add_argument(
+        "--depths",
+        type=sizes,
+        default=None,
+        help="blocks: 4 (isotropic) or 1,2,1 (per stage, hierarchical)",
+    )
+    architecture.add_argument(
+        "--dims", type=sizes, default=None, help="channels: 64, or 32,64,128 per stage"
+    )
+    architecture.add_argument("--patch-size", type=int, default=None, help="stem stride")
