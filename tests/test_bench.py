@@ -10,6 +10,7 @@ import pytest
 import keras_fourier
 from keras_fourier import bench, export
 from keras_fourier.cli import main
+from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.training import create_model
 from keras_fourier.training.rundir import write_run_record
 
@@ -88,7 +89,7 @@ def test_scaling_writes_csv_and_plot(tmp_path):
     assert host["matmul_shape"] == "3136x16x64" and host["matmul_gmac_s"]["float32"] > 0
 
 
-@pytest.mark.parametrize("mixer", bench.SCALING_MIXERS)
+@pytest.mark.parametrize("mixer", MIXER_NAMES)
 def test_every_scaling_block_builds_and_is_counted(mixer):
     model = bench.scaling_block(mixer, (4, 4), 16, "auto")
     assert model.output_shape == (None, 4, 4, 16)

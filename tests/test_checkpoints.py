@@ -716,12 +716,12 @@ def test_weights_file_from_a_deeper_model_is_refused(tmp_path):
 
 
 def test_each_family_owns_its_release_rows():
-    from keras_fourier.models import afnonet, fnet, gfnet, hornet
+    from keras_fourier.models import afnonet, fnet_family, gfnet, hornet
 
     table = catalog.RELEASES
     assert set(table) == set(gfnet.RELEASES) | set(hornet.RELEASES)
     assert afnonet.RELEASES == {}
-    assert fnet.FNET.releases["base"][0].file_name == "f_net_base_checkpoint"
+    assert fnet_family.FNET.releases["base"][0].file_name == "f_net_base_checkpoint"
     assert [family.name for family in catalog.FAMILIES if family.releases.get("gfnet_ti")] == [
         "GFNet"
     ]

@@ -152,3 +152,41 @@ def test_fft_path_hands_the_backend_a_hermitian_spectrum(size):
         np.fft.irfft2(spectrum, s=size, axes=(1, 2)),
         atol=1e-6,
     )
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize("size", [(6, 8), (5, 7)])
+def test_tensorflow_fft_gradient_is_the_adjoint_without_an_int32_transpose(size):
+    # TensorFlow's own RFFT2D gradient builds an int32 transpose, which oneDNN-enabled builds
+    # (the default on AVX-512 CPUs) report as "oneDNN supports DT_INT32 only on platforms with
+    # AVX-512" once sizes are known only at run time; the fft path's gradient is one irfft2.
+    import tensorflow as tf
+
+    x = tf.constant(random_input((2, *size, 3)))
+    cotangents = [
+        tf.constant(random_input((2, size[0], size[1] // 2 + 1, 3), seed=s)) for s in (1, 2)
+    ]
+
+    def loss(t, impl):
+        if impl == "tensorflow":
+            spectrum = tf.signal.rfft2d(tf.transpose(t, [0, 3, 1, 2])) / np.sqrt(size[0] * size[1])
+            parts = [
+                tf.transpose(part(spectrum), [0, 2, 3, 1]) for part in (tf.math.real, tf.math.imag)
+            ]
+        else:
+            parts = spectral.rfft2(t, impl)
+        return sum(tf.reduce_sum(part * c) for part, c in zip(parts, cotangents, strict=True))
+
+    traced = tf.function(
+        lambda t: tf.gradients(loss(t, "fft"), t)[0],
+        input_signature=[tf.TensorSpec((None, None, None, 3), tf.float32)],
+    )
+    for impl in ("tensorflow", "matmul"):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            expected = tape.gradient(loss(x, impl), x)
+        np.testing.assert_allclose(traced(x).numpy(), expected.numpy(), atol=2e-6)
+    graph = traced.get_concrete_function().graph.get_operations()
+    assert any(op.type == "IRFFT2D" for op in graph)  # the gradient, traced
+    int32 = [op.name for op in graph if op.type == "Transpose" and op.get_attr("T") == tf.int32]
+    assert not int32

@@ -325,9 +325,38 @@ def _native_rfft2(x):
     import tensorflow as tf
 
     height, width = spatial_dims(x, (1, 2))
-    spectrum = tf.transpose(tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2])), [0, 2, 3, 1])
     scale = _ortho_scale(height, width)
-    return tf.math.real(spectrum) * scale, tf.math.imag(spectrum) * scale
+
+    @tf.custom_gradient
+    def transform(x):
+        spectrum = tf.transpose(tf.signal.rfft2d(tf.transpose(x, [0, 3, 1, 2])), [0, 2, 3, 1])
+
+        def gradient(d_real, d_imag):
+            return _rfft2_adjoint(d_real, d_imag, height, width)
+
+        return (tf.math.real(spectrum) * scale, tf.math.imag(spectrum) * scale), gradient
+
+    return transform(x)
+
+
+def _rfft2_adjoint(d_real, d_imag, height, width):
+    """The gradient of the orthonormal rfft2 with respect to its real input (TensorFlow's path).
+
+    For upstream gradients G = d_real + i d_imag of the half spectrum, the
+    input's gradient is Re of the orthonormal inverse DFT of G over the half
+    spectrum alone: the orthonormal irfft2 of G with the bins the half
+    spectrum stands for twice (all but the DC and even-W Nyquist columns)
+    halved and the DC and Nyquist columns made Hermitian
+    (:func:`_hermitian_edge_columns`), whose inverse DFT along H is then the
+    real part that is wanted. TensorFlow's own RFFT2D gradient gives the same
+    numbers through an H x H twiddle matrix built with an int32 transpose,
+    which oneDNN-enabled TensorFlow (the default on AVX-512 CPUs) reports once
+    per process when sizes are known only at run time ("oneDNN supports
+    DT_INT32 only on platforms with AVX-512"); this is one irfft2.
+    """
+    halves = 0.5 + 0.5 * _edge_columns(width)
+    real, imag = _hermitian_edge_columns(d_real * halves, d_imag * halves, width)
+    return _native_irfft2(real, imag, height, width)
 
 
 def _native_irfft2(real, imag, height: int, width: int):
@@ -419,21 +448,27 @@ def _hermitian_edge_columns(real, imag, width: int):
     valid input, so all of them agree with numpy and with the matmul path.
     """
     (height,) = spatial_dims(real, (1,))
-    if is_static_size(height, width):
-        edges = np.zeros((1, 1, width // 2 + 1, 1), dtype=np.float32)
-        edges[..., 0, :] = 1.0
-        if width % 2 == 0:
-            edges[..., -1, :] = 1.0
-        edges = _const(edges)
+    edges = _edge_columns(width)
+    if is_static_size(height):
         mirror = np.array([0, *range(height - 1, 0, -1)], dtype="int32")
     else:
-        bins = ops.arange(width // 2 + 1)
-        last = ops.logical_and(ops.equal(width % 2, 0), ops.equal(bins, width // 2))
-        edges = ops.cast(ops.logical_or(ops.equal(bins, 0), last), "float32")[None, None, :, None]
         mirror = ops.mod(-ops.arange(height), height)
     real_part = (real + ops.take(real, mirror, axis=1)) * 0.5
     imag_part = (imag - ops.take(imag, mirror, axis=1)) * 0.5
     return real + edges * (real_part - real), imag + edges * (imag_part - imag)
+
+
+def _edge_columns(width):
+    """(1, 1, W // 2 + 1, 1) float32: 1 on the DC and even-W Nyquist columns, 0 elsewhere."""
+    if is_static_size(width):
+        edges = np.zeros((1, 1, width // 2 + 1, 1), dtype=np.float32)
+        edges[..., 0, :] = 1.0
+        if width % 2 == 0:
+            edges[..., -1, :] = 1.0
+        return _const(edges)
+    bins = ops.arange(width // 2 + 1)
+    last = ops.logical_and(ops.equal(width % 2, 0), ops.equal(bins, width // 2))
+    return ops.cast(ops.logical_or(ops.equal(bins, 0), last), "float32")[None, None, :, None]
 
 
 def irfft2(real, imag, width: int, fft_impl: str = "auto"):
