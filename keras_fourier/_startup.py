@@ -7,7 +7,7 @@ GPUs (absl's "All log messages before absl::InitializeLog() ..." block twice,
 TF_CPP_MIN_LOG_LEVEL is read, so setting it is not enough. `keras_fourier`
 imports this module before anything that loads TensorFlow; in any program
 that imports `keras_fourier` under the TensorFlow backend (a script, a
-notebook) it runs :func:`load_tensorflow_quietly` at once, which:
+notebook) it calls :func:`start_tensorflow` at once, which:
 
 * sets TF_CPP_MIN_LOG_LEVEL=2 (C++ warnings and info hidden, errors shown);
 * loads TensorFlow and lists its devices with stderr sent to a temporary
@@ -15,11 +15,11 @@ notebook) it runs :func:`load_tensorflow_quietly` at once, which:
   (Python warnings and errors are kept).
 
 The `keras-fourier` command (the console script or ``python -m
-keras_fourier.cli``) does the same through :func:`start_tensorflow`, once its
-arguments are parsed and a subcommand is about to run, whatever the
-backend: ``--help`` and argument errors answer without loading TensorFlow.
-Neither does anything when the user set TF_CPP_MIN_LOG_LEVEL, when
-TensorFlow was already imported, or on the command line with ``--tf-logs``.
+keras_fourier.cli``) calls it once its arguments are parsed and a
+subcommand is about to run, whatever the backend: ``--help`` and argument
+errors answer without loading TensorFlow. It does nothing when the user set
+TF_CPP_MIN_LOG_LEVEL, when TensorFlow was already imported, or on the
+command line with ``--tf-logs``.
 :func:`native_output_filtered` does the same around later calls that print
 from C++ (LiteRT's "Created TensorFlow Lite XNNPACK delegate" line).
 

@@ -51,6 +51,7 @@ from keras_fourier.models.catalog import VISION_PRESETS, canonical_name, is_mode
 from keras_fourier.models.family import FOURIER_MIXERS, MIXER_NAMES
 from keras_fourier.models.vision import MIXERS
 from keras_fourier.settings import (
+    BENCH_JIT,
     BENCH_PRECISIONS,
     SCALING_GRIDS,
     SCALING_SEQUENCES,
@@ -578,7 +579,7 @@ def benchmark_model(
     import keras
     import numpy as np
 
-    jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
+    jit = BENCH_JIT[jit_compile]
     inputs = _random_inputs(model, batch_size)
     single = _random_inputs(model, 1)
     classes = _classes(model)
@@ -777,7 +778,7 @@ def _scaling_series(
     import numpy as np
 
     keras.mixed_precision.set_global_policy(precision)
-    jit = {"auto": "auto", "on": True, "off": False}[jit_compile]
+    jit = BENCH_JIT[jit_compile]
     baseline = _status_mib("VmRSS:")
     rows = []
     for shape in shapes:

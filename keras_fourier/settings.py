@@ -14,8 +14,8 @@ import them from here:
   (:mod:`keras_fourier.layers.spectral`);
 * :data:`QUANTIZATIONS` and :data:`OUTPUTS`: TFLite quantizations and what
   the exported signatures return (:mod:`keras_fourier.export`);
-* :data:`BENCH_PRECISIONS` and the ``SCALING_*`` grid: what
-  :mod:`keras_fourier.bench` measures.
+* :data:`BENCH_PRECISIONS`, :data:`BENCH_JIT` and the ``SCALING_*`` grid:
+  what :mod:`keras_fourier.bench` measures.
 
 The model names live with the model families
 (:mod:`keras_fourier.models.names`), the token mixers and FFNs with the
@@ -38,6 +38,8 @@ FFT_IMPLS = ("auto", "fft", "matmul")
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
 OUTPUTS = ("probabilities", "logits")
 BENCH_PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "int8")
+# The jit_compile of compile() for each name of bench's --jit ("auto": Keras's default).
+BENCH_JIT = {"auto": "auto", "on": True, "off": False}
 # Up to 16384 tokens; self-attention's points there need about 11 GiB and are skipped
 # where the machine has less memory available (see keras_fourier.bench._attention_fits).
 SCALING_GRIDS = (14, 28, 42, 56, 64, 96, 128)

@@ -8,6 +8,7 @@ import os
 from keras_fourier.cli.arguments import comma_list
 from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.settings import (
+    BENCH_JIT,
     BENCH_PRECISIONS,
     FFT_IMPLS,
     SCALING_GRIDS,
@@ -27,7 +28,6 @@ DESCRIPTION = (
 )
 SHOW_DEFAULTS = True
 BACKENDS = ("tensorflow", "jax", "torch")
-JIT_CHOICES = ("auto", "on", "off")
 # Short names accepted by --precision.
 PRECISION_ALIASES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
@@ -80,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--jit",
-        choices=JIT_CHOICES,
+        choices=tuple(BENCH_JIT),
         default="auto",
         help="XLA (jit_compile of compile()): 'auto' is Keras' default",
     )
