@@ -39,6 +39,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    """The module's names, the builders not loaded yet included (completion in notebooks)."""
+    return sorted({*globals(), *__all__})
+
+
 __all__ = [
     "BUILDERS",
     "FAMILIES",
