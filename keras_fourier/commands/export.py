@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier export`: the SavedModel and TFLite files of one model.
 
     Args:
-        args: arguments parsed by a parser set up with :func:`add_arguments`.
+        args: arguments parsed by a parser set up with
+            :func:`keras_fourier.cli.export.add_arguments`.
 
     Returns:
         0 on success; 2 (after printing the message, with nothing written)

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     stored class names and crop, if any), or a model name (ImageNet).
 
     Args:
-        args: arguments parsed by a parser set up with :func:`add_arguments`.
+        args: arguments parsed by a parser set up with
+            :func:`keras_fourier.cli.predict.add_arguments`.
 
     Returns:
         0 on success, 2 (after printing the message) on a bad argument or an

@@ -1,13 +1,17 @@
 """The catalog's tables and its model names, keras-free: every family and every name it builds.
 
 :data:`FAMILIES` lists the model families (GFNet, GFNet-H, HorNet, AFNONet,
-FNet and the `build_model` compositions of :data:`VISION_PRESETS`); the
-names derive from it: :func:`model_names` (snake case, as `train`, `flops`
-and `bench` print them), :data:`PUBLIC_NAMES` (the builder spelling,
-``GFNetTi``, to the snake-case name) and :func:`canonical_name` (either
-spelling to the snake-case one). The family modules hold data only, so the
-command line lists and checks model names without loading TensorFlow; the
-builders are made in :mod:`keras_fourier.models.catalog`.
+FNet and the `build_model` compositions of :data:`VISION_PRESETS`); the rest
+derives from it: :data:`VARIANTS` and :data:`RELEASES` (the vision rows and
+their official checkpoints), :data:`BUILDERS` (public builder name ->
+:class:`~keras_fourier.models.family.Variant`, found by key with
+:func:`variant`), :data:`TEXT_PRESETS`, and the names: :func:`model_names`
+(snake case, as `train`, `flops` and `bench` print them),
+:data:`PUBLIC_NAMES` (the builder spelling, ``GFNetTi``, to the snake-case
+name) and :func:`canonical_name` (either spelling to the snake-case one).
+The family modules hold data only, so the command line lists and checks
+model names without loading TensorFlow; the builders are made in
+:mod:`keras_fourier.models.catalog`, which also exports these names.
 """
 
 from __future__ import annotations
