@@ -74,17 +74,24 @@ def ext(code: int, data: bytes) -> bytes:
     return _header(len(data), None, (0xC7, 0xC8, 0xC9)) + struct.pack(">b", code) + data
 
 
-def official_params(rng: np.random.Generator, classes: int = 2, heads: bool = True) -> dict:
+def official_params(
+    rng: np.random.Generator,
+    classes: int = 2,
+    heads: bool = True,
+    sizes: dict[str, int] = SIZES,
+    vocab: int = VOCAB,
+    max_length: int = MAX_LENGTH,
+) -> dict:
     """The Flax parameter tree of the official PreTrainingModel (or a classifier without MLM)."""
-    d, ff, layers = SIZES["hidden_size"], SIZES["intermediate_size"], SIZES["num_layers"]
+    d, ff, layers = sizes["hidden_size"], sizes["intermediate_size"], sizes["num_layers"]
 
     def normal(*shape):
         return rng.normal(0, 0.5, shape).astype(np.float32)
 
     encoder = {
         "embedder": {
-            "word": {"embedding": normal(VOCAB, d)},
-            "position": {"embedding": normal(1, MAX_LENGTH, d)},
+            "word": {"embedding": normal(vocab, d)},
+            "position": {"embedding": normal(1, max_length, d)},
             "type": {"embedding": normal(SEGMENTS, d)},
             "layer_norm": {"scale": normal(d), "bias": normal(d)},
             "hidden_mapping_in": {"kernel": normal(d, d), "bias": normal(d)},
@@ -107,7 +114,7 @@ def official_params(rng: np.random.Generator, classes: int = 2, heads: bool = Tr
     if heads:
         params["predictions_dense"] = {"kernel": normal(d, d), "bias": normal(d)}
         params["predictions_layer_norm"] = {"scale": normal(d), "bias": normal(d)}
-        params["predictions_output"] = {"output_bias": normal(VOCAB)}
+        params["predictions_output"] = {"output_bias": normal(vocab)}
     return params
 
 

@@ -176,8 +176,8 @@ def _read_file(file: str, modified: int, size: int) -> TextRows:
                 missing = " and ".join(
                     text
                     for text, absent in (
-                        (f"a text column ({', '.join(TEXT_COLUMNS)})", columns["text"] is None),
-                        (f"a {LABEL_COLUMN!r} column", LABEL_COLUMN not in fields),
+                        (f"text column ({', '.join(TEXT_COLUMNS)})", columns["text"] is None),
+                        (f"{LABEL_COLUMN!r} column", LABEL_COLUMN not in fields),
                     )
                     if absent
                 )

@@ -442,6 +442,15 @@ class TextClassification(Task):
                 f"({config.eval_split!r}) splits of data {source!r} must differ."
             )
         class_names = text_class_names(source)
+        splits = {}
+        for role, split in (
+            ("train", train_split),
+            ("validation", validation_split),
+            ("test", config.eval_split),
+        ):
+            rows = read_text_split(source, split)
+            text_label_ids(rows, class_names, source, split)  # refused now, not at the end
+            splits[role] = f"{split!r}, {len(rows.labels):,} texts of {rows.file}"
         tokenizer = load_tokenizer(self.tokenizer_spec(config))
         options = {
             "tokenizer": tokenizer,
@@ -453,15 +462,6 @@ class TextClassification(Task):
             source, train_split, training=True, seed=config.seed, **options
         )
         validation_data = text_split_dataset(source, validation_split, **options)
-        splits = {}
-        for role, split in (
-            ("train", train_split),
-            ("validation", validation_split),
-            ("test", config.eval_split),
-        ):
-            rows = read_text_split(source, split)
-            text_label_ids(rows, class_names, source, split)  # refused now, not at the end
-            splits[role] = f"{split!r}, {len(rows.labels):,} texts of {rows.file}"
         return TaskData(train_data, validation_data, len(class_names), splits)
 
     def _listops(self, config: TrainConfig) -> TaskData:
