@@ -333,6 +333,12 @@ def _print_header(
         f"model {config.model}: {model.count_params():,} parameters, "
         f"{flops(model) / 1e6:,.1f} MFLOPs per example (papers' convention), input {shape}, "
         f"{data.num_classes} classes",
+        f"recipe {config.recipe}"
+        + (
+            ""
+            if config.weights is None
+            else f", from weights {config.weights!r} (all but a new classifier head)"
+        ),
         f"data {config.data!r}:",
         *(
             f"  {role:<10}  {text}" + (f" ({roles[role]})" if role in roles else "")
