@@ -116,11 +116,29 @@ def _last(capsys) -> str:
     return capsys.readouterr().out.strip().splitlines()[-1]
 
 
-def test_fine_tune_from_weights_h5_then_evaluate_predict_and_rerun(tmp_path, csv_folder, capsys):
+def test_fine_tune_from_weights_h5_resume_evaluate_predict_and_rerun(
+    tmp_path, csv_folder, capsys, monkeypatch
+):
     weights = _pretrained_h5(tmp_path / "pretrained.weights.h5")
     out = tmp_path / "run"
     argv = _argv(weights, csv_folder, out)
+    save_best = callbacks.ModelCheckpoint.on_epoch_end
+
+    def killed_after_the_first_epoch(self, epoch, logs=None):  # fault injection: ^C
+        save_best(self, epoch, logs)
+        if self.monitor:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(callbacks.ModelCheckpoint, "on_epoch_end", killed_after_the_first_epoch)
+        assert main(argv) == 130
+    assert [row["epoch"] for row in read_history(out / "history.csv")] == [0]
+    assert not (out / "model.keras").exists()
+    capsys.readouterr()
+
+    # The rerun resumes after the first epoch and finishes.
     assert main(argv) == 0
+    assert [row["epoch"] for row in read_history(out / "history.csv")] == [0, 1]
     printed = capsys.readouterr().out
     accuracy = re.fullmatch(rf"test_accuracy={METRIC}", printed.strip().splitlines()[-1])[1]
     assert "input sequences of 16 tokens, tokenizer 'bytes', 2 classes" in printed
@@ -168,27 +186,6 @@ def test_fine_tune_from_weights_h5_then_evaluate_predict_and_rerun(tmp_path, csv
     printed = capsys.readouterr().out
     assert "is already finished (2 epochs)" in printed
     assert printed.strip().endswith(f"test_accuracy={accuracy}")
-
-
-def test_killed_fine_tuning_resumes_after_its_last_epoch(tmp_path, csv_folder, monkeypatch):
-    weights = _pretrained_h5(tmp_path / "pretrained.weights.h5")
-    out = tmp_path / "run"
-    argv = _argv(weights, csv_folder, out)
-    save_best = callbacks.ModelCheckpoint.on_epoch_end
-
-    def killed_after_the_first_epoch(self, epoch, logs=None):  # fault injection: ^C
-        save_best(self, epoch, logs)
-        if self.monitor:
-            raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(callbacks.ModelCheckpoint, "on_epoch_end", killed_after_the_first_epoch)
-        assert main(argv) == 130
-    assert [row["epoch"] for row in read_history(out / "history.csv")] == [0]
-    assert not (out / "model.keras").exists()
-    assert main(argv) == 0
-    assert [row["epoch"] for row in read_history(out / "history.csv")] == [0, 1]
-    assert _record(out / "model.keras")["tokenizer"] == {"name": "bytes"}
 
 
 def test_official_flax_checkpoint_and_a_sentencepiece_tokenizer(tmp_path, csv_folder, capsys):
@@ -241,7 +238,10 @@ DEV = "text,label\nc,x\n"
         ({"train.csv": TRAIN, "dev.csv": DEV, "test.csv": "text,label\nc,w\n"}, "'w' on line 2"),
         ({"train.csv": TRAIN, "dev.csv": DEV, "test.csv": "text,label\n"}, "has no examples"),
         ({"train.csv": TRAIN, "dev.csv": DEV}, "has no split 'test'"),
-        ({"train.csv": TRAIN, "dev.csv": "sentence,text,label\nc,d,x\n"}, "more than one text"),
+        (
+            {"train.csv": TRAIN, "dev.csv": "sentence,text,label\nc,d,x\n", "test.csv": DEV},
+            "has more than one text column (text, sentence)",
+        ),
     ],
 )
 def test_bad_csv_data_is_refused_naming_it_and_writing_nothing(tmp_path, files, message, capsys):

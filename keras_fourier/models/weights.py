@@ -161,7 +161,11 @@ def _resizable_kind(name: str) -> str | None:
 
 
 def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    """{dataset name: shape} of every tensor in an HDF5 file, in file order."""
+    """{dataset name: shape} of every weight tensor in an HDF5 file, in file order.
+
+    The ``optimizer/`` group that Keras adds for a compiled, trained model
+    holds no weights of the model and is left out.
+    """
     import h5py
 
     shapes: dict[str, tuple[int, ...]] = {}
@@ -170,7 +174,7 @@ def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
             handle.visititems(
                 lambda name, item: (
                     shapes.__setitem__(name, tuple(item.shape))
-                    if isinstance(item, h5py.Dataset)
+                    if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/")
                     else None
                 )
             )

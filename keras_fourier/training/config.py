@@ -291,7 +291,10 @@ class TrainConfig:
                 an image size that is not a multiple of the model's stride,
                 or a hyper-parameter out of range (learning rates finite and
                 > 0, label smoothing and drop path in [0, 1), EMA momentum
-                in (0, 1), counts positive, ...).
+                in (0, 1), counts positive, ...), an unknown recipe or
+                tokenizer, `weights` with a saved model, or FNet weights
+                that do not fit the model (its sizes, the sequence length,
+                the tokenizer's vocabulary).
 
         Example:
             >>> TrainConfig(learning_rate=float("nan")).validate()

@@ -366,7 +366,10 @@ class TextClassification(Task):
         spec = self.tokenizer_spec(config)
         if spec is None:
             return WordTokenizer(LISTOPS_VOCABULARY).vocabulary_size
-        return tokenizer_vocabulary_size(spec)
+        try:
+            return tokenizer_vocabulary_size(spec)
+        except ImportError as error:  # a SentencePiece model without the [text] extra
+            raise ValueError(str(error)) from error
 
     def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:
         listops = config.data == self.LISTOPS
