@@ -73,12 +73,18 @@ def csv_folder(tmp_path):
     return folder
 
 
-def _pretrained_h5(path, vocabulary_size: int = 260) -> str:
-    """A `.weights.h5` of a pretraining FNet of fnet_tiny's sizes (random, a stand-in)."""
+def _pretrained_h5(path, trained: bool = False) -> str:
+    """A `.weights.h5` of a pretraining FNet of fnet_tiny's sizes: random, or after one
+    masked-LM step (then Keras saves the optimizer's variables too)."""
     keras.utils.set_random_seed(7)
-    model = FNet(
-        TINY, vocabulary_size=vocabulary_size, max_sequence_length=POSITIONS, heads="pretraining"
-    )
+    model = FNet(TINY, vocabulary_size=260, max_sequence_length=POSITIONS, heads="pretraining")
+    if trained:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        model.compile("adam", loss={"masked_lm_logits": loss, "next_sentence_logits": loss})
+        ids = np.full((2, POSITIONS), 50, "int32")
+        inputs = {"token_ids": ids, "segment_ids": 0 * ids, "masked_positions": ids[:, :2] // 50}
+        labels = {"masked_lm_logits": ids[:, :2], "next_sentence_logits": ids[:, 0] * 0}
+        model.fit(inputs, labels, verbose=0)
     model.save_weights(path)
     return str(path)
 
@@ -119,7 +125,7 @@ def _last(capsys) -> str:
 def test_fine_tune_from_weights_h5_resume_evaluate_predict_and_rerun(
     tmp_path, csv_folder, capsys, monkeypatch
 ):
-    weights = _pretrained_h5(tmp_path / "pretrained.weights.h5")
+    weights = _pretrained_h5(tmp_path / "pretrained.weights.h5", trained=True)
     out = tmp_path / "run"
     argv = _argv(weights, csv_folder, out)
     save_best = callbacks.ModelCheckpoint.on_epoch_end

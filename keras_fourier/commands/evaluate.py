@@ -13,7 +13,7 @@ from keras_fourier.models import resolve_model
 from keras_fourier.models.catalog import is_model_name
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.training import NonFiniteLossError, TrainConfig, evaluate, task_for_data
-from keras_fourier.training.callbacks import read_checkpoint_record
+from keras_fourier.training.callbacks import read_model_record
 from keras_fourier.training.tasks import CLASS_NAMES_KEY, stored_tokenizer
 from keras_fourier.validation import check_positive_int
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         named = is_model_name(args.model)
         classes = task_for_data(args.data).num_classes(args.data, args.data_dir) if named else None
         # A run's .keras file carries its text model's tokenizer and class names.
-        record = {} if named else read_checkpoint_record(resolve_model_file(args.model)) or {}
+        record = {} if named else read_model_record(resolve_model_file(args.model))
         tokenizer = (
             load_tokenizer(args.tokenizer)
             if args.tokenizer is not None

@@ -10,9 +10,7 @@ stored.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import zipfile
 
 import keras
 import numpy as np
@@ -24,7 +22,7 @@ from keras_fourier.imagenet.predict import predict
 from keras_fourier.models.catalog import is_model_name, variant
 from keras_fourier.models.weights import imagenet_checkpoint
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.training.callbacks import CHECKPOINT_RECORD
+from keras_fourier.training.callbacks import read_model_record
 from keras_fourier.training.tasks import CLASS_NAMES_KEY, CROP_PCT_KEY, stored_tokenizer
 
 NAME = "predict"
@@ -186,11 +184,4 @@ def _trained_model(path: str) -> tuple[str, dict]:
         model_file = resolve_model_file(path)
     except FileNotFoundError as error:
         raise ValueError(str(error)) from error
-    try:
-        with zipfile.ZipFile(model_file) as archive:
-            if CHECKPOINT_RECORD not in archive.namelist():
-                return model_file, {}
-            record = json.loads(archive.read(CHECKPOINT_RECORD))
-    except (OSError, ValueError, zipfile.BadZipFile):
-        return model_file, {}  # load_model names what is wrong with the file
-    return model_file, record if isinstance(record, dict) else {}
+    return model_file, read_model_record(model_file)

@@ -71,6 +71,7 @@ from keras_fourier.training.callbacks import (
     StopOnNonFiniteLoss,
     complete_checkpoints,
     read_checkpoint_record,
+    read_model_record,
     save_model,
 )
 from keras_fourier.training.config import TrainConfig
@@ -194,7 +195,7 @@ def evaluate(
     if is_model_name(model):
         model = resolve_model(model, classes=task.num_classes(data, data_dir))
     elif not isinstance(model, keras.Model):
-        record = read_checkpoint_record(resolve_model_file(model)) or {}
+        record = read_model_record(resolve_model_file(model))
         tokenizer = stored_tokenizer(record) if tokenizer is None else tokenizer
         class_names = record.get(CLASS_NAMES_KEY) if class_names is None else class_names
     if isinstance(tokenizer, (str, os.PathLike)):
