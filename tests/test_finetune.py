@@ -24,6 +24,7 @@ from keras_fourier.data import load_tokenizer, official_sentencepiece_model
 from keras_fourier.data.text import OFFICIAL_SENTENCEPIECE_FILE
 from keras_fourier.models import FNet
 from keras_fourier.models.catalog import TEXT_PRESETS, create_model, create_pretrained_model
+from keras_fourier.models.fnet import fnet_weights_sizes
 from keras_fourier.training import (
     RECIPES,
     TrainConfig,
@@ -35,7 +36,7 @@ from keras_fourier.training import (
 from keras_fourier.training.callbacks import CHECKPOINT_RECORD
 from tests.release_server import serve
 from tests.test_data_text import _tiny_sentencepiece_model
-from tests.test_fnet_checkpoints import official_params, write_checkpoint
+from tests.test_fnet_checkpoints import official_params, write_checkpoint, write_keras_hub_preset
 
 pytestmark = pytest.mark.single_backend
 
@@ -299,6 +300,44 @@ def test_weights_that_do_not_fit_are_refused_naming_the_mismatch(tmp_path, csv_f
         assert main(argv) == 2
         assert message in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_a_keras_hub_preset_and_a_release_name_as_fine_tuning_weights(tmp_path, csv_folder):
+    preset = tmp_path / "f_net_tiny_en"
+    values = write_keras_hub_preset(
+        preset,
+        np.random.default_rng(3),
+        hidden_dim=64,
+        intermediate_dim=128,
+        vocabulary_size=260,
+        max_sequence_length=POSITIONS,
+    )
+    model = create_pretrained_model(
+        "fnet_tiny", weights=str(preset), num_classes=3, sequence_length=16, vocabulary_size=260
+    )
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(model.get_layer("pooler").kernel),
+        values["layers/dense_1/vars/0"],
+    )
+    assert model.get_layer("classifier").kernel.shape == (64, 3)
+    # A preset is official: the tokenizer defaults to the official vocabulary, refused here.
+    config = TrainConfig(
+        model="fnet_tiny", data=f"csv:{csv_folder}", weights=str(preset), sequence_length=16
+    )
+    with pytest.raises(ValueError, match=r"tokenizer has 32000 ids .* has 260 rows"):
+        config.validate()
+    TrainConfig(**{**vars(config), "tokenizer": "bytes"}).validate()
+    # Release names are checked without downloading: their sizes are the release's.
+    assert fnet_weights_sizes("f_net_large") == {
+        "hidden_size": 1024,
+        "num_layers": 24,
+        "intermediate_size": 4096,
+        "vocabulary_size": 32000,
+        "max_sequence_length": 512,
+        "num_segments": 4,
+    }
+    with pytest.raises(ValueError, match="hidden_size 768, model 64"):
+        TrainConfig(model="fnet_tiny", data=f"csv:{csv_folder}", weights="f_net_base").validate()
 
 
 def test_the_fine_tuning_recipe_is_the_official_one():

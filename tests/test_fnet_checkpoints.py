@@ -390,13 +390,12 @@ def test_complex_scalar_and_bfloat16_records(tmp_path):
 
 def write_keras_hub_preset(folder, rng, **config_overrides) -> str:
     """A preset folder as keras-hub's FNetBackbone.save_to_preset writes it (layer order)."""
-    d, ff = SIZES["hidden_size"], SIZES["intermediate_size"]
     os.makedirs(folder, exist_ok=True)
     config = {
         "vocabulary_size": VOCAB,
         "num_layers": SIZES["num_layers"],
-        "hidden_dim": d,
-        "intermediate_dim": ff,
+        "hidden_dim": SIZES["hidden_size"],
+        "intermediate_dim": SIZES["intermediate_size"],
         "dropout": 0.1,
         "max_sequence_length": MAX_LENGTH,
         "num_segments": SEGMENTS,
@@ -410,10 +409,11 @@ def write_keras_hub_preset(folder, rng, **config_overrides) -> str:
     }
     with open(os.path.join(folder, "config.json"), "w") as file:
         json.dump(description, file)
+    d, ff = config["hidden_dim"], config["intermediate_dim"]
     tensors = {
-        "layers/reversible_embedding/vars/0": (VOCAB, d),
-        "layers/position_embedding/vars/0": (MAX_LENGTH, d),
-        "layers/embedding/vars/0": (SEGMENTS, d),
+        "layers/reversible_embedding/vars/0": (config["vocabulary_size"], d),
+        "layers/position_embedding/vars/0": (config["max_sequence_length"], d),
+        "layers/embedding/vars/0": (config["num_segments"], d),
         "layers/layer_normalization/vars/0": (d,),
         "layers/layer_normalization/vars/1": (d,),
         "layers/dense/vars/0": (d, d),

@@ -38,7 +38,7 @@ DESCRIPTION = (
     "filters), global gradient clipping 1.0, label smoothing 0.1; or fine-tune pretrained "
     "--weights (a fresh classifier head) with the official FNet fine-tuning recipe "
     "(--recipe fnet_finetune, the default for FNet with --weights): Adam with weight decay "
-    "0.01 on every variable, learning rate 1e-5 warmed up over 10%% of the steps then "
+    "0.01 on every variable, learning rate 1e-5 warmed up over 10% of the steps then "
     "decayed linearly to 0, batch 64, 3 epochs. Validates after every "
     "epoch on a validation split held apart from the test split, keeps the best epoch "
     "as OUT/model.keras and evaluates it once on the test split. Rerunning with the "
@@ -184,17 +184,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "vision: 'imagenet', an official .pth, or a .weights.h5/.keras file",
         metavar="WEIGHTS",
     )
-    option(
-        "recipe",
-        "training recipe: deit (the papers') or fnet_finetune (the official FNet "
-        "fine-tuning); default: fnet_finetune for FNet with --weights, else deit",
+    add(
+        FLAGS["recipe"],
+        default=argparse.SUPPRESS,
+        help="training recipe: deit (the papers') or fnet_finetune (the official FNet "
+        "fine-tuning) (default: fnet_finetune for FNet with --weights, else deit)",
         choices=tuple(RECIPES),
     )
-    option(
-        "tokenizer",
-        "tokenizer of csv: text, stored in the run's model.keras: bytes, official (the "
+    add(
+        FLAGS["tokenizer"],
+        default=argparse.SUPPRESS,
+        help="tokenizer of csv: text, stored in the run's model.keras: bytes, official (the "
         "official FNet SentencePiece vocabulary, downloaded once; needs the [text] extra), or "
-        "a SentencePiece .model path; default: official with official FNet weights, else bytes",
+        "a SentencePiece .model path (default: official with official FNet weights, else "
+        "bytes)",
         metavar="TOKENIZER",
     )
     recipe_option("epochs", "training epochs", type=int)
