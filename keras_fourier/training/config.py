@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from keras_fourier.data import AugmentConfig
@@ -27,7 +27,7 @@ from keras_fourier.models.catalog import (
 )
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.training.recipe import check_precision
+from keras_fourier.training.recipe import RECIPE_FIELDS, RECIPES, Recipe, check_precision
 from keras_fourier.training.rundir import normalize
 from keras_fourier.training.strategy import check_strategy_name
 from keras_fourier.training.tasks import TASKS, Task, task_for_data, task_for_model
@@ -35,6 +35,9 @@ from keras_fourier.validation import check_bool, check_choice, check_number, che
 
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
+# Settings added after runs were recorded, with the value those runs had: left out of the
+# identity at that value, so that their folders still resume.
+LEGACY_VALUES: dict[str, Any] = {"recipe": "deit", "weights": None, "tokenizer": None}
 
 
 @functools.lru_cache(maxsize=8)
@@ -68,25 +71,54 @@ class TrainConfig:
     embeddings and Fourier filters), linear warmup then cosine decay, global
     gradient clipping 1.0, label smoothing 0.1.
 
+    The hyper-parameters that default to None take the values of the
+    run's recipe (`keras_fourier.training.RECIPES`): "deit" (the papers'
+    recipe above, 20 epochs) or "fnet_finetune" (the official FNet
+    fine-tuning: Adam with weight decay 0.01 on every variable, learning rate
+    1e-5 with a linear warmup over 10% of the steps and a linear decay to 0,
+    3 epochs, no clipping, no label smoothing). A text model with `weights`
+    fine-tunes with "fnet_finetune" unless `recipe` says otherwise; every
+    other run uses "deit".
+
     Attributes:
         model: a name from `keras_fourier.training.model_names()`. Default
             "gfnet_tiny".
         data: an image source of `keras_fourier.data.load_image_dataset`
             ("digits", "tfds:<name>", "dir:<path>") or, for FNet models,
-            "listops". Default "digits".
+            "listops" or "csv:<path>" (CSV/TSV text files, see
+            :mod:`keras_fourier.data.text_files`). Default "digits".
         out: output directory. Default "runs/default".
-        epochs: training epochs. Default 20.
+        recipe: "deit" or "fnet_finetune" (see above). Default None: "fnet_finetune"
+            for a text model with `weights`, else "deit".
+        weights: pretrained weights of a model name, loaded everywhere but
+            the classifier head, which starts fresh (as the official
+            fine-tuning does); see
+            `keras_fourier.training.create_pretrained_model`. Vision models:
+            "imagenet", an official `.pth`, or a `.weights.h5`/`.keras` file
+            saved by keras_fourier; FNet: a release name ("f_net_base"), an
+            official Flax checkpoint, a keras-hub preset folder or a
+            `.weights.h5`. Default None: random initialisation.
+        tokenizer: text of "csv:" data: "bytes", "official" (the official FNet
+            SentencePiece vocabulary, downloaded once) or the path of a
+            SentencePiece `.model`. It is stored in the run's model.keras.
+            Default None: "official" with official FNet weights (a release, a
+            Flax checkpoint, a keras-hub preset), else "bytes".
+        epochs: training epochs. Default None: the recipe's (20, 3).
         batch_size: *global* batch size, split across replicas and workers.
-            Default 64.
+            Default None: the recipe's (64).
         image_size: image height and width. Default None: for "digits" the
             smallest multiple of the model's stride >= 16, else 32 for presets
             and 224 for the named models.
-        learning_rate: peak learning rate. Default 3e-3.
-        min_learning_rate: final learning rate of the cosine decay. Default 1e-5.
-        warmup_epochs: epochs of linear warmup (fractions allowed). Default 2.
-        weight_decay: AdamW weight decay. Default 0.05.
-        clipnorm: global gradient norm clip, None for none. Default 1.0.
-        label_smoothing: label smoothing of the cross-entropy. Default 0.1.
+        learning_rate: peak learning rate. Default None: the recipe's (3e-3, 1e-5).
+        min_learning_rate: final learning rate of the decay. Default None:
+            the recipe's (1e-5, 0).
+        warmup_epochs: epochs of linear warmup (fractions allowed). Default
+            None: the recipe's (2 epochs; 10% of the steps).
+        weight_decay: AdamW weight decay. Default None: the recipe's (0.05, 0.01).
+        clipnorm: global gradient norm clip, 0 for none. Default None: the
+            recipe's (1.0, none).
+        label_smoothing: label smoothing of the cross-entropy. Default None:
+            the recipe's (0.1, 0).
         drop_path_rate: stochastic depth rate. Default None: the model's.
         augment: training augmentation of image data, e.g. `AugmentConfig()`
             (DeiT). Default None: none.
@@ -125,22 +157,25 @@ class TrainConfig:
 
     Example:
         >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
-        >>> config.batch_size
+        >>> config.resolved().batch_size
         64
     """
 
     model: str = "gfnet_tiny"
     data: str = "digits"
     out: str = "runs/default"
-    epochs: int = 20
-    batch_size: int = 64
+    recipe: str | None = None
+    weights: str | None = None
+    tokenizer: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
     image_size: int | None = None
-    learning_rate: float = 3e-3
-    min_learning_rate: float = 1e-5
-    warmup_epochs: float = 2
-    weight_decay: float = 0.05
-    clipnorm: float | None = 1.0
-    label_smoothing: float = 0.1
+    learning_rate: float | None = None
+    min_learning_rate: float | None = None
+    warmup_epochs: float | None = None
+    weight_decay: float | None = None
+    clipnorm: float | None = None
+    label_smoothing: float | None = None
     drop_path_rate: float | None = None
     augment: AugmentConfig | None = None
     strategy: str = "auto"
@@ -186,6 +221,45 @@ class TrainConfig:
         return not is_model_name(self.model)
 
     @property
+    def run_recipe(self) -> Recipe:
+        """The recipe: `recipe`, else "fnet_finetune" for text models with weights, else "deit".
+
+        Raises:
+            ValueError: an unknown recipe name.
+
+        Example:
+            >>> TrainConfig(model="fnet_base", data="csv:x", weights="f_net_base").run_recipe.name
+            'fnet_finetune'
+        """
+        if self.recipe is not None:
+            return RECIPES[check_choice("recipe", self.recipe, tuple(RECIPES))]
+        text = not self.saved_model and self.task.modality == "text"
+        return RECIPES["fnet_finetune" if text and self.weights is not None else "deit"]
+
+    def resolved(self) -> TrainConfig:
+        """This config with `recipe` and every hyper-parameter left None set from the recipe.
+
+        `clipnorm` 0 (no clipping) stays 0; `warmup_epochs` stays None for a
+        recipe that warms up over a share of the steps ("fnet_finetune").
+        Resolving twice gives the same config.
+
+        Returns:
+            A new `TrainConfig`.
+
+        Example:
+            >>> TrainConfig().resolved().learning_rate
+            0.003
+        """
+        recipe = self.run_recipe
+        values = {
+            field: getattr(recipe, field) if getattr(self, field) is None else getattr(self, field)
+            for field in RECIPE_FIELDS
+        }
+        if values["clipnorm"] is None:
+            values["clipnorm"] = 0.0
+        return dataclasses.replace(self, recipe=recipe.name, **values)
+
+    @property
     def architecture(self) -> dict[str, Any]:
         """The `build_model` overrides that are set.
 
@@ -217,7 +291,10 @@ class TrainConfig:
                 an image size that is not a multiple of the model's stride,
                 or a hyper-parameter out of range (learning rates finite and
                 > 0, label smoothing and drop path in [0, 1), EMA momentum
-                in (0, 1), counts positive, ...).
+                in (0, 1), counts positive, ...), an unknown recipe or
+                tokenizer, `weights` with a saved model, or FNet weights
+                that do not fit the model (its sizes, the sequence length,
+                the tokenizer's vocabulary).
 
         Example:
             >>> TrainConfig(learning_rate=float("nan")).validate()
@@ -229,6 +306,13 @@ class TrainConfig:
         def name(field: str) -> str:
             return names.get(field, field)
 
+        check_choice(name("recipe"), self.recipe, (None, *RECIPES))
+        if self.clipnorm is not None:  # 0 (no clipping) is resolved to 0, not to the recipe's
+            check_number(name("clipnorm"), self.clipnorm, low=0)
+        self.resolved()._check(name)
+
+    def _check(self, name: Callable[[str], str]) -> None:
+        """The checks of `validate`, on a resolved config."""
         task = self.task
         check_strategy_name(self.strategy)
         check_precision(self.mixed_precision)
@@ -251,6 +335,19 @@ class TrainConfig:
                     f"{self.model!r} keeps its own. Received: "
                     f"{name('drop_path_rate')}={self.drop_path_rate}"
                 )
+            if self.weights is not None:
+                raise ValueError(
+                    f"`{name('weights')}` applies to model names; the saved model "
+                    f"{self.model!r} starts from its own weights. Received: "
+                    f"{name('weights')}={self.weights!r}"
+                )
+        if self.weights is not None and (
+            not isinstance(self.weights, (str, os.PathLike)) or not os.fspath(self.weights)
+        ):
+            raise ValueError(
+                f"`{name('weights')}` must be a weights name or path. "
+                f"Received: {name('weights')}={self.weights!r}"
+            )
         check_architecture(self.model, self.architecture)
         for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
             check_positive_int(name(field), getattr(self, field))
@@ -265,10 +362,9 @@ class TrainConfig:
         check_number(
             name("min_learning_rate"), self.min_learning_rate, low=0, high=self.learning_rate
         )
-        check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
+        if self.warmup_epochs is not None:
+            check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
         check_number(name("weight_decay"), self.weight_decay, low=0)
-        if self.clipnorm is not None:
-            check_number(name("clipnorm"), self.clipnorm, low=0, low_open=True)
         check_number(name("label_smoothing"), self.label_smoothing, low=0, high=1, high_open=True)
         if self.drop_path_rate is not None:
             check_number(name("drop_path_rate"), self.drop_path_rate, low=0, high=1, high_open=True)
@@ -303,25 +399,34 @@ class TrainConfig:
         """The settings that define what the run computes, as recorded in ``run.json``.
 
         Returns:
-            Every field but those of `NOT_IDENTITY` and those of other tasks
-            than the model's (see `keras_fourier.training.tasks`), resolved by
-            its task (e.g. the image size of vision models, `augment` as a
-            dict), as JSON values.
+            Every field of the `resolved` config but those of `NOT_IDENTITY`
+            and those of other tasks than the model's (see
+            `keras_fourier.training.tasks`), resolved by its task (e.g. the
+            image size of vision models, `augment` as a dict), as JSON
+            values; `clipnorm` None for no clipping; the fields of
+            `LEGACY_VALUES` left out at the value runs had before they
+            existed.
 
         Example:
             >>> TrainConfig().identity()["image_size"]
             16
         """
-        task = self.task
+        config = self.resolved()
+        task = config.task
         skipped = {*NOT_IDENTITY} | {
             field for other in TASKS if other is not task for field in other.fields
-        }
+        } - set(task.fields)
         values = {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
+            field.name: getattr(config, field.name)
+            for field in dataclasses.fields(config)
             if field.name not in skipped
         }
-        return normalize(task.identity(self, values))
+        values["clipnorm"] = values["clipnorm"] or None
+        values = task.identity(config, values)
+        for field, legacy in LEGACY_VALUES.items():
+            if values.get(field, legacy) == legacy:
+                values.pop(field, None)
+        return normalize(values)
 
     def resolved_image_size(self) -> int:
         """`image_size`, or its default for the model and data.
