@@ -10,8 +10,14 @@ marked tests in those that do), shape-only checks that no backend can change
 PyTorch in subprocesses itself.
 """
 
+import dataclasses
+import fcntl
+import json
 import os
+import pathlib
 import shutil
+import subprocess
+import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -59,3 +65,43 @@ def _fresh_keras_state():
     keras.utils.set_random_seed(0)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@dataclasses.dataclass
+class MainJob:
+    """README's first command as a user runs it: its exit status, output and working folder."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    folder: pathlib.Path
+
+
+@pytest.fixture(scope="session")
+def readme_main_job(tmp_path_factory, worker_id) -> MainJob:
+    """`keras-fourier train` (no arguments) in a fresh folder, run once per test session.
+
+    The README test checks its result and other tests use the model it trains. Under
+    pytest-xdist the first worker that needs it runs it and the others wait on a file lock
+    in the run's shared temporary folder (pytest-xdist's documented pattern).
+    """
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # shared by the workers of this run, and by this run only
+    folder = root / "readme_main_job"
+    record = root / "readme_main_job.json"
+    with open(root / "readme_main_job.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            folder.mkdir()
+            completed = subprocess.run(
+                [sys.executable, "-m", "keras_fourier.cli", "train"],
+                cwd=folder,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            result = {key: getattr(completed, key) for key in ("returncode", "stdout", "stderr")}
+            record.write_text(json.dumps(result))
+    return MainJob(**json.loads(record.read_text()), folder=folder)

@@ -343,8 +343,15 @@ def tflite_max_error(make_layer: Callable[..., keras.layers.Layer], shape: tuple
 # ----------------------------------------------------------------------------- models
 
 
+# On JAX a model called eagerly compiles each operation for each new shape (about a thousand
+# XLA compilations per family check); `predict_on_batch` compiles the whole model once, as
+# `predict` and `fit` run it. The other backends call the model directly.
+_WHOLE_PROGRAM = keras.config.backend() == "jax"
+
+
 def _numpy_outputs(model: keras.Model, inputs) -> list[np.ndarray]:
-    return [to_numpy(out) for out in keras.tree.flatten(model(inputs, training=False))]
+    outputs = model.predict_on_batch(inputs) if _WHOLE_PROGRAM else model(inputs, training=False)
+    return [to_numpy(out) for out in keras.tree.flatten(outputs)]
 
 
 def run_model_checks(
@@ -432,10 +439,16 @@ def run_model_checks(
         loss = keras.losses.MeanSquaredError()
         targets = [np.zeros_like(out) for out in expected]
         targets = targets[0] if len(targets) == 1 else targets
-    trained.compile(keras.optimizers.Adam(1e-3), loss, run_eagerly=True)
+    trained.compile(keras.optimizers.Adam(1e-3), loss, run_eagerly=not _WHOLE_PROGRAM)
 
     def current_loss() -> float:
-        return float(to_numpy(loss(targets, trained(inputs, training=False))))
+        if _WHOLE_PROGRAM:
+            predictions = keras.tree.pack_sequence_as(
+                trained.output, _numpy_outputs(trained, inputs)
+            )
+        else:
+            predictions = trained(inputs, training=False)
+        return float(to_numpy(loss(targets, predictions)))
 
     before = current_loss()
     trained.train_on_batch(inputs, targets)
@@ -443,6 +456,6 @@ def run_model_checks(
     assert after < before, (model.name, before, after)
 
     if features is not None:
-        maps = features(model)(inputs)
+        maps = _numpy_outputs(features(model), inputs)
         assert maps, model.name
-        assert all(np.all(np.isfinite(to_numpy(value))) for value in keras.tree.flatten(maps))
+        assert all(np.all(np.isfinite(value)) for value in maps)

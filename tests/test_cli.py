@@ -161,22 +161,15 @@ def test_fnet_trains_on_listops_and_evaluates(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_readme_main_job_reaches_95_percent_on_held_out_digits(tmp_path):
-    completed = subprocess.run(
-        [sys.executable, "-m", "keras_fourier.cli", "train"],
-        cwd=tmp_path,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    last = completed.stdout.strip().splitlines()[-1]
+def test_readme_main_job_reaches_95_percent_on_held_out_digits(readme_main_job):
+    assert readme_main_job.returncode == 0, readme_main_job.stderr[-4000:]
+    last = readme_main_job.stdout.strip().splitlines()[-1]
     match = re.fullmatch(rf"test_accuracy={METRIC}", last)
     assert match, last
     assert float(match.group(1)) >= 0.95
-    assert (tmp_path / "runs" / "default" / "model.keras").exists()
-    assert len(read_history(tmp_path / "runs" / "default" / "history.csv")) == 20
+    run = readme_main_job.folder / "runs" / "default"
+    assert (run / "model.keras").exists()
+    assert len(read_history(run / "history.csv")) == 20
 
 
 def test_the_command_hides_tensorflows_start_up_lines_but_not_its_own_errors(tmp_path):

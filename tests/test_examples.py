@@ -105,6 +105,16 @@ def test_script_runs_with_its_documented_command(script, tmp_path):
             assert finals[0] == finals[1], completed.stdout[-3000:]
             assert float(finals[0]) > 0.2  # ten classes: above chance after two epochs
             assert (tmp_path / "runs" / "multi_worker" / "model.keras").exists()
+        if script.name == "finetune_fnet.py":
+            accuracy = re.search(
+                r"^fine-tuned run \S+: test accuracy ([\d.]+) \(chance 0.333\)$",
+                completed.stdout,
+                re.MULTILINE,
+            )
+            assert accuracy and float(accuracy[1]) > 0.8, completed.stdout[-3000:]
+            run = tmp_path / "runs" / "finetune_fnet" / "finetuned"
+            assert (run / "model.keras").exists() and (run / "history.csv").exists()
+            assert re.search(r"^  1\. +[\d.]+%  (food|sport|weather)$", completed.stdout, re.M)
         if script.name == "segmentation_head.py":
             results = re.findall(
                 r"^size (\d+x\d+): loss ([\d.]+) -> ([\d.]+), pixel accuracy ([\d.]+)$",

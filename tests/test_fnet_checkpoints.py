@@ -74,17 +74,24 @@ def ext(code: int, data: bytes) -> bytes:
     return _header(len(data), None, (0xC7, 0xC8, 0xC9)) + struct.pack(">b", code) + data
 
 
-def official_params(rng: np.random.Generator, classes: int = 2, heads: bool = True) -> dict:
+def official_params(
+    rng: np.random.Generator,
+    classes: int = 2,
+    heads: bool = True,
+    sizes: dict[str, int] = SIZES,
+    vocab: int = VOCAB,
+    max_length: int = MAX_LENGTH,
+) -> dict:
     """The Flax parameter tree of the official PreTrainingModel (or a classifier without MLM)."""
-    d, ff, layers = SIZES["hidden_size"], SIZES["intermediate_size"], SIZES["num_layers"]
+    d, ff, layers = sizes["hidden_size"], sizes["intermediate_size"], sizes["num_layers"]
 
     def normal(*shape):
         return rng.normal(0, 0.5, shape).astype(np.float32)
 
     encoder = {
         "embedder": {
-            "word": {"embedding": normal(VOCAB, d)},
-            "position": {"embedding": normal(1, MAX_LENGTH, d)},
+            "word": {"embedding": normal(vocab, d)},
+            "position": {"embedding": normal(1, max_length, d)},
             "type": {"embedding": normal(SEGMENTS, d)},
             "layer_norm": {"scale": normal(d), "bias": normal(d)},
             "hidden_mapping_in": {"kernel": normal(d, d), "bias": normal(d)},
@@ -107,7 +114,7 @@ def official_params(rng: np.random.Generator, classes: int = 2, heads: bool = Tr
     if heads:
         params["predictions_dense"] = {"kernel": normal(d, d), "bias": normal(d)}
         params["predictions_layer_norm"] = {"scale": normal(d), "bias": normal(d)}
-        params["predictions_output"] = {"output_bias": normal(VOCAB)}
+        params["predictions_output"] = {"output_bias": normal(vocab)}
     return params
 
 
@@ -383,13 +390,12 @@ def test_complex_scalar_and_bfloat16_records(tmp_path):
 
 def write_keras_hub_preset(folder, rng, **config_overrides) -> str:
     """A preset folder as keras-hub's FNetBackbone.save_to_preset writes it (layer order)."""
-    d, ff = SIZES["hidden_size"], SIZES["intermediate_size"]
     os.makedirs(folder, exist_ok=True)
     config = {
         "vocabulary_size": VOCAB,
         "num_layers": SIZES["num_layers"],
-        "hidden_dim": d,
-        "intermediate_dim": ff,
+        "hidden_dim": SIZES["hidden_size"],
+        "intermediate_dim": SIZES["intermediate_size"],
         "dropout": 0.1,
         "max_sequence_length": MAX_LENGTH,
         "num_segments": SEGMENTS,
@@ -403,10 +409,11 @@ def write_keras_hub_preset(folder, rng, **config_overrides) -> str:
     }
     with open(os.path.join(folder, "config.json"), "w") as file:
         json.dump(description, file)
+    d, ff = config["hidden_dim"], config["intermediate_dim"]
     tensors = {
-        "layers/reversible_embedding/vars/0": (VOCAB, d),
-        "layers/position_embedding/vars/0": (MAX_LENGTH, d),
-        "layers/embedding/vars/0": (SEGMENTS, d),
+        "layers/reversible_embedding/vars/0": (config["vocabulary_size"], d),
+        "layers/position_embedding/vars/0": (config["max_sequence_length"], d),
+        "layers/embedding/vars/0": (config["num_segments"], d),
         "layers/layer_normalization/vars/0": (d,),
         "layers/layer_normalization/vars/1": (d,),
         "layers/dense/vars/0": (d, d),

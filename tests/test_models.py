@@ -35,11 +35,31 @@ OFFICIAL_PARAMS = {
     "HorNetLGF": 196_289_512,
     "AFNONetS4": 16_266_856,
 }
+# GFNet Table 2 and HorNet Table 1 (GFLOPs at 224 x 224, as printed; the AFNO paper has no
+# AFNONet-S4 figure).
+PAPER_GFLOPS = {
+    "GFNetTi": 1.3,
+    "GFNetXS": 2.9,
+    "GFNetS": 4.5,
+    "GFNetB": 7.9,
+    "GFNetHTi": 2.1,
+    "GFNetHS": 4.6,
+    "GFNetHB": 8.6,
+    "HorNetT7x7": 4.0,
+    "HorNetTGF": 3.9,
+    "HorNetS7x7": 8.8,
+    "HorNetSGF": 8.7,
+    "HorNetB7x7": 15.6,
+    "HorNetBGF": 15.5,
+    "HorNetL7x7": 34.8,
+    "HorNetLGF": 34.6,
+}
 
 
 def test_every_builder_has_an_official_count():
     vision = {name for name, row in models.BUILDERS.items() if row.family.modality == "image"}
     assert set(OFFICIAL_PARAMS) == vision
+    assert set(PAPER_GFLOPS) == vision - {"AFNONetS4"}
 
 
 def test_public_builder_names_are_the_catalogs():
@@ -62,9 +82,12 @@ def test_public_builder_names_are_the_catalogs():
 
 @pytest.mark.single_backend
 @pytest.mark.parametrize("builder", sorted(OFFICIAL_PARAMS))
-def test_parameter_count_equals_official_code(builder):
+def test_full_size_model_has_the_official_parameters_and_the_papers_flops(builder):
+    # One build of each full-size model (the suite's most expensive builds) for both counts.
     model = getattr(models, builder)()
     assert model.count_params() == OFFICIAL_PARAMS[builder]
+    if builder in PAPER_GFLOPS:
+        assert round(keras_fourier.flops(model) / 1e9, 1) == PAPER_GFLOPS[builder]
 
 
 @pytest.mark.parametrize("builder", ["GFNetTi", "GFNetHTi", "HorNetT7x7", "HorNetTGF", "AFNONetS4"])

@@ -13,7 +13,8 @@ DESCRIPTION = (
     "Print the accuracy, top-5 accuracy (models with more than 5 classes) and "
     "cross-entropy of a .keras classifier, of the model of a run folder of train, or of a "
     "model name (random weights), on a split of a data source; images are resized to its "
-    "input size."
+    "input size, texts tokenized with the tokenizer and labelled with the class names its "
+    "run stored in the .keras file."
 )
 SHOW_DEFAULTS = True
 _DEFAULTS = TrainSettings()
@@ -36,7 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SOURCE",
         help=DATA_HELP,
     )
-    add("--split", default="test", help="image split; 'validation' or 'test' for listops")
+    add("--split", default="test", help="image or csv: split; 'validation' or 'test' for listops")
+    add(
+        "--tokenizer",
+        default=None,
+        help="text of csv: data: bytes, official or a SentencePiece .model path (default: the "
+        "tokenizer the model's run stored, else bytes)",
+    )
     add("--batch-size", type=int, default=256, help="global batch size")
     add("--data-dir", default=None, help="TFDS data directory")
     add(

@@ -7,13 +7,15 @@ import argparse
 from keras_fourier.cli.arguments import add_model_arguments
 
 NAME = "predict"
-HELP = "print the top classes of images, with probabilities"
+HELP = "print the top classes of images or texts, with probabilities"
 DESCRIPTION = (
     "Print the top classes of each IMAGE with their probabilities. MODEL is the run "
     "folder that train printed or a .keras file (a trained model knows its class names "
     "and is fed images as its run evaluated them), or a model name built with "
     "--weights (default 'imagenet') and --image-size: ImageNet-1k classes, images "
-    "resized (bicubic) and centre-cropped as the official release was evaluated."
+    "resized (bicubic) and centre-cropped as the official release was evaluated. With "
+    "--text, the texts are classified by a text model trained on csv: data, tokenized as "
+    "its run stored."
 )
 SHOW_DEFAULTS = False
 
@@ -27,7 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> add_arguments(subcommands.add_parser("predict"))
     """
-    parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
+    parser.add_argument("images", nargs="*", metavar="IMAGE", help="image files")
+    parser.add_argument(
+        "--text",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="a text to classify (repeat for more) with a text model's run folder or .keras file",
+    )
     add_model_arguments(
         parser,
         model_flag=True,

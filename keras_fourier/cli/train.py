@@ -14,14 +14,24 @@ import os
 from keras_fourier.cli.arguments import sizes
 from keras_fourier.models.family import FFN_NAMES, MIXER_NAMES
 from keras_fourier.models.names import PUBLIC_NAMES, is_model_name, model_names
-from keras_fourier.settings import BAD_IMAGE_MODES, PRECISIONS, STRATEGIES, TrainSettings
+from keras_fourier.settings import (
+    BAD_IMAGE_MODES,
+    PRECISIONS,
+    RECIPES,
+    STRATEGIES,
+    TrainSettings,
+)
 
 NAME = "train"
 HELP = "train a model (no arguments: the README's main job on the embedded digits)"
 DESCRIPTION = (
-    "Train a classifier with the papers' recipe: AdamW, linear warmup then cosine "
-    "decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
-    "filters), global gradient clipping 1.0, label smoothing 0.1. Validates after every "
+    "Train a classifier with the papers' recipe (--recipe deit): AdamW, linear warmup then "
+    "cosine decay, weight decay 0.05 (not on norms, biases, position embeddings and Fourier "
+    "filters), global gradient clipping 1.0, label smoothing 0.1; or fine-tune pretrained "
+    "--weights (a fresh classifier head) with the official FNet fine-tuning recipe "
+    "(--recipe fnet_finetune, the default for FNet with --weights): Adam with weight decay "
+    "0.01 on every variable, learning rate 1e-5 warmed up over 10% of the steps then "
+    "decayed linearly to 0, batch 64, 3 epochs. Validates after every "
     "epoch on a validation split held apart from the test split, keeps the best epoch "
     "as OUT/model.keras and evaluates it once on the test split. Rerunning with the "
     "same --out and settings resumes a killed run from its last completed epoch, or "
@@ -42,7 +52,11 @@ FLAGS = {
     "tensorboard": "--no-tensorboard",
 }
 
-DATA_HELP = "'digits', 'tfds:<name>', 'dir:<path>', or 'listops' for FNet models"
+DATA_HELP = (
+    "'digits', 'tfds:<name>', 'dir:<path>', or for FNet models 'listops' or 'csv:<path>' (a "
+    ".csv/.tsv file, or a folder of train/validation (or dev)/test files; columns text (or "
+    "sentence, sentence1), optionally text_pair (or sentence2), and label)"
+)
 
 
 def _model_name(text: str) -> str:
@@ -63,6 +77,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         """Adds TrainConfig `field` as the option FLAGS[field], with TrainConfig's default."""
         add(FLAGS[field], default=getattr(_DEFAULTS, field), help=help, **kwargs)
 
+    def recipe_option(field: str, help: str, **kwargs) -> None:
+        """Adds a hyper-parameter whose default is the recipe's (unset: TrainConfig's None)."""
+        values = ", ".join(f"{name} {getattr(row, field)}" for name, row in RECIPES.items())
+        add(
+            FLAGS[field],
+            default=argparse.SUPPRESS,
+            help=f"{help} (default: the recipe's: {values})",
+            **kwargs,
+        )
+
     option(
         "model",
         f"one of: {', '.join(model_names())} (or the builder name, e.g. GFNetTi), or a .keras "
@@ -72,8 +96,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     option("data", DATA_HELP, metavar="SOURCE")
     option("out", "output directory; rerun with it to resume")
-    option("epochs", "training epochs", type=int)
-    option("batch_size", "GLOBAL batch size, split evenly across replicas and workers", type=int)
+    option(
+        "weights",
+        "pretrained weights of a model name, loaded everywhere but the classifier head, which "
+        "starts fresh (fine-tuning). FNet: a release ('f_net_base', 'f_net_large': downloaded "
+        "once), an official Flax checkpoint, a keras-hub preset folder or a .weights.h5; "
+        "vision: 'imagenet', an official .pth, or a .weights.h5/.keras file",
+        metavar="WEIGHTS",
+    )
+    add(
+        FLAGS["recipe"],
+        default=argparse.SUPPRESS,
+        help="training recipe: deit (the papers') or fnet_finetune (the official FNet "
+        "fine-tuning) (default: fnet_finetune for FNet with --weights, else deit)",
+        choices=tuple(RECIPES),
+    )
+    add(
+        FLAGS["tokenizer"],
+        default=argparse.SUPPRESS,
+        help="tokenizer of csv: text, stored in the run's model.keras: bytes, official (the "
+        "official FNet SentencePiece vocabulary, downloaded once; needs the [text] extra), or "
+        "a SentencePiece .model path (default: official with official FNet weights, else "
+        "bytes)",
+        metavar="TOKENIZER",
+    )
+    recipe_option("epochs", "training epochs", type=int)
+    recipe_option(
+        "batch_size", "GLOBAL batch size, split evenly across replicas and workers", type=int
+    )
     option(
         "image_size",
         "default: 16 for digits, else 32 for presets and 224 for named models, "
@@ -94,12 +144,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "XLA-compile the train step; auto: only on accelerators",
         choices=("auto", "true", "false"),
     )
-    option("learning_rate", "peak learning rate", type=float)
-    option("min_learning_rate", "learning rate at the end of the cosine decay", type=float)
-    option("warmup_epochs", "epochs of linear warmup", type=float)
-    option("weight_decay", "AdamW weight decay", type=float)
-    option("clipnorm", "global gradient norm clip; 0 disables", type=float)
-    option("label_smoothing", "label smoothing of the cross-entropy", type=float)
+    recipe_option("learning_rate", "peak learning rate", type=float)
+    recipe_option("min_learning_rate", "learning rate at the end of the decay", type=float)
+    recipe_option("warmup_epochs", "epochs of linear warmup (None: 10%% of the steps)", type=float)
+    recipe_option("weight_decay", "AdamW weight decay", type=float)
+    recipe_option("clipnorm", "global gradient norm clip; 0 disables (None: none)", type=float)
+    recipe_option("label_smoothing", "label smoothing of the cross-entropy", type=float)
     option("drop_path_rate", "stochastic depth rate; default: the model's own", type=float)
     add(
         "--augment",
@@ -121,13 +171,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     option(
         "validation_split",
-        "image split evaluated after every epoch to select best.keras; default: the "
+        "split evaluated after every epoch to select best.keras; default: the "
         "source's 'validation' split (digits, and dir: data without a validation folder, hold "
         "it out of the training images; TFDS data without one holds out the last 10%% of "
         "'train')",
     )
     option("data_dir", "TFDS data directory")
-    option("sequence_length", "ListOps sequence length", type=int)
+    option("sequence_length", "text models: tokens per example (padded or cut)", type=int)
     option("train_examples", "ListOps training examples", type=int)
     option("eval_examples", "ListOps validation and test examples (each)", type=int)
     option("seed", "seed of weights, data and augmentation", type=int)

@@ -36,7 +36,6 @@ def run(args: argparse.Namespace) -> int:
         if hasattr(args, field.name)
     }
     options["augment"] = AugmentConfig() if args.augment == "deit" else None
-    options["clipnorm"] = None if args.clipnorm == 0 else args.clipnorm
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
     try:

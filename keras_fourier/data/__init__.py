@@ -3,8 +3,10 @@
 Images: `load_image_dataset` (sources "digits", "tfds:<name>", "dir:<path>"),
 `get_num_classes`, `training_splits`, `count_examples`, `load_digits`, and the transforms in
 :mod:`keras_fourier.data.augment`. Text: `text_dataset` and
-`tokenize_and_pack` with `ByteTokenizer`, `WordTokenizer` or any compatible
-tokenizer, and the locally generated Long-Range Arena ListOps task.
+`tokenize_and_pack` with `ByteTokenizer`, `WordTokenizer`, `SentencePieceTokenizer`
+(`load_tokenizer`, `official_sentencepiece_model`) or any compatible tokenizer,
+CSV/TSV text classification files (``csv:<path>``, `read_text_split`,
+`text_split_dataset`), and the locally generated Long-Range Arena ListOps task.
 """
 
 from keras_fourier.data.augment import (
@@ -31,17 +33,27 @@ from keras_fourier.data.listops import (
     listops_train_dataset,
 )
 from keras_fourier.data.text import (
+    OFFICIAL_SENTENCEPIECE_URL,
     ByteTokenizer,
     SentencePieceTokenizer,
     WordTokenizer,
+    load_tokenizer,
+    official_sentencepiece_model,
     select_model_inputs,
     text_dataset,
     tokenize_and_pack,
+)
+from keras_fourier.data.text_files import (
+    read_text_split,
+    text_class_names,
+    text_split_dataset,
+    text_training_splits,
 )
 
 __all__ = [
     "LISTOPS_NUM_CLASSES",
     "LISTOPS_VOCABULARY",
+    "OFFICIAL_SENTENCEPIECE_URL",
     "AugmentConfig",
     "ByteTokenizer",
     "ImageAugmenter",
@@ -59,8 +71,14 @@ __all__ = [
     "listops_train_dataset",
     "load_digits",
     "load_image_dataset",
+    "load_tokenizer",
+    "official_sentencepiece_model",
+    "read_text_split",
     "select_model_inputs",
+    "text_class_names",
     "text_dataset",
+    "text_split_dataset",
+    "text_training_splits",
     "tokenize_and_pack",
     "training_splits",
 ]

@@ -19,12 +19,18 @@ FNet vocabulary), `ByteTokenizer`, `WordTokenizer`, keras-hub tokenizers, or
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from keras_fourier.models import download
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -113,6 +119,12 @@ class WordTokenizer:
 OFFICIAL_SENTENCEPIECE_URL = (
     "https://storage.googleapis.com/gresearch/f_net/vocab/c4_bpe_sentencepiece.model"
 )
+OFFICIAL_SENTENCEPIECE_FILE = "c4_bpe_sentencepiece.model"
+OFFICIAL_VOCABULARY_SIZE = 32000
+# The tokenizers `load_tokenizer` knows by name; any other name is a SentencePiece `.model` path.
+BYTES_TOKENIZER = "bytes"
+OFFICIAL_TOKENIZER = "official"
+TOKENIZER_NAMES = (BYTES_TOKENIZER, OFFICIAL_TOKENIZER)
 
 
 class SentencePieceTokenizer:
@@ -133,6 +145,12 @@ class SentencePieceTokenizer:
     Args:
         model: the ``.model`` file (a path) or its bytes, e.g.
             ``c4_bpe_sentencepiece.model`` (:data:`OFFICIAL_SENTENCEPIECE_URL`).
+
+    Attributes:
+        vocabulary_size: the number of pieces.
+        cls_id, sep_id, mask_id, pad_id: the special ids.
+        proto: the model's serialized bytes (what a run stores in its
+            ``model.keras``, see :func:`tokenizer_record`).
 
     Raises:
         ImportError: the `sentencepiece` package is not installed.
@@ -164,6 +182,7 @@ class SentencePieceTokenizer:
                 raise ValueError(
                     f"Cannot read the SentencePiece model {source!r}: {error}"
                 ) from error
+        self.proto = bytes(proto)
         self._processor = sentencepiece.SentencePieceProcessor()
         try:
             self._processor.LoadFromSerializedProto(proto)
@@ -204,6 +223,143 @@ class SentencePieceTokenizer:
         lengths.set_shape([None])
         ragged = tf.RaggedTensor.from_row_lengths(values, lengths)
         return ragged[0] if texts.shape.rank == 0 else ragged
+
+
+def official_sentencepiece_model() -> str:
+    """The official FNet SentencePiece model, downloaded once into the Keras cache.
+
+    ``c4_bpe_sentencepiece.model`` (32,000 pieces, :data:`OFFICIAL_SENTENCEPIECE_URL`)
+    is fetched the first time with a progress bar, whole or not at all, into
+    ``$KERAS_HOME/keras_fourier`` (from ``$KERAS_FOURIER_MIRROR`` when set), as
+    the pretrained weights are (:func:`keras_fourier.models.download.download`);
+    later calls return the cached file offline.
+
+    Returns:
+        The path of the cached ``.model`` file.
+
+    Raises:
+        ValueError: the download failed; nothing was kept, and the message
+            says how to work offline.
+
+    Example:
+        >>> SentencePieceTokenizer(official_sentencepiece_model()).vocabulary_size  # doctest: +SKIP
+        32000
+    """
+    try:
+        return download.download(OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE)
+    except ValueError as error:
+        raise ValueError(
+            f"The official FNet vocabulary needs network access the first time. {error} "
+            "A downloaded .model file can also be passed as the tokenizer "
+            "(--tokenizer PATH)."
+        ) from error
+
+
+def _check_tokenizer_spec(spec: Any) -> str:
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str) or not (spec in TOKENIZER_NAMES or os.path.isfile(spec)):
+        raise ValueError(
+            f"`tokenizer` must be one of {TOKENIZER_NAMES} or the path of a SentencePiece "
+            f".model file. Received: tokenizer={spec!r}"
+        )
+    return spec
+
+
+@functools.lru_cache(maxsize=8)
+def _sentencepiece_file(path: str, modified: int) -> SentencePieceTokenizer:
+    del modified  # part of the cache key: a rewritten file is read again
+    return SentencePieceTokenizer(path)
+
+
+def load_tokenizer(spec: str | os.PathLike) -> ByteTokenizer | SentencePieceTokenizer:
+    """The tokenizer a name or a path stands for.
+
+    Args:
+        spec: "bytes" (:class:`ByteTokenizer`), "official" (the official FNet
+            vocabulary, :func:`official_sentencepiece_model`, downloaded once),
+            or the path of a SentencePiece ``.model`` file.
+
+    Returns:
+        The tokenizer.
+
+    Raises:
+        ValueError: an unknown name or a missing or unreadable file, naming it.
+
+    Example:
+        >>> load_tokenizer("bytes").vocabulary_size
+        260
+    """
+    spec = _check_tokenizer_spec(spec)
+    if spec == BYTES_TOKENIZER:
+        return ByteTokenizer()
+    path = official_sentencepiece_model() if spec == OFFICIAL_TOKENIZER else spec
+    return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+
+
+def tokenizer_vocabulary_size(spec: str | os.PathLike) -> int:
+    """The number of ids of a tokenizer (see :func:`load_tokenizer`), without downloading.
+
+    Example:
+        >>> tokenizer_vocabulary_size("bytes"), tokenizer_vocabulary_size("official")
+        (260, 32000)
+    """
+    spec = _check_tokenizer_spec(spec)
+    if spec == OFFICIAL_TOKENIZER:
+        return OFFICIAL_VOCABULARY_SIZE
+    return load_tokenizer(spec).vocabulary_size
+
+
+def tokenizer_record(spec: str | os.PathLike) -> dict[str, Any]:
+    """A JSON record of a tokenizer from which :func:`tokenizer_from_record` rebuilds it.
+
+    A run stores it in its ``model.keras`` so that `evaluate` and `predict`
+    tokenize as training did, also for a file moved to another machine: a
+    SentencePiece model is stored whole (its serialized proto, base64).
+
+    Args:
+        spec: see :func:`load_tokenizer`.
+
+    Returns:
+        ``{"name": spec}`` for "bytes"; for SentencePiece models also
+        ``"vocabulary_size"``, ``"sha256"`` and ``"sentencepiece_model"``.
+
+    Example:
+        >>> tokenizer_record("bytes")
+        {'name': 'bytes'}
+    """
+    spec = _check_tokenizer_spec(spec)
+    if spec == BYTES_TOKENIZER:
+        return {"name": spec}
+    tokenizer = load_tokenizer(spec)
+    return {
+        "name": spec,
+        "vocabulary_size": tokenizer.vocabulary_size,
+        "sha256": hashlib.sha256(tokenizer.proto).hexdigest(),
+        "sentencepiece_model": base64.b64encode(tokenizer.proto).decode("ascii"),
+    }
+
+
+def tokenizer_from_record(record: Mapping[str, Any]) -> ByteTokenizer | SentencePieceTokenizer:
+    """The tokenizer of a record written by :func:`tokenizer_record`.
+
+    Raises:
+        ValueError: not such a record.
+
+    Example:
+        >>> tokenizer_from_record({"name": "bytes"}).vocabulary_size
+        260
+    """
+    if isinstance(record, Mapping) and record.get("name") == BYTES_TOKENIZER:
+        return ByteTokenizer()
+    proto = record.get("sentencepiece_model") if isinstance(record, Mapping) else None
+    if not isinstance(proto, str):
+        raise ValueError(f"Not a stored tokenizer record: {str(record)[:200]!r}")
+    try:
+        data = base64.b64decode(proto, validate=True)
+    except ValueError as error:
+        raise ValueError(f"The stored SentencePiece model is not base64: {error}") from error
+    return SentencePieceTokenizer(data)
 
 
 def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,7 +49,12 @@ from keras_fourier.models.names import (
     variant,
 )
 from keras_fourier.models.vision import build_vision_model
-from keras_fourier.models.weights import load_variant_weights
+from keras_fourier.models.weights import (
+    copy_weights_except,
+    head_classes,
+    load_keras_file,
+    load_variant_weights,
+)
 
 __all__ = [
     "ARCHITECTURE_OPTIONS",
@@ -252,12 +258,21 @@ def make_builder(public: str) -> Callable[..., keras.Model]:
 
 
 def _text_classifier(
-    name: str, *, num_classes: int, sequence_length: int, vocabulary_size: int, dropout: float
+    name: str,
+    *,
+    num_classes: int,
+    sequence_length: int,
+    vocabulary_size: int,
+    dropout: float,
+    max_sequence_length: int | None = None,
+    num_segments: int = 4,
 ) -> keras.Model:
     encoder = fnet.FNet(
         TEXT_PRESETS[name],
         vocabulary_size=vocabulary_size,
-        max_sequence_length=sequence_length,
+        max_sequence_length=max_sequence_length or sequence_length,
+        sequence_length=sequence_length,
+        num_segments=num_segments,
         dropout=dropout,
         num_classes=num_classes,
         name=name,
@@ -319,8 +334,9 @@ def create_model(
     if name in TEXT_PRESETS:
         if weights is not None:
             raise ValueError(
-                f"`weights` of text model {name!r} are loaded with keras_fourier.FNet; "
-                f"Received: weights={weights!r}"
+                f"`weights` of text model {name!r} are loaded with keras_fourier.FNet, or into "
+                f"a fine-tuning classifier with create_pretrained_model; Received: "
+                f"weights={weights!r}"
             )
         return _text_classifier(
             name,
@@ -329,18 +345,178 @@ def create_model(
             vocabulary_size=vocabulary_size,
             dropout=dropout,
         )
-    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
-    if name in VISION_PRESETS:
-        builder: Callable[..., keras.Model] = build_model
-        options = {**VISION_PRESETS[name], **overrides}
-    else:
-        public = next(public for public, snake in PUBLIC_NAMES.items() if snake == name)
-        builder, options = make_builder(public), {}
+    builder, options = _vision_builder(name, overrides)
     return builder(
-        input_shape=(height, width, 3),
+        input_shape=_input_shape(image_size),
         classes=num_classes,
         drop_path_rate=drop_path_rate,
         weights=weights,
         name=name,
         **options,
     )
+
+
+def _input_shape(image_size: int | tuple[int, int]) -> tuple[int, int, int]:
+    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
+    return height, width, 3
+
+
+def _vision_builder(
+    name: str, overrides: Mapping[str, Any]
+) -> tuple[Callable[..., keras.Model], dict[str, Any]]:
+    """The builder of a vision model name (snake case) and its options."""
+    if name in VISION_PRESETS:
+        return build_model, {**VISION_PRESETS[name], **overrides}
+    public = next(public for public, snake in PUBLIC_NAMES.items() if snake == name)
+    return make_builder(public), {}
+
+
+def check_text_weights(
+    name: str,
+    weights: str | os.PathLike,
+    *,
+    sequence_length: int | None = None,
+    vocabulary_size: int | None = None,
+) -> dict[str, int]:
+    """The sizes of FNet `weights`, checked to fit the text model `name`.
+
+    Args:
+        name: a text model name (either spelling), e.g. "fnet_base".
+        weights: anything `keras_fourier.FNet` takes as `weights`.
+        sequence_length: the static input length to fine-tune at, at most
+            the weights' position table. Default None: not checked.
+        vocabulary_size: the tokenizer's ids, which must be the rows of the
+            weights' word table. Default None: not checked.
+
+    Returns:
+        The weights' sizes (`keras_fourier.models.fnet.fnet_weights_sizes`).
+
+    Raises:
+        ValueError: naming what differs: the model's sizes, a sequence
+            length beyond the position table, another vocabulary size.
+
+    Example:
+        >>> check_text_weights("fnet_base", "f_net_base", sequence_length=128)["num_segments"]
+        4
+    """
+    name = canonical_name(name)
+    sizes = fnet.fnet_weights_sizes(weights)
+    preset = TEXT_PRESETS[name]
+    differing = [
+        f"{key} {sizes[key]}, model {preset[key]}" for key in preset if sizes[key] != preset[key]
+    ]
+    if differing:
+        raise ValueError(
+            f"The weights {os.fspath(weights)!r} are not of model {name!r}: weights "
+            f"{'; '.join(differing)}. Pick the model of their sizes."
+        )
+    if sequence_length is not None and sequence_length > sizes["max_sequence_length"]:
+        raise ValueError(
+            f"The weights {os.fspath(weights)!r} have {sizes['max_sequence_length']} positions: "
+            f"`sequence_length` must be at most that. Received: sequence_length={sequence_length}"
+        )
+    if vocabulary_size is not None and vocabulary_size != sizes["vocabulary_size"]:
+        raise ValueError(
+            f"The tokenizer has {vocabulary_size} ids but the word table of the weights "
+            f"{os.fspath(weights)!r} has {sizes['vocabulary_size']} rows: use the tokenizer "
+            "the weights were trained with."
+        )
+    return sizes
+
+
+def create_pretrained_model(
+    name: str,
+    *,
+    weights: str | os.PathLike,
+    num_classes: int,
+    image_size: int | tuple[int, int] = 224,
+    drop_path_rate: float | None = None,
+    sequence_length: int = 512,
+    vocabulary_size: int | None = None,
+    dropout: float = 0.1,
+    **architecture: Any,
+) -> keras.Model:
+    """A classifier to fine-tune: its backbone or encoder from `weights`, a fresh head.
+
+    The official fine-tuning of every family starts so: the pretrained
+    weights everywhere but the classifier, which is initialised anew for the
+    task's classes (whatever head the weights came with: an ImageNet head,
+    another task's classifier, FNet's pretraining heads, or none).
+
+    Args:
+        name: a name from `model_names()` (either spelling).
+        weights: vision models: "imagenet", an official `.pth`/`.pt`
+            checkpoint, or a `.weights.h5`/`.keras` file saved by keras_fourier
+            (with any head or none); text models: anything
+            `keras_fourier.FNet` takes (a release name such as "f_net_base",
+            an official Flax checkpoint, a keras-hub preset folder, a
+            `.weights.h5` of an encoder, an `FNetPretraining` or a classifier).
+        num_classes: classes of the new head.
+        image_size: input size of vision models. Default 224.
+        drop_path_rate: stochastic depth of vision models. Default None: the
+            builder's.
+        sequence_length: static input length of text models, at most the
+            weights' position table (which keeps all its rows). Default 512.
+        vocabulary_size: the tokenizer's ids, checked against the weights'
+            word table. Default None: not checked.
+        dropout: dropout rate of text models. Default 0.1.
+        **architecture: `build_model` overrides of a vision preset.
+
+    Returns:
+        The classifier, as :func:`create_model` builds it.
+
+    Raises:
+        ValueError: the weights do not fit the model (named), or cannot be read.
+
+    Example:
+        >>> model = create_pretrained_model("gfnet_ti", weights="imagenet", num_classes=10)
+        >>> model.output_shape  # doctest: +SKIP
+        (None, 10)
+    """
+    name = canonical_name(name)
+    overrides = check_architecture(name, architecture)
+    source = os.fspath(weights)
+    if name in TEXT_PRESETS:
+        sizes = check_text_weights(
+            name, weights, sequence_length=sequence_length, vocabulary_size=vocabulary_size
+        )
+        model = _text_classifier(
+            name,
+            num_classes=num_classes,
+            sequence_length=sequence_length,
+            vocabulary_size=sizes["vocabulary_size"],
+            max_sequence_length=sizes["max_sequence_length"],
+            num_segments=sizes["num_segments"],
+            dropout=dropout,
+        )
+        fnet.load_pretrained_encoder(model, weights)
+        return model
+    model = create_model(
+        name,
+        num_classes=num_classes,
+        image_size=image_size,
+        drop_path_rate=drop_path_rate,
+        **overrides,
+    )
+    builder, options = _vision_builder(name, overrides)
+    common = {
+        "input_shape": _input_shape(image_size),
+        "drop_path_rate": drop_path_rate,
+        "name": name,
+        **options,
+    }
+    headless = {"include_top": False, "pooling": "avg"}
+    if source.endswith(".keras"):
+        classes = load_keras_file(source, compile=False).output_shape[-1]
+        donor = builder(classes=classes, weights=source, **common)
+    elif source.endswith(".weights.h5"):
+        classes = head_classes(source, builder(**headless, **common))
+        donor = (
+            builder(**headless, weights=source, **common)
+            if classes is None
+            else builder(classes=classes, weights=source, **common)
+        )
+    else:
+        donor = builder(**headless, weights=weights, **common)
+    copy_weights_except(model, donor, "head", source)
+    return model

@@ -29,7 +29,7 @@ import math
 import os
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -86,11 +86,25 @@ class _View:
         self._position = offset + (self._position if whence == 1 else 0)
 
 
+class ArrayShape(NamedTuple):
+    """What :func:`read_flax_checkpoint` gives for an array with ``shapes_only``."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+# The most bytes an ndarray record's [shape, dtype, data header] can take (MAX_NDIM sizes).
+_ARRAY_HEADER_BYTES = 1 + 5 + MAX_NDIM * 9 + 1 + 16 + 5
+
+
 class _Parser:
-    def __init__(self, stream: BinaryIO | _View, size: int, base: int = 0):
+    def __init__(
+        self, stream: BinaryIO | _View, size: int, base: int = 0, shapes_only: bool = False
+    ):
         self._stream = stream
         self._size = size
         self._base = base
+        self._shapes_only = shapes_only
 
     def _where(self) -> str:
         return f"at byte {self._base + self._stream.tell()}"
@@ -204,6 +218,14 @@ class _Parser:
             self._skip(length, "an array record")
             return None
         start = self._base + self._stream.tell()
+        if self._shapes_only and code == EXT_NDARRAY:
+            head = memoryview(self.read(min(length, _ARRAY_HEADER_BYTES), "an array record"))
+            inner = _Parser(_View(head), len(head), start)
+            shape, dtype_name, _, data_length = inner.array_header()
+            if inner._stream.tell() + data_length != length:
+                raise self._fail("an array record's data does not fill the record")
+            self._skip(length - len(head), "array data")
+            return ArrayShape(tuple(shape), dtype_name)
         payload = memoryview(self.read(length, "an array record"))
         inner = _Parser(_View(payload), length, start)
         if code == EXT_NATIVE_COMPLEX:
@@ -222,6 +244,14 @@ class _Parser:
 
     def array(self) -> np.ndarray:
         """The ``[shape, dtype, bytes]`` of an ndarray record, viewed without a copy."""
+        shape, dtype_name, storage, length = self.array_header()
+        data = np.frombuffer(self.read(length, "array data"), dtype=storage).reshape(shape)
+        if dtype_name == "bfloat16":
+            return (data.astype(np.uint32) << 16).view(np.float32)
+        return data
+
+    def array_header(self) -> tuple[list[int], str, np.dtype, int]:
+        """The shape, dtype name, storage dtype and data length of an ndarray record."""
         header = self.read(1, "an array header")[0]
         if header != 0x93:
             raise self._fail("an array record is not [shape, dtype, data]")
@@ -245,14 +275,11 @@ class _Parser:
                 f"an array of shape {tuple(shape)} and dtype {dtype_name} needs "
                 f"{math.prod(shape) * storage.itemsize:,} bytes, its record holds {length:,}"
             )
-        data = np.frombuffer(self.read(length, "array data"), dtype=storage).reshape(shape)
-        if dtype_name == "bfloat16":
-            return (data.astype(np.uint32) << 16).view(np.float32)
-        return data
+        return shape, dtype_name, storage, length
 
 
 def read_flax_checkpoint(
-    path: str | os.PathLike, *, skip: Iterable[str] = ("state",)
+    path: str | os.PathLike, *, skip: Iterable[str] = ("state",), shapes_only: bool = False
 ) -> dict[str, Any]:
     """Reads a Flax msgpack checkpoint into nested dicts of NumPy arrays.
 
@@ -261,6 +288,9 @@ def read_flax_checkpoint(
             ``checkpoints.save_checkpoint`` before Orbax).
         skip: top-level entries checked but not loaded. Default
             ``("state",)``: an optimizer checkpoint's moments.
+        shapes_only: give each array's :class:`ArrayShape` (its header
+            checked, its data skipped unread) instead of the array. Default
+            False.
 
     Returns:
         The top-level map without the skipped entries; arrays are read-only
@@ -280,7 +310,7 @@ def read_flax_checkpoint(
     path = os.fspath(path)
     size = os.path.getsize(path)
     with open(path, "rb", buffering=1 << 16) as stream:
-        parser = _Parser(stream, size)
+        parser = _Parser(stream, size, shapes_only=shapes_only)
         try:
             first = stream.read(1)
             if not first or not (0x80 <= first[0] <= 0x8F or first[0] in (0xDE, 0xDF)):

@@ -159,6 +159,36 @@ def read_flax_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return flax_msgpack.flatten(tree)
 
 
+def read_flax_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """The shapes of a Flax msgpack checkpoint's parameters, without reading their data.
+
+    The parameters of :func:`read_flax_params` (the ``target`` of an
+    optimizer checkpoint), each array's header checked and its data skipped.
+
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        ``"encoder/pooler/kernel"`` -> shape, for every array of the parameters.
+
+    Raises:
+        FlaxCheckpointError: not a Flax msgpack checkpoint of arrays.
+
+    Example:
+        >>> read_flax_shapes("f_net_checkpoint")["encoder/pooler/kernel"]  # doctest: +SKIP
+        (768, 768)
+    """
+    tree = flax_msgpack.read_flax_checkpoint(path, skip=("state",), shapes_only=True)
+    for key in ("target", "params"):
+        if isinstance(tree.get(key), Mapping):
+            tree = tree[key]
+            break
+    return {
+        key: value.shape if isinstance(value, flax_msgpack.ArrayShape) else np.shape(value)
+        for key, value in flax_msgpack.flatten(tree).items()
+    }
+
+
 PRESET_CONFIG = "config.json"
 
 

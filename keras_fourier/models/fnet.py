@@ -72,7 +72,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -88,8 +90,8 @@ from keras_fourier.layers.fnet import (
 )
 from keras_fourier.models import download, flax_weights
 from keras_fourier.models.flax_msgpack import FlaxCheckpointError
-from keras_fourier.models.fnet_family import FNET_VARIANTS, RELEASES
-from keras_fourier.models.weights import load_weights_file
+from keras_fourier.models.fnet_family import FNET_VARIANTS, OFFICIAL_TABLES, RELEASES
+from keras_fourier.models.weights import _tensor_shapes, copy_weights_except, load_weights_file
 from keras_fourier.validation import check_positive_int, check_rate
 
 _SIZE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
@@ -112,6 +114,9 @@ def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
     for key in _SIZE_KEYS:
         check_positive_int(key, sizes[key])
     return sizes
+
+
+_TABLE_KEYS = tuple(OFFICIAL_TABLES)
 
 
 def _check_weights(weights: Any) -> None:
@@ -767,6 +772,183 @@ def _variant_builder(variant: str, public: str) -> Callable[..., keras.Model]:
         **FNET_VARIANTS[variant],
     )
     return builder
+
+
+def is_official_weights(weights: str | os.PathLike) -> bool:
+    """Whether FNet `weights` are official: a release, a Flax checkpoint or a keras-hub preset.
+
+    Those were pretrained with the official 32,000-piece SentencePiece
+    vocabulary; a ``.weights.h5`` saved by this package may hold anything.
+
+    Example:
+        >>> is_official_weights("f_net_base"), is_official_weights("mine.weights.h5")
+        (True, False)
+    """
+    if isinstance(weights, str) and weights in RELEASES:
+        return True
+    return not os.fspath(weights).endswith(".weights.h5")
+
+
+def _h5_sizes(path: str) -> tuple[dict[str, int], str, int | None]:
+    """Sizes of the FNet in a `.weights.h5`, its kind ("encoder", "pretraining",
+    "classifier") and a classifier's class count."""
+    shapes = _tensor_shapes(path)
+
+    def find(pattern: str) -> dict[str, tuple[int, ...]]:
+        return {name: shape for name, shape in shapes.items() if re.search(pattern, name)}
+
+    tables = {
+        key: find(rf"(?:^|/)f_net_embeddings/{table}/vars/0$")
+        for key, table in (
+            ("vocabulary_size", "word"),
+            ("max_sequence_length", "position"),
+            ("num_segments", "segment"),
+        )
+    }
+    blocks = find(r"(?:^|/)f_net_encoder_block(?:_\d+)?/intermediate/vars/0$")
+    if not blocks or any(len(found) != 1 for found in tables.values()):
+        raise ValueError(
+            f"{path!r} holds no FNet weights saved by keras_fourier (no f_net_embeddings and "
+            "f_net_encoder_block tensors)."
+        )
+    word = next(iter(tables["vocabulary_size"].values()))
+    intermediate = next(iter(blocks.values()))
+    sizes = {
+        "hidden_size": word[1],
+        "num_layers": len(blocks),
+        "intermediate_size": intermediate[1],
+        **{key: next(iter(found.values()))[0] for key, found in tables.items()},
+    }
+    if any(name.startswith("encoder/") for name in shapes):
+        return sizes, "pretraining", None
+    classifier = shapes.get("layers/dense_1/vars/1")
+    if classifier is not None:
+        return sizes, "classifier", classifier[0]
+    return sizes, "encoder", None
+
+
+def _flax_sizes(path: str) -> dict[str, int]:
+    shapes = flax_weights.read_flax_shapes(path)
+    embedder = "encoder/embedder"
+    needed = {
+        "word": f"{embedder}/word/embedding",
+        "position": f"{embedder}/position/embedding",
+        "type": f"{embedder}/type/embedding",
+        "intermediate": "encoder/feed_forward_0/intermediate/kernel",
+    }
+    missing = [key for key in needed.values() if key not in shapes]
+    if missing:
+        raise ValueError(f"{path!r} is a Flax checkpoint but not of an FNet (no {missing[0]}).")
+    layers = {int(m[1]) for key in shapes if (m := re.match(r"encoder/encoder_(\d+)/", key))}
+    return {
+        "hidden_size": shapes[needed["word"]][-1],
+        "num_layers": len(layers),
+        "intermediate_size": shapes[needed["intermediate"]][-1],
+        "vocabulary_size": shapes[needed["word"]][0],
+        "max_sequence_length": shapes[needed["position"]][-2],
+        "num_segments": shapes[needed["type"]][0],
+    }
+
+
+def _preset_sizes(folder: str) -> dict[str, int]:
+    config_path = os.path.join(folder, flax_weights.PRESET_CONFIG)
+    try:
+        with open(config_path, encoding="utf-8") as file:
+            config = json.load(file).get("config", {})
+    except (OSError, ValueError, AttributeError) as error:
+        raise ValueError(f"{folder!r} is not a keras-hub preset folder: {error}") from error
+    keys = {
+        "hidden_size": "hidden_dim",
+        "num_layers": "num_layers",
+        "intermediate_size": "intermediate_dim",
+        "vocabulary_size": "vocabulary_size",
+        "max_sequence_length": "max_sequence_length",
+        "num_segments": "num_segments",
+    }
+    sizes = {ours: config.get(theirs) for ours, theirs in keys.items()}
+    absent = [keys[key] for key, value in sizes.items() if not isinstance(value, int)]
+    if absent:
+        raise ValueError(
+            f"{config_path!r} does not describe an FNet backbone (no {', '.join(absent)})."
+        )
+    return sizes
+
+
+def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
+    """The sizes of the FNet that `weights` hold, read without loading the weights.
+
+    Args:
+        weights: anything :func:`FNet` takes as `weights`: a release name,
+            a ``.weights.h5`` saved by keras_fourier (an encoder, an
+            :class:`FNetPretraining` or a classifier), a keras-hub FNet preset
+            folder (its ``config.json``) or an official Flax checkpoint (its
+            array headers; the data is skipped).
+
+    Returns:
+        {"hidden_size", "num_layers", "intermediate_size", "vocabulary_size",
+        "max_sequence_length", "num_segments"}.
+
+    Raises:
+        ValueError: not FNet weights, or a file that cannot be read, naming it.
+
+    Example:
+        >>> fnet_weights_sizes("f_net_base")["vocabulary_size"]
+        32000
+    """
+    if isinstance(weights, str) and weights in RELEASES:
+        return {**FNET_VARIANTS[RELEASES[weights].variant], **OFFICIAL_TABLES}
+    _check_weights(weights)
+    path = os.fspath(weights)
+    if os.path.isdir(path):
+        return _preset_sizes(path)
+    if path.endswith(".weights.h5"):
+        return _h5_sizes(path)[0]
+    try:
+        return _flax_sizes(path)
+    except FlaxCheckpointError as error:
+        raise ValueError(
+            f"Cannot read weights={path!r}: not a `.weights.h5` file, a keras-hub preset "
+            f"folder or an official FNet Flax checkpoint ({error})."
+        ) from error
+
+
+def _pretrained_encoder(weights: str | os.PathLike, sizes: Mapping[str, int]) -> keras.Model:
+    """An FNet encoder of `sizes` holding the encoder weights of `weights`."""
+    variant = {key: sizes[key] for key in _SIZE_KEYS}
+    tables = {key: sizes[key] for key in _TABLE_KEYS}
+    kind, classes = "encoder", None
+    if os.fspath(weights).endswith(".weights.h5"):
+        _, kind, classes = _h5_sizes(os.fspath(weights))
+    if kind == "pretraining":
+        return FNet(variant, **tables, heads="pretraining", weights=weights).encoder
+    return FNet(variant, **tables, num_classes=classes, weights=weights)
+
+
+def load_pretrained_encoder(model: keras.Model, weights: str | os.PathLike) -> None:
+    """Loads the encoder of FNet `weights` into `model`; its classifier keeps its own weights.
+
+    What fine-tuning starts from, as the official fine-tuning code does
+    (``run_classifier.py`` restores the pretrained model "with fresh output
+    layer"): every encoder variable (embeddings, blocks, pooler) comes from
+    `weights`, whatever heads they were saved with (pretraining heads, another
+    classifier, none); the ``classifier`` is left as it was built.
+
+    Args:
+        model: an FNet classifier (or encoder) whose encoder has the sizes of
+            `weights` (:func:`fnet_weights_sizes`), any static sequence
+            length.
+        weights: see :func:`fnet_weights_sizes`.
+
+    Raises:
+        ValueError: the weights do not fit the model, listing the variables;
+            the model is then unchanged.
+
+    Example:
+        >>> model = FNet("base", sequence_length=128, num_classes=2)
+        >>> load_pretrained_encoder(model, "f_net_base")  # doctest: +SKIP
+    """
+    encoder = _pretrained_encoder(weights, fnet_weights_sizes(weights))
+    copy_weights_except(model, encoder, "classifier", os.fspath(weights))
 
 
 FNetBase = _variant_builder("base", "FNetBase")

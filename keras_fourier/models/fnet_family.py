@@ -45,6 +45,13 @@ class FNetRelease:
     size: int | None = None
 
 
+# The tables of every official release (google-research f_net/configs/base.py: type_vocab_size
+# 4, max_seq_length 512; the c4_bpe SentencePiece vocabulary has 32,000 pieces).
+OFFICIAL_TABLES: dict[str, int] = {
+    "vocabulary_size": 32000,
+    "max_sequence_length": 512,
+    "num_segments": 4,
+}
 _GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_net_checkpoint"
 # Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
 # 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).

@@ -161,7 +161,11 @@ def _resizable_kind(name: str) -> str | None:
 
 
 def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    """{dataset name: shape} of every tensor in an HDF5 file, in file order."""
+    """{dataset name: shape} of every weight tensor in an HDF5 file, in file order.
+
+    The ``optimizer/`` group that Keras adds for a compiled, trained model
+    holds no weights of the model and is left out.
+    """
     import h5py
 
     shapes: dict[str, tuple[int, ...]] = {}
@@ -170,7 +174,7 @@ def _tensor_shapes(path: str) -> dict[str, tuple[int, ...]]:
             handle.visititems(
                 lambda name, item: (
                     shapes.__setitem__(name, tuple(item.shape))
-                    if isinstance(item, h5py.Dataset)
+                    if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/")
                     else None
                 )
             )
@@ -403,3 +407,71 @@ def load_variant_weights(variant: Variant, model: keras.Model, weights: str) -> 
             f"'.keras' file, or an official PyTorch '.pth'/'.pt' checkpoint. "
             f"Received: weights={weights!r}"
         )
+
+
+def copy_weights_except(model: keras.Model, donor: keras.Model, skip: str, source: str) -> None:
+    """Copies `donor`'s variables into `model`'s of the same path, but those under `skip`.
+
+    The start of fine-tuning: `donor` holds pretrained weights (with
+    whatever head they came with, or none) and `model` keeps its freshly
+    initialised head (the variables whose path starts with ``skip + "/"``).
+    All or nothing.
+
+    Args:
+        model: the model to load into.
+        donor: a model of the same architecture holding the weights.
+        skip: the layer name whose variables `model` keeps, e.g. "head".
+        source: the weights' file or name, for the message.
+
+    Raises:
+        ValueError: a variable of `model` that `donor` lacks or holds in
+            another shape (listed); `model` is then unchanged.
+    """
+
+    def load() -> None:
+        values = {variable.path: variable for variable in donor.weights}
+        missing, wrong, pairs = [], [], []
+        for variable in model.weights:
+            if variable.path.startswith(skip + "/"):
+                continue
+            value = values.get(variable.path)
+            if value is None:
+                missing.append(variable.path)
+            elif tuple(value.shape) != tuple(variable.shape):
+                wrong.append(
+                    f"{variable.path}: weights {tuple(value.shape)}, model {tuple(variable.shape)}"
+                )
+            else:
+                pairs.append((variable, value))
+        if missing or wrong:
+            raise ValueError(
+                "; ".join(
+                    f"{label} ({len(items)}): {', '.join(items[:5])}"
+                    for label, items in (("missing variables", missing), ("wrong shapes", wrong))
+                    if items
+                )
+            )
+        for variable, value in pairs:
+            variable.assign(value)
+
+    assign_atomically(model, load, source)
+
+
+def head_classes(path: str | os.PathLike, headless: keras.Model) -> int | None:
+    """The class count of the head a `.weights.h5` holds beyond the tensors of `headless`.
+
+    Args:
+        path: a `.weights.h5` saved by keras_fourier.
+        headless: the model built without its head (``include_top=False``).
+
+    Returns:
+        K when the file holds exactly `headless`'s tensors plus a (C, K)
+        kernel and a (K,) bias, else None.
+    """
+    stored = _tensor_shapes(os.fspath(path))
+    extra = {name: stored[name] for name in stored.keys() - _own_layout(headless).keys()}
+    kernels = [shape for shape in extra.values() if len(shape) == 2]
+    biases = [shape for shape in extra.values() if len(shape) == 1]
+    if len(extra) == 2 and len(kernels) == len(biases) == 1 and kernels[0][1] == biases[0][0]:
+        return biases[0][0]
+    return None

@@ -1,8 +1,11 @@
 """Training keras_fourier classifiers: strategies, the papers' recipe, resumable runs.
 
-`train(TrainConfig(...))` builds a model by name (`model_names()`) inside a
-`tf.distribute` strategy (`get_strategy`), optimises it with AdamW, warmup
-and cosine decay and selective weight decay (`create_optimizer`), resumes
+`train(TrainConfig(...))` builds a model by name (`model_names()`), from
+pretrained weights with a fresh head when fine-tuning
+(`create_pretrained_model`), inside a `tf.distribute` strategy
+(`get_strategy`), optimises it with a recipe of `RECIPES` (AdamW, warmup
+then cosine or linear decay, selective weight decay: `create_optimizer`,
+`warmup_cosine_schedule`, `warmup_linear_schedule`), resumes
 killed runs from crash-safe files (`EpochBackup`, `ModelCheckpoint`,
 `ResumableCSVLogger`), holds its folder alone (`RunLock`), stops on a
 non-finite loss (`StopOnNonFiniteLoss`) and evaluates the final model
@@ -14,6 +17,7 @@ from keras_fourier.models.catalog import (
     TEXT_PRESETS,
     VISION_PRESETS,
     create_model,
+    create_pretrained_model,
     is_text_model,
     model_names,
     vision_stride,
@@ -29,9 +33,13 @@ from keras_fourier.training.callbacks import (
 from keras_fourier.training.config import TrainConfig
 from keras_fourier.training.recipe import (
     PRECISIONS,
+    RECIPES,
+    Recipe,
+    WarmupLinearDecay,
     create_optimizer,
     no_weight_decay_variables,
     warmup_cosine_schedule,
+    warmup_linear_schedule,
 )
 from keras_fourier.training.rundir import RunConfigError, RunFolderBusyError, RunLock
 from keras_fourier.training.strategy import STRATEGIES, get_strategy, worker_id
@@ -47,6 +55,7 @@ from keras_fourier.training.trainer import TrainResult, evaluate, train
 
 __all__ = [
     "PRECISIONS",
+    "RECIPES",
     "STRATEGIES",
     "TASKS",
     "TEXT_PRESETS",
@@ -55,6 +64,7 @@ __all__ = [
     "ImageClassification",
     "ModelCheckpoint",
     "NonFiniteLossError",
+    "Recipe",
     "ResumableCSVLogger",
     "RunConfigError",
     "RunFolder",
@@ -65,8 +75,10 @@ __all__ = [
     "TextClassification",
     "TrainConfig",
     "TrainResult",
+    "WarmupLinearDecay",
     "create_model",
     "create_optimizer",
+    "create_pretrained_model",
     "evaluate",
     "get_strategy",
     "is_text_model",
@@ -79,5 +91,6 @@ __all__ = [
     "train",
     "vision_stride",
     "warmup_cosine_schedule",
+    "warmup_linear_schedule",
     "worker_id",
 ]

@@ -106,6 +106,26 @@ def read_checkpoint_record(path: str | os.PathLike) -> dict[str, Any] | None:
         return None
 
 
+def read_model_record(path: str | os.PathLike) -> dict[str, Any]:
+    """The record :func:`save_model` stored in a `.keras` file, without warnings.
+
+    Args:
+        path: a `.keras` file.
+
+    Returns:
+        The record; {} for a file saved by Keras itself (it has none) or one
+        that cannot be read (loading the model then names what is wrong).
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if CHECKPOINT_RECORD not in archive.namelist():
+                return {}
+            record = json.loads(archive.read(CHECKPOINT_RECORD))
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 class ModelCheckpoint(keras.callbacks.Callback):
     """Saves the model atomically after every epoch, or only when a monitored metric improves.
 

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from keras_fourier.data import AugmentConfig
@@ -26,7 +26,13 @@ from keras_fourier.models.catalog import (
 )
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.settings import BAD_IMAGE_MODES, TrainSettings
+from keras_fourier.settings import (
+    BAD_IMAGE_MODES,
+    RECIPE_FIELDS,
+    RECIPES,
+    Recipe,
+    TrainSettings,
+)
 from keras_fourier.training.recipe import check_precision
 from keras_fourier.training.rundir import normalize
 from keras_fourier.training.strategy import check_strategy_name
@@ -35,6 +41,9 @@ from keras_fourier.validation import check_bool, check_choice, check_number, che
 
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")
+# Settings added after runs were recorded, with the value those runs had: left out of the
+# identity at that value, so that their folders still resume.
+LEGACY_VALUES: dict[str, Any] = {"recipe": "deit", "weights": None, "tokenizer": None}
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,7 +79,7 @@ class TrainConfig(TrainSettings):
 
     Example:
         >>> config = TrainConfig(model="afno_tiny", epochs=2, out="runs/afno")
-        >>> config.batch_size
+        >>> config.resolved().batch_size
         64
     """
 
@@ -92,6 +101,45 @@ class TrainConfig(TrainSettings):
     def saved_model(self) -> bool:
         """Whether `model` is a saved model to start from (a `.keras` file or a run folder)."""
         return not is_model_name(self.model)
+
+    @property
+    def run_recipe(self) -> Recipe:
+        """The recipe: `recipe`, else "fnet_finetune" for text models with weights, else "deit".
+
+        Raises:
+            ValueError: an unknown recipe name.
+
+        Example:
+            >>> TrainConfig(model="fnet_base", data="csv:x", weights="f_net_base").run_recipe.name
+            'fnet_finetune'
+        """
+        if self.recipe is not None:
+            return RECIPES[check_choice("recipe", self.recipe, tuple(RECIPES))]
+        text = not self.saved_model and self.task.modality == "text"
+        return RECIPES["fnet_finetune" if text and self.weights is not None else "deit"]
+
+    def resolved(self) -> TrainConfig:
+        """This config with `recipe` and every hyper-parameter left None set from the recipe.
+
+        `clipnorm` 0 (no clipping) stays 0; `warmup_epochs` stays None for a
+        recipe that warms up over a share of the steps ("fnet_finetune").
+        Resolving twice gives the same config.
+
+        Returns:
+            A new `TrainConfig`.
+
+        Example:
+            >>> TrainConfig().resolved().learning_rate
+            0.003
+        """
+        recipe = self.run_recipe
+        values = {
+            field: getattr(recipe, field) if getattr(self, field) is None else getattr(self, field)
+            for field in RECIPE_FIELDS
+        }
+        if values["clipnorm"] is None:
+            values["clipnorm"] = 0.0
+        return dataclasses.replace(self, recipe=recipe.name, **values)
 
     @property
     def architecture(self) -> dict[str, Any]:
@@ -125,7 +173,10 @@ class TrainConfig(TrainSettings):
                 an image size that is not a multiple of the model's stride,
                 or a hyper-parameter out of range (learning rates finite and
                 > 0, label smoothing and drop path in [0, 1), EMA momentum
-                in (0, 1), counts positive, ...).
+                in (0, 1), counts positive, ...), an unknown recipe or
+                tokenizer, `weights` with a saved model, or FNet weights
+                that do not fit the model (its sizes, the sequence length,
+                the tokenizer's vocabulary).
 
         Example:
             >>> TrainConfig(learning_rate=float("nan")).validate()
@@ -137,6 +188,13 @@ class TrainConfig(TrainSettings):
         def name(field: str) -> str:
             return names.get(field, field)
 
+        check_choice(name("recipe"), self.recipe, (None, *RECIPES))
+        if self.clipnorm is not None:  # 0 (no clipping) is resolved to 0, not to the recipe's
+            check_number(name("clipnorm"), self.clipnorm, low=0)
+        self.resolved()._check(name)
+
+    def _check(self, name: Callable[[str], str]) -> None:
+        """The checks of `validate`, on a resolved config."""
         task = self.task
         check_strategy_name(self.strategy)
         check_precision(self.mixed_precision)
@@ -159,6 +217,19 @@ class TrainConfig(TrainSettings):
                     f"{self.model!r} keeps its own. Received: "
                     f"{name('drop_path_rate')}={self.drop_path_rate}"
                 )
+            if self.weights is not None:
+                raise ValueError(
+                    f"`{name('weights')}` applies to model names; the saved model "
+                    f"{self.model!r} starts from its own weights. Received: "
+                    f"{name('weights')}={self.weights!r}"
+                )
+        if self.weights is not None and (
+            not isinstance(self.weights, (str, os.PathLike)) or not os.fspath(self.weights)
+        ):
+            raise ValueError(
+                f"`{name('weights')}` must be a weights name or path. "
+                f"Received: {name('weights')}={self.weights!r}"
+            )
         check_architecture(self.model, self.architecture)
         for field in ("epochs", "batch_size", "sequence_length", "train_examples"):
             check_positive_int(name(field), getattr(self, field))
@@ -173,10 +244,9 @@ class TrainConfig(TrainSettings):
         check_number(
             name("min_learning_rate"), self.min_learning_rate, low=0, high=self.learning_rate
         )
-        check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
+        if self.warmup_epochs is not None:
+            check_number(name("warmup_epochs"), self.warmup_epochs, low=0)
         check_number(name("weight_decay"), self.weight_decay, low=0)
-        if self.clipnorm is not None:
-            check_number(name("clipnorm"), self.clipnorm, low=0, low_open=True)
         check_number(name("label_smoothing"), self.label_smoothing, low=0, high=1, high_open=True)
         if self.drop_path_rate is not None:
             check_number(name("drop_path_rate"), self.drop_path_rate, low=0, high=1, high_open=True)
@@ -211,25 +281,34 @@ class TrainConfig(TrainSettings):
         """The settings that define what the run computes, as recorded in ``run.json``.
 
         Returns:
-            Every field but those of `NOT_IDENTITY` and those of other tasks
-            than the model's (see `keras_fourier.training.tasks`), resolved by
-            its task (e.g. the image size of vision models, `augment` as a
-            dict), as JSON values.
+            Every field of the `resolved` config but those of `NOT_IDENTITY`
+            and those of other tasks than the model's (see
+            `keras_fourier.training.tasks`), resolved by its task (e.g. the
+            image size of vision models, `augment` as a dict), as JSON
+            values; `clipnorm` None for no clipping; the fields of
+            `LEGACY_VALUES` left out at the value runs had before they
+            existed.
 
         Example:
             >>> TrainConfig().identity()["image_size"]
             16
         """
-        task = self.task
+        config = self.resolved()
+        task = config.task
         skipped = {*NOT_IDENTITY} | {
             field for other in TASKS if other is not task for field in other.fields
-        }
+        } - set(task.fields)
         values = {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
+            field.name: getattr(config, field.name)
+            for field in dataclasses.fields(config)
             if field.name not in skipped
         }
-        return normalize(task.identity(self, values))
+        values["clipnorm"] = values["clipnorm"] or None
+        values = task.identity(config, values)
+        for field, legacy in LEGACY_VALUES.items():
+            if values.get(field, legacy) == legacy:
+                values.pop(field, None)
+        return normalize(values)
 
     def resolved_image_size(self) -> int:
         """`image_size`, or its default for the model and data.

@@ -10,19 +10,22 @@ model reads images or text; it asks the run's :class:`Task`:
 * the model's input options (`model_options`) and its header description
   (`describe_input`);
 * the evaluation pipeline of a trained model (`evaluation_data`);
-* what `keras-fourier predict` needs to label the model's outputs, stored
-  in ``model.keras`` (`labels`).
+* what `keras-fourier predict` and `evaluate` need to label the model's
+  outputs and feed it, stored in ``model.keras`` (`labels`: class names,
+  and a text model's tokenizer).
 
 :class:`ImageClassification` serves image sources ("digits", "tfds:<name>",
-"dir:<path>"), :class:`TextClassification` the text source "listops". A new
-task (segmentation, say) is a new subclass and a row of :data:`TASKS`.
+"dir:<path>"), :class:`TextClassification` the text sources "listops" and
+"csv:<path>". A new task (segmentation, say) is a new subclass and a row of
+:data:`TASKS`.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -41,7 +44,25 @@ from keras_fourier.data import (
     training_splits,
 )
 from keras_fourier.data.listops import LISTOPS_EVAL_SEED, LISTOPS_VALIDATION_SEED
-from keras_fourier.models.catalog import modality, vision_stride
+from keras_fourier.data.text import (
+    BYTES_TOKENIZER,
+    OFFICIAL_TOKENIZER,
+    TOKENIZER_NAMES,
+    load_tokenizer,
+    tokenizer_from_record,
+    tokenizer_record,
+    tokenizer_vocabulary_size,
+)
+from keras_fourier.data.text_files import (
+    is_text_source,
+    read_text_split,
+    text_class_names,
+    text_label_ids,
+    text_split_dataset,
+    text_training_splits,
+)
+from keras_fourier.models.catalog import check_text_weights, modality, vision_stride
+from keras_fourier.models.fnet import is_official_weights
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
@@ -49,6 +70,8 @@ if TYPE_CHECKING:
 # Keys of the record inside model.keras (`save_model`) that label its outputs for `predict`.
 CLASS_NAMES_KEY = "class_names"
 CROP_PCT_KEY = "eval_crop_pct"
+# The record of the tokenizer of a text model (`keras_fourier.data.text.tokenizer_record`).
+TOKENIZER_KEY = "tokenizer"
 # The centre crop of every evaluation pipeline of a run (load_image_dataset's default).
 EVAL_CROP_PCT = 0.875
 
@@ -136,8 +159,24 @@ class Task(abc.ABC):
         data_dir: str | None,
         eval_examples: int,
         on_bad_image: str,
+        tokenizer: Callable | None = None,
+        class_names: Sequence[str] | None = None,
     ) -> tf.data.Dataset:
-        """The held-out batches on which `model` is scored (one-hot labels)."""
+        """The held-out batches on which `model` is scored (one-hot labels).
+
+        Args:
+            model: the model.
+            data: the data source.
+            split: the split to score.
+            batch_size: batch size.
+            data_dir: TFDS data directory.
+            eval_examples: held-out examples of generated data.
+            on_bad_image: what to do with a corrupt image file.
+            tokenizer: a text model's tokenizer (its run stored it); None:
+                the source's own or "bytes".
+            class_names: the model's classes in label order (its run stored
+                them); None: the source's.
+        """
 
 
 def _size(count: int | None, unit: str) -> str:
@@ -163,6 +202,13 @@ class ImageClassification(Task):
         return not TextClassification().accepts(data)
 
     def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        weights = config.weights
+        if weights is not None and weights != "imagenet" and not os.path.isfile(weights):
+            raise ValueError(
+                f"`{name('weights')}` of an image model must be 'imagenet' or the path of a "
+                "weights file (.weights.h5, .keras, official .pth). Received: "
+                f"{name('weights')}={weights!r}"
+            )
         if config.saved_model:
             size = config.resolved_image_size()
             if config.image_size not in (None, size):
@@ -256,8 +302,10 @@ class ImageClassification(Task):
         data_dir: str | None,
         eval_examples: int,
         on_bad_image: str,
+        tokenizer: Callable | None = None,
+        class_names: Sequence[str] | None = None,
     ) -> tf.data.Dataset:
-        del eval_examples  # the split holds its own images
+        del eval_examples, tokenizer, class_names  # the split holds its own images and labels
         shape = model.input_shape
         if not isinstance(shape, tuple) or len(shape) != 4:
             raise ValueError(
@@ -277,31 +325,149 @@ class ImageClassification(Task):
 
 
 class TextClassification(Task):
-    """Classification of token sequences: ListOps, generated with fixed seeds, for FNet."""
+    """Classification of texts: "csv:<path>" files, or ListOps generated with fixed seeds.
+
+    "csv:<path>" (:mod:`keras_fourier.data.text_files`) is tokenized with the
+    run's `tokenizer` (stored in ``model.keras`` with the class names);
+    "listops" with its own word vocabulary.
+    """
 
     name = "text_classification"
     modality = "text"
-    sources = "'listops'"
-    fields = ("sequence_length", "train_examples", "eval_examples")
-    SOURCES = ("listops",)
+    sources = "'listops' or 'csv:<path>'"
+    fields = (
+        "sequence_length",
+        "train_examples",
+        "eval_examples",
+        "tokenizer",
+        "eval_split",
+        "validation_split",
+    )
+    LISTOPS = "listops"
+    # The fields that apply to one source only.
+    LISTOPS_FIELDS = ("train_examples", "eval_examples")
+    CSV_FIELDS = ("tokenizer", "eval_split", "validation_split")
 
     def accepts(self, data: str) -> bool:
-        return data in self.SOURCES
+        return data == self.LISTOPS or is_text_source(data)
+
+    def tokenizer_spec(self, config: TrainConfig) -> str | None:
+        """The run's tokenizer: `config.tokenizer`, else "official" for official FNet weights,
+        else "bytes"; None for ListOps (its own vocabulary)."""
+        if config.data == self.LISTOPS:
+            return None
+        if config.tokenizer is not None:
+            return os.fspath(config.tokenizer)
+        if config.weights is not None and is_official_weights(config.weights):
+            return OFFICIAL_TOKENIZER
+        return BYTES_TOKENIZER
+
+    def _vocabulary_size(self, config: TrainConfig) -> int:
+        spec = self.tokenizer_spec(config)
+        if spec is None:
+            return WordTokenizer(LISTOPS_VOCABULARY).vocabulary_size
+        try:
+            return tokenizer_vocabulary_size(spec)
+        except ImportError as error:  # a SentencePiece model without the [text] extra
+            raise ValueError(str(error)) from error
+
+    def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        listops = config.data == self.LISTOPS
+        if listops and config.tokenizer is not None:
+            raise ValueError(
+                f"`{name('tokenizer')}` applies to 'csv:' data; ListOps has its own vocabulary. "
+                f"Received: {name('tokenizer')}={config.tokenizer!r}"
+            )
+        if config.tokenizer is not None and not (
+            config.tokenizer in TOKENIZER_NAMES or os.path.isfile(os.fspath(config.tokenizer))
+        ):
+            raise ValueError(
+                f"`{name('tokenizer')}` must be one of {TOKENIZER_NAMES} or the path of a "
+                f"SentencePiece .model file. Received: {name('tokenizer')}={config.tokenizer!r}"
+            )
+        vocabulary_size = self._vocabulary_size(config)
+        if config.weights is not None:
+            check_text_weights(
+                config.model,
+                config.weights,
+                sequence_length=config.sequence_length,
+                vocabulary_size=vocabulary_size,
+            )
+        if not listops and config.sequence_length < 4:
+            raise ValueError(
+                f"`{name('sequence_length')}` must leave room for a text between [CLS] and "
+                f"[SEP] tokens (at least 4). Received: "
+                f"{name('sequence_length')}={config.sequence_length}"
+            )
+
+    def identity(self, config: TrainConfig, values: dict[str, Any]) -> dict[str, Any]:
+        dropped = self.CSV_FIELDS if config.data == self.LISTOPS else self.LISTOPS_FIELDS
+        for field in dropped:
+            values.pop(field, None)
+        if config.data != self.LISTOPS:
+            values["tokenizer"] = self.tokenizer_spec(config)
+        return values
 
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
-        del data, data_dir
-        return LISTOPS_NUM_CLASSES
+        del data_dir
+        return LISTOPS_NUM_CLASSES if data == self.LISTOPS else len(text_class_names(data))
+
+    def labels(self, config: TrainConfig) -> dict[str, Any]:
+        """For "csv:" data, the class names and the tokenizer's record (with its model)."""
+        if config.data == self.LISTOPS:
+            return {}
+        return {
+            CLASS_NAMES_KEY: text_class_names(config.data),
+            TOKENIZER_KEY: tokenizer_record(self.tokenizer_spec(config)),
+        }
 
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
         return {
             "sequence_length": config.sequence_length,
-            "vocabulary_size": WordTokenizer(LISTOPS_VOCABULARY).vocabulary_size,
+            "vocabulary_size": self._vocabulary_size(config),
         }
 
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
-        return f"sequences of {config.sequence_length} tokens"
+        spec = self.tokenizer_spec(config)
+        tokenizer = "" if spec is None else f", tokenizer {spec!r}"
+        return f"sequences of {config.sequence_length} tokens{tokenizer}"
 
     def datasets(self, config: TrainConfig) -> TaskData:
+        if config.data == self.LISTOPS:
+            return self._listops(config)
+        source = config.data
+        train_split, validation_split = text_training_splits(source, config.eval_split)
+        if config.validation_split is not None:
+            validation_split = config.validation_split
+        if len({train_split, validation_split, config.eval_split}) < 3:
+            raise ValueError(
+                f"The train ({train_split!r}), validation ({validation_split!r}) and test "
+                f"({config.eval_split!r}) splits of data {source!r} must differ."
+            )
+        class_names = text_class_names(source)
+        splits = {}
+        for role, split in (
+            ("train", train_split),
+            ("validation", validation_split),
+            ("test", config.eval_split),
+        ):
+            rows = read_text_split(source, split)
+            text_label_ids(rows, class_names, source, split)  # refused now, not at the end
+            splits[role] = f"{split!r}, {len(rows.labels):,} texts of {rows.file}"
+        tokenizer = load_tokenizer(self.tokenizer_spec(config))
+        options = {
+            "tokenizer": tokenizer,
+            "class_names": class_names,
+            "sequence_length": config.sequence_length,
+            "batch_size": config.batch_size,
+        }
+        train_data = text_split_dataset(
+            source, train_split, training=True, seed=config.seed, **options
+        )
+        validation_data = text_split_dataset(source, validation_split, **options)
+        return TaskData(train_data, validation_data, len(class_names), splits)
+
+    def _listops(self, config: TrainConfig) -> TaskData:
         train_data = listops_train_dataset(
             config.sequence_length,
             config.train_examples,
@@ -335,16 +501,49 @@ class TextClassification(Task):
         data_dir: str | None,
         eval_examples: int,
         on_bad_image: str,
+        tokenizer: Callable | None = None,
+        class_names: Sequence[str] | None = None,
     ) -> tf.data.Dataset:
-        del data, data_dir, on_bad_image
+        del data_dir, on_bad_image
         inputs = model.input if isinstance(model.input, dict) else {}
         if "token_ids" not in inputs:
             raise ValueError(
-                f"Data source {self.sources} is text: model {model.name!r} does not take "
+                f"Data source {data!r} is text: model {model.name!r} does not take "
                 "token ids (an image model?)."
             )
         sequence_length = inputs["token_ids"].shape[1]
-        return listops_eval_dataset(sequence_length, eval_examples, batch_size, split)
+        if data == self.LISTOPS:
+            return listops_eval_dataset(sequence_length, eval_examples, batch_size, split)
+        tokenizer = load_tokenizer(BYTES_TOKENIZER) if tokenizer is None else tokenizer
+        rows = model_vocabulary_size(model)
+        if rows is not None and rows != tokenizer.vocabulary_size:
+            raise ValueError(
+                f"Model {model.name!r} has a word table of {rows} rows but the tokenizer has "
+                f"{tokenizer.vocabulary_size} ids: pass the tokenizer it was trained with "
+                "(a run stores it in its model.keras)."
+            )
+        return text_split_dataset(
+            data,
+            split,
+            tokenizer=tokenizer,
+            class_names=text_class_names(data) if class_names is None else class_names,
+            sequence_length=sequence_length,
+            batch_size=batch_size,
+        )
+
+
+def model_vocabulary_size(model: keras.Model) -> int | None:
+    """The rows of an FNet model's word table, or None for another model."""
+    try:
+        return model.get_layer("embeddings").vocabulary_size
+    except (ValueError, AttributeError):
+        return None
+
+
+def stored_tokenizer(record: dict[str, Any]) -> Callable | None:
+    """The tokenizer a run stored in its model.keras record, or None if it stored none."""
+    stored = record.get(TOKENIZER_KEY)
+    return None if stored is None else tokenizer_from_record(stored)
 
 
 TASKS: tuple[Task, ...] = (ImageClassification(), TextClassification())

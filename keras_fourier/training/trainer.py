@@ -43,7 +43,7 @@ import dataclasses
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import keras
@@ -51,13 +51,18 @@ import tensorflow as tf
 
 from keras_fourier import __version__
 from keras_fourier.data.checks import UnreadableImageError, unreadable_file
-from keras_fourier.data.text import select_model_inputs
+from keras_fourier.data.text import load_tokenizer, select_model_inputs
 from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
-from keras_fourier.models.catalog import canonical_name, create_model, is_model_name
+from keras_fourier.models.catalog import (
+    canonical_name,
+    create_model,
+    create_pretrained_model,
+    is_model_name,
+)
 from keras_fourier.models.resolve import resolve_model
 from keras_fourier.models.weights import load_keras_file
-from keras_fourier.run_folder import RunFolder, read_history, write_history
+from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file, write_history
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
@@ -66,10 +71,15 @@ from keras_fourier.training.callbacks import (
     StopOnNonFiniteLoss,
     complete_checkpoints,
     read_checkpoint_record,
+    read_model_record,
     save_model,
 )
 from keras_fourier.training.config import TrainConfig
-from keras_fourier.training.recipe import create_optimizer, warmup_cosine_schedule
+from keras_fourier.training.recipe import (
+    create_optimizer,
+    warmup_cosine_schedule,
+    warmup_linear_schedule,
+)
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
@@ -77,7 +87,12 @@ from keras_fourier.training.rundir import (
     write_run_record,
 )
 from keras_fourier.training.strategy import get_strategy, worker_id
-from keras_fourier.training.tasks import TaskData, task_for_data
+from keras_fourier.training.tasks import (
+    CLASS_NAMES_KEY,
+    TaskData,
+    stored_tokenizer,
+    task_for_data,
+)
 
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"
@@ -125,21 +140,27 @@ def evaluate(
     eval_examples: int = 500,
     verbose: str | int = 0,
     on_bad_image: str = "error",
+    tokenizer: str | os.PathLike | Callable | None = None,
+    class_names: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Held-out loss, top-1 and top-5 accuracy of a classifier.
 
     The input size comes from the model: images are resized to its input
-    size, ListOps is generated at its sequence length. The loss is the
-    cross-entropy without label smoothing. `model` is not modified (it is
-    scored through a new `keras.Model` sharing its layers); call this inside
-    the strategy's scope to evaluate distributed.
+    size, ListOps is generated and "csv:" texts are packed at its sequence
+    length. The loss is the cross-entropy without label smoothing. `model`
+    is not modified (it is scored through a new `keras.Model` sharing its
+    layers); call this inside the strategy's scope to evaluate distributed.
+
+    A model trained on "csv:" data by `train` carries its tokenizer and
+    class names in its ``model.keras``: given as a path (the file or its run
+    folder) it is scored with them, without repeating them.
 
     Args:
         model: a classifier with probability outputs, the path of a
             `.keras` file, or a run folder written by `train` (its
             ``model.keras``).
-        data: an image source ("digits", "tfds:<name>", "dir:<path>") or
-            "listops". Default "digits".
+        data: an image source ("digits", "tfds:<name>", "dir:<path>"), or a
+            text source, "listops" or "csv:<path>". Default "digits".
         split: the split: an image split, or "validation"/"test" for
             ListOps. Default "test".
         batch_size: global batch size. Default 256.
@@ -149,6 +170,12 @@ def evaluate(
         verbose: `Model.evaluate` verbosity. Default 0.
         on_bad_image: a corrupt image file of "dir:" data: "error" or "skip".
             Default "error".
+        tokenizer: the tokenizer of "csv:" data: "bytes", "official", a
+            SentencePiece `.model` path, or a tokenizer object. Default None:
+            the one stored in the model's file, else "bytes".
+        class_names: the model's classes in label order, matched against the
+            labels of "csv:" data. Default None: those stored in the model's
+            file, else the data's (its sorted train labels).
 
     Returns:
         {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
@@ -167,6 +194,12 @@ def evaluate(
     task = task_for_data(data)
     if is_model_name(model):
         model = resolve_model(model, classes=task.num_classes(data, data_dir))
+    elif not isinstance(model, keras.Model):
+        record = read_model_record(resolve_model_file(model))
+        tokenizer = stored_tokenizer(record) if tokenizer is None else tokenizer
+        class_names = record.get(CLASS_NAMES_KEY) if class_names is None else class_names
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer = load_tokenizer(tokenizer)
     model = resolve_model(model)
     num_classes = model.output_shape[-1]
     dataset = task.evaluation_data(
@@ -177,6 +210,8 @@ def evaluate(
         data_dir=data_dir,
         eval_examples=eval_examples,
         on_bad_image=on_bad_image,
+        tokenizer=tokenizer,
+        class_names=class_names,
     )
     data_classes = dataset.element_spec[1].shape[-1]
     if data_classes is not None and data_classes != num_classes:
@@ -212,31 +247,40 @@ def _start_model(config: TrainConfig, num_classes: int) -> keras.Model:
                 "or from a model name."
             )
         return model
-    return create_model(
-        config.model,
-        num_classes=num_classes,
-        drop_path_rate=config.drop_path_rate,
+    options = {
+        "num_classes": num_classes,
+        "drop_path_rate": config.drop_path_rate,
         **config.task.model_options(config),
         **config.architecture,
-    )
+    }
+    if config.weights is not None:
+        return create_pretrained_model(config.model, weights=config.weights, **options)
+    return create_model(config.model, **options)
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
     model = _start_model(config, num_classes)
+    recipe = config.run_recipe
     total_steps = config.epochs * steps_per_epoch
-    schedule = warmup_cosine_schedule(
+    schedule = {"cosine": warmup_cosine_schedule, "linear": warmup_linear_schedule}[
+        recipe.schedule
+    ](
         config.learning_rate,
         total_steps,
-        warmup_steps=min(round(config.warmup_epochs * steps_per_epoch), total_steps - 1),
+        warmup_steps=recipe.warmup_steps(config.warmup_epochs, steps_per_epoch, config.epochs),
         min_learning_rate=config.min_learning_rate,
     )
     optimizer = create_optimizer(
         model,
         learning_rate=schedule,
         weight_decay=config.weight_decay,
-        clipnorm=config.clipnorm,
+        clipnorm=config.clipnorm or None,
         use_ema=config.use_ema,
         ema_momentum=config.ema_momentum,
+        decay_all=recipe.decay_all,
+        epsilon=recipe.epsilon,
+        beta_1=recipe.beta_1,
+        beta_2=recipe.beta_2,
     )
     model.compile(
         optimizer=optimizer,
@@ -290,6 +334,12 @@ def _print_header(
         f"model {config.model}: {model.count_params():,} parameters, "
         f"{flops(model) / 1e6:,.1f} MFLOPs per example (papers' convention), input {shape}, "
         f"{data.num_classes} classes",
+        f"recipe {config.recipe}"
+        + (
+            ""
+            if config.weights is None
+            else f", from weights {config.weights!r} (all but a new classifier head)"
+        ),
         f"data {config.data!r}:",
         *(
             f"  {role:<10}  {text}" + (f" ({roles[role]})" if role in roles else "")
@@ -395,6 +445,7 @@ def train(
     config = dataclasses.replace(config or TrainConfig(), **overrides)
     names = dict(names or {})
     config.validate(names)
+    config = config.resolved()
     if not config.saved_model:  # either spelling of a name is the same run
         config = dataclasses.replace(config, model=canonical_name(config.model))
     strategy = get_strategy(config.strategy)
@@ -409,7 +460,7 @@ def train(
             if finished is not None:
                 return finished
         data = config.task.datasets(config)
-        if config.saved_model:  # refused before anything is written
+        if config.saved_model or config.weights is not None:  # refused before anything is written
             _start_model(config, data.num_classes)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
@@ -492,11 +543,8 @@ def _fit(
     best_path = folder.best
     selected = load_keras_file(best_path, compile=False)
     model_path = folder.model
-    save_model(
-        selected,
-        model_path,
-        {**(read_checkpoint_record(best_path) or {}), **config.task.labels(config)},
-    )
+    labels = config.task.labels(config)
+    save_model(selected, model_path, {**(read_checkpoint_record(best_path) or {}), **labels})
     with strategy.scope():
         selected = load_keras_file(model_path, compile=False)
         metrics = evaluate(
@@ -507,6 +555,8 @@ def _fit(
             data_dir=config.data_dir,
             eval_examples=config.eval_examples,
             on_bad_image=config.on_bad_image,
+            tokenizer=stored_tokenizer(labels),
+            class_names=labels.get(CLASS_NAMES_KEY),
         )
     write_run_record(out, _record(config, status="finished", metrics=metrics))
     return TrainResult(

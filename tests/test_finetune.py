@@ -1,0 +1,417 @@
+"""Fine-tuning end to end: `keras-fourier train --weights ... --data csv:...` as a user runs it.
+
+FNet weights come from the files a user has: a `.weights.h5` of a pretraining
+model saved by the package, and a checkpoint in the official Flax layout
+written by the test writer of tests/test_fnet_checkpoints.py. The text is a
+folder of CSV (or TSV) split files the test writes. Every run is fnet_tiny
+at 16 tokens, a few dozen rows, one or two epochs: seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+
+from keras_fourier.cli import main
+from keras_fourier.data import load_tokenizer, official_sentencepiece_model
+from keras_fourier.data.text import OFFICIAL_SENTENCEPIECE_FILE
+from keras_fourier.models import FNet
+from keras_fourier.models.catalog import TEXT_PRESETS, create_model, create_pretrained_model
+from keras_fourier.models.fnet import fnet_weights_sizes
+from keras_fourier.training import (
+    RECIPES,
+    TrainConfig,
+    callbacks,
+    create_optimizer,
+    read_history,
+    warmup_linear_schedule,
+)
+from keras_fourier.training.callbacks import CHECKPOINT_RECORD
+from tests.release_server import serve
+from tests.test_data_text import _tiny_sentencepiece_model
+from tests.test_fnet_checkpoints import official_params, write_checkpoint, write_keras_hub_preset
+
+pytestmark = pytest.mark.single_backend
+
+TINY = TEXT_PRESETS["fnet_tiny"]
+POSITIONS = 32
+METRIC = r"(\d+\.\d+)"
+WORDS = {
+    "positive": ["good", "great", "fine", "happy"],
+    "negative": ["bad", "sad", "awful", "poor"],
+}
+
+
+def _rows(count: int, offset: int = 0) -> list[tuple[str, str]]:
+    """(text, label) rows: a template with one word that gives the class away."""
+    rows = []
+    for index in range(offset, offset + count):
+        label = "positive" if index % 2 else "negative"
+        word = WORDS[label][index // 2 % 4]
+        rows.append((f"the cat was {word} on the mat", label))
+    return rows
+
+
+def _write(path, rows, header=("sentence", "label"), delimiter=","):
+    lines = [delimiter.join(header), *(delimiter.join(row) for row in rows)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def csv_folder(tmp_path):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    _write(folder / "train.csv", _rows(32))
+    _write(folder / "dev.csv", _rows(8, 32))
+    _write(folder / "test.csv", _rows(8, 40))
+    return folder
+
+
+def _pretrained_h5(path, trained: bool = False) -> str:
+    """A `.weights.h5` of a pretraining FNet of fnet_tiny's sizes: random, or after one
+    masked-LM step (then Keras saves the optimizer's variables too)."""
+    keras.utils.set_random_seed(7)
+    model = FNet(TINY, vocabulary_size=260, max_sequence_length=POSITIONS, heads="pretraining")
+    if trained:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        model.compile("adam", loss={"masked_lm_logits": loss, "next_sentence_logits": loss})
+        ids = np.full((2, POSITIONS), 50, "int32")
+        inputs = {"token_ids": ids, "segment_ids": 0 * ids, "masked_positions": ids[:, :2] // 50}
+        labels = {"masked_lm_logits": ids[:, :2], "next_sentence_logits": ids[:, 0] * 0}
+        model.fit(inputs, labels, verbose=0)
+    model.save_weights(path)
+    return str(path)
+
+
+def _argv(weights, data, out, *more):
+    return [
+        "train",
+        "--model",
+        "fnet_tiny",
+        "--weights",
+        str(weights),
+        "--data",
+        f"csv:{data}",
+        "--sequence-length",
+        "16",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--no-tensorboard",
+        "--verbose",
+        "2",
+        "--out",
+        str(out),
+        *more,
+    ]
+
+
+def _record(model_file) -> dict:
+    with zipfile.ZipFile(model_file) as archive:
+        return json.loads(archive.read(CHECKPOINT_RECORD))
+
+
+def _last(capsys) -> str:
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_fine_tune_from_weights_h5_resume_evaluate_predict_and_rerun(
+    tmp_path, csv_folder, capsys, monkeypatch
+):
+    weights = _pretrained_h5(tmp_path / "pretrained.weights.h5", trained=True)
+    out = tmp_path / "run"
+    argv = _argv(weights, csv_folder, out)
+    save_best = callbacks.ModelCheckpoint.on_epoch_end
+
+    def killed_after_the_first_epoch(self, epoch, logs=None):  # fault injection: ^C
+        save_best(self, epoch, logs)
+        if self.monitor:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(callbacks.ModelCheckpoint, "on_epoch_end", killed_after_the_first_epoch)
+        assert main(argv) == 130
+    assert [row["epoch"] for row in read_history(out / "history.csv")] == [0]
+    assert not (out / "model.keras").exists()
+    capsys.readouterr()
+
+    # The rerun resumes after the first epoch and finishes.
+    assert main(argv) == 0
+    assert [row["epoch"] for row in read_history(out / "history.csv")] == [0, 1]
+    printed = capsys.readouterr().out
+    accuracy = re.fullmatch(rf"test_accuracy={METRIC}", printed.strip().splitlines()[-1])[1]
+    assert "input sequences of 16 tokens, tokenizer 'bytes', 2 classes" in printed
+    assert "validation  'validation', 8 texts of" in printed and "dev.csv" in printed
+
+    identity = json.loads((out / "run.json").read_text())["identity"]
+    assert identity["weights"] == weights and identity["tokenizer"] == "bytes"
+    assert identity["recipe"] == "fnet_finetune"
+    assert (identity["learning_rate"], identity["weight_decay"], identity["label_smoothing"]) == (
+        1e-5,
+        0.01,
+        0.0,
+    )
+    assert identity["clipnorm"] is None and identity["warmup_epochs"] is None
+    record = _record(out / "model.keras")
+    assert record["class_names"] == ["negative", "positive"]
+    assert record["tokenizer"] == {"name": "bytes"}
+
+    # The encoder started from the weights (1e-5 for 8 steps moves them by ~1e-4): the word
+    # table is theirs, not a fresh one; the classifier is new (2 classes; the file has none).
+    model = keras.saving.load_model(out / "model.keras", compile=False)
+    pretrained = FNet(
+        TINY,
+        vocabulary_size=260,
+        max_sequence_length=POSITIONS,
+        heads="pretraining",
+        weights=weights,
+    )
+    ours = keras.ops.convert_to_numpy(model.get_layer("embeddings").word.embeddings)
+    theirs = keras.ops.convert_to_numpy(pretrained.encoder.get_layer("embeddings").word.embeddings)
+    assert np.abs(ours - theirs).max() < 1e-3
+    assert model.get_layer("embeddings").position.embeddings.shape == (POSITIONS, 64)
+
+    # evaluate tokenizes and labels as the run did, without --tokenizer.
+    assert main(["evaluate", "--model", str(out), "--data", f"csv:{csv_folder}"]) == 0
+    assert re.fullmatch(rf"accuracy={accuracy} loss={METRIC}", _last(capsys))
+    assert main(["predict", "--model", str(out), "--text", "the cat was good", "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "'the cat was good'"
+    assert re.fullmatch(r"  1\. +\d+\.\d\d%  (positive|negative)", lines[1])
+    assert {lines[1].split()[-1], lines[2].split()[-1]} == {"positive", "negative"}
+
+    # Rerun: the finished run is shown, not trained again.
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "is already finished (2 epochs)" in printed
+    assert printed.strip().endswith(f"test_accuracy={accuracy}")
+
+
+def test_official_flax_checkpoint_and_a_sentencepiece_tokenizer(tmp_path, csv_folder, capsys):
+    spm = tmp_path / "vocab.model"
+    spm.write_bytes(_tiny_sentencepiece_model())
+    checkpoint = write_checkpoint(
+        tmp_path / "f_net_checkpoint",
+        official_params(np.random.default_rng(0), sizes=TINY, vocab=60, max_length=POSITIONS),
+    )
+    # TSV split files, as GLUE ships them.
+    tsv = tmp_path / "glue"
+    tsv.mkdir()
+    for name in ("train", "dev", "test"):
+        rows = (csv_folder / f"{name}.csv").read_text().replace(",", "\t")
+        (tsv / f"{name}.tsv").write_text(rows)
+
+    # Official weights default to the official 32,000-piece vocabulary: refused, naming both.
+    out = tmp_path / "run"
+    assert main(_argv(checkpoint, tsv, out)) == 2
+    err = capsys.readouterr().err
+    assert "tokenizer has 32000 ids but the word table" in err and "has 60 rows" in err
+    assert not out.exists()
+
+    assert main(_argv(checkpoint, tsv, out, "--tokenizer", str(spm))) == 0
+    accuracy = re.fullmatch(rf"test_accuracy={METRIC}", _last(capsys))[1]
+    record = _record(out / "model.keras")
+    assert record["tokenizer"]["name"] == str(spm)
+    assert record["tokenizer"]["vocabulary_size"] == 60
+
+    # model.keras alone, moved away from its run and its .model file, still evaluates.
+    moved = tmp_path / "elsewhere" / "finetuned.keras"
+    moved.parent.mkdir()
+    shutil.copy(out / "model.keras", moved)
+    spm.unlink()
+    assert main(["evaluate", "--model", str(moved), "--data", f"csv:{tsv}"]) == 0
+    assert re.fullmatch(rf"accuracy={accuracy} loss={METRIC}", _last(capsys))
+
+
+TRAIN = "text,label\na,x\nb,y\n"
+DEV = "text,label\nc,x\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"train.csv": "text,stars\na,1\nb,2\n"}, "has no 'label' column"),
+        ({"train.csv": "label\n1\n2\n"}, "has no text column (text, sentence, sentence1)"),
+        ({"train.csv": "text,label\na,x\nb,x\n"}, "has a single class 'x'"),
+        ({"train.csv": "text,label\na,x\nb,y,z\n"}, "Line 3 of"),
+        ({"train.csv": TRAIN, "dev.csv": DEV, "test.csv": "text,label\nc,w\n"}, "'w' on line 2"),
+        ({"train.csv": TRAIN, "dev.csv": DEV, "test.csv": "text,label\n"}, "has no examples"),
+        ({"train.csv": TRAIN, "dev.csv": DEV}, "has no split 'test'"),
+        (
+            {"train.csv": TRAIN, "dev.csv": "sentence,text,label\nc,d,x\n", "test.csv": DEV},
+            "has more than one text column (text, sentence)",
+        ),
+    ],
+)
+def test_bad_csv_data_is_refused_naming_it_and_writing_nothing(tmp_path, files, message, capsys):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    out = tmp_path / "run"
+    argv = ["train", "--model", "fnet_tiny", "--data", f"csv:{folder}", "--batch-size", "2"]
+    assert main([*argv, "--sequence-length", "16", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_weights_that_do_not_fit_are_refused_naming_the_mismatch(tmp_path, csv_folder, capsys):
+    small = tmp_path / "small.weights.h5"
+    FNet(
+        {"hidden_size": 16, "num_layers": 1, "intermediate_size": 32},
+        vocabulary_size=260,
+        max_sequence_length=POSITIONS,
+    ).save_weights(small)
+    good = _pretrained_h5(tmp_path / "good.weights.h5")
+    out = tmp_path / "run"
+    cases = [
+        (_argv(small, csv_folder, out), "hidden_size 16, model 64; num_layers 1, model 2"),
+        (_argv(good, csv_folder, out, "--sequence-length", "64"), "have 32 positions"),
+        (_argv(good, csv_folder, out, "--tokenizer", "official"), "tokenizer has 32000 ids"),
+    ]
+    saved = tmp_path / "saved.keras"
+    create_model("fnet_tiny", num_classes=2, sequence_length=16, vocabulary_size=260).save(saved)
+    cases.append(
+        (
+            [
+                "train",
+                "--model",
+                str(saved),
+                "--weights",
+                good,
+                "--data",
+                f"csv:{csv_folder}",
+                "--out",
+                str(out),
+            ],
+            "`--weights` applies to model names",
+        )
+    )
+    for argv, message in cases:
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_a_keras_hub_preset_and_a_release_name_as_fine_tuning_weights(tmp_path, csv_folder):
+    preset = tmp_path / "f_net_tiny_en"
+    values = write_keras_hub_preset(
+        preset,
+        np.random.default_rng(3),
+        hidden_dim=64,
+        intermediate_dim=128,
+        vocabulary_size=260,
+        max_sequence_length=POSITIONS,
+    )
+    model = create_pretrained_model(
+        "fnet_tiny", weights=str(preset), num_classes=3, sequence_length=16, vocabulary_size=260
+    )
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(model.get_layer("pooler").kernel),
+        values["layers/dense_1/vars/0"],
+    )
+    assert model.get_layer("classifier").kernel.shape == (64, 3)
+    # A preset is official: the tokenizer defaults to the official vocabulary, refused here.
+    config = TrainConfig(
+        model="fnet_tiny", data=f"csv:{csv_folder}", weights=str(preset), sequence_length=16
+    )
+    with pytest.raises(ValueError, match=r"tokenizer has 32000 ids .* has 260 rows"):
+        config.validate()
+    TrainConfig(**{**vars(config), "tokenizer": "bytes"}).validate()
+    # Release names are checked without downloading: their sizes are the release's.
+    assert fnet_weights_sizes("f_net_large") == {
+        "hidden_size": 1024,
+        "num_layers": 24,
+        "intermediate_size": 4096,
+        "vocabulary_size": 32000,
+        "max_sequence_length": 512,
+        "num_segments": 4,
+    }
+    with pytest.raises(ValueError, match="hidden_size 768, model 64"):
+        TrainConfig(model="fnet_tiny", data=f"csv:{csv_folder}", weights="f_net_base").validate()
+
+
+def test_the_fine_tuning_recipe_is_the_official_one():
+    recipe = RECIPES["fnet_finetune"]
+    # SST-2 as run_classifier.py counts it: 67,349 examples, batch 64, 3 epochs.
+    steps_per_epoch = 67349 // 64
+    total = 67349 * 3 // 64
+    assert recipe.epochs * steps_per_epoch == total == 3156
+    warmup = recipe.warmup_steps(None, steps_per_epoch, recipe.epochs)
+    assert warmup == int(0.1 * total) == 315
+    schedule = warmup_linear_schedule(recipe.learning_rate, total, warmup)
+    steps = [0, 100, 315, 1000, (315 + 3156) / 2, 3156, 4000]
+    expected = [0.0, 1e-5 * 100 / 315, 1e-5, 1e-5 * (1 - 685 / 2841), 5e-6, 0.0, 0.0]
+    np.testing.assert_allclose([float(schedule(s)) for s in steps], expected, atol=1e-12)
+    assert (
+        keras.saving.deserialize_keras_object(
+            keras.saving.serialize_keras_object(schedule)
+        ).get_config()
+        == schedule.get_config()
+    )
+
+    config = TrainConfig(model="fnet_tiny", data="csv:x", weights="f_net_base").resolved()
+    assert (config.recipe, config.epochs, config.batch_size, config.learning_rate) == (
+        "fnet_finetune",
+        3,
+        64,
+        1e-5,
+    )
+    assert (config.weight_decay, config.clipnorm, config.label_smoothing) == (0.01, 0.0, 0.0)
+    assert TrainConfig(model="fnet_tiny", data="csv:x").resolved().recipe == "deit"
+
+    model = create_model("fnet_tiny", num_classes=2, sequence_length=8, vocabulary_size=20)
+    optimizer = create_optimizer(
+        model,
+        learning_rate=schedule,
+        weight_decay=0.01,
+        clipnorm=None,
+        decay_all=True,
+        epsilon=recipe.epsilon,
+    )
+    optimizer.build(model.trainable_variables)
+    assert all(optimizer._use_weight_decay(v) for v in model.trainable_variables)
+    assert (optimizer.epsilon, optimizer.beta_1, optimizer.beta_2) == (1e-6, 0.9, 0.999)
+    assert optimizer.global_clipnorm is None
+
+
+def test_vision_weights_load_the_backbone_and_a_fresh_head(tmp_path):
+    options = {"image_size": 16, "dims": 16, "depths": 1}
+    source = create_model("gfnet_tiny", num_classes=7, **options)
+    path = tmp_path / "seven.weights.h5"
+    source.save_weights(path)
+    keras.utils.set_random_seed(1)
+    model = create_pretrained_model("gfnet_tiny", weights=str(path), num_classes=3, **options)
+    assert model.output_shape == (None, 3)
+    theirs = {v.path: keras.ops.convert_to_numpy(v) for v in source.weights}
+    for variable in model.weights:
+        if not variable.path.startswith("head/"):
+            np.testing.assert_array_equal(
+                keras.ops.convert_to_numpy(variable), theirs[variable.path]
+            )
+    with pytest.raises(ValueError, match="no official ImageNet checkpoint for 'gfnet_tiny'"):
+        create_pretrained_model("gfnet_tiny", weights="imagenet", num_classes=3, **options)
+
+
+def test_official_vocabulary_downloads_once_through_the_mirror(tmp_path, monkeypatch):
+    proto = _tiny_sentencepiece_model()
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    with serve({OFFICIAL_SENTENCEPIECE_FILE: proto}) as server:
+        monkeypatch.setenv("KERAS_FOURIER_MIRROR", server.url)
+        path = official_sentencepiece_model()
+        assert server.requests == [f"/{OFFICIAL_SENTENCEPIECE_FILE}"]
+    assert path == os.path.join(tmp_path, "keras", "keras_fourier", OFFICIAL_SENTENCEPIECE_FILE)
+    with open(path, "rb") as file:
+        assert file.read() == proto
+    # Offline afterwards: the cached file.
+    assert official_sentencepiece_model() == path
+    assert load_tokenizer("official").vocabulary_size == 60
