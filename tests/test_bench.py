@@ -115,6 +115,16 @@ def test_attention_points_that_do_not_fit_in_memory_are_skipped(monkeypatch, cap
     assert "tokens=128  skipped: not enough memory" in capsys.readouterr().out
 
 
+def test_memory_check_reads_this_machines_meminfo():
+    # The real query the attention points are skipped by: MemAvailable, in MiB, below MemTotal.
+    with open("/proc/meminfo") as file:
+        total = next(int(line.split()[1]) for line in file if line.startswith("MemTotal:")) / 1024
+    available = bench._available_mib()
+    assert 0 < available <= total
+    assert bench._attention_fits(64, 16, 1)
+    assert not bench._attention_fits(10**6, 384, 1)  # 2 x 6 x 10^12 floats: no machine has it
+
+
 def test_bench_bf16_runs_the_mixed_bfloat16_policy_and_reports_agreement(tmp_path):
     argv = ["bench", "gfnet_tiny", "--image-size", "16", "--classes", "10", "--batch-size", "2"]
     argv += ["--repeats", "1", "--precision", "bf16", "--agreement", "--examples", "8"]

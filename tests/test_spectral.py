@@ -89,6 +89,22 @@ def test_auto_resolves_by_device_and_size(monkeypatch):
     assert spectral.resolve_fft_impl("fft") == "fft"
 
 
+def test_auto_resolves_with_the_real_device_queries_of_this_machine():
+    # The same choice as above, with nothing replaced: what a user's "auto" gets here.
+    if keras.config.backend() == "torch":
+        import torch
+
+        accelerated = torch.cuda.is_available()
+    else:
+        accelerated = any(not d.startswith("cpu") for d in keras.distribution.list_devices())
+    assert spectral._on_cpu() is not accelerated
+    assert not spectral._on_tpu() or accelerated
+    assert spectral.resolve_fft_impl("auto", 14 * 14) == ("fft" if accelerated else "matmul")
+    assert spectral.resolve_fft_impl("auto", spectral.DENSE_DFT_MAX_TOKENS + 1) == (
+        "matmul" if spectral._on_tpu() else "fft"
+    )
+
+
 def test_bad_fft_impl_names_the_value():
     with pytest.raises(ValueError, match=r"fft_impl='cufft'"):
         spectral.validate_fft_impl("cufft")
