@@ -460,8 +460,6 @@ def train(
             if finished is not None:
                 return finished
         data = config.task.datasets(config)
-        if config.saved_model or config.weights is not None:  # refused before anything is written
-            _start_model(config, data.num_classes)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
         steps_per_epoch = config.steps_per_epoch or int(data.train.cardinality())
@@ -471,13 +469,30 @@ def train(
                 f"(cardinality {steps_per_epoch}); set "
                 f"`{names.get('steps_per_epoch', 'steps_per_epoch')}`."
             )
+        # Built once, before anything is written: a saved model or weights that do not fit
+        # the data are refused here.
+        model = _build_in(strategy, config, data.num_classes, steps_per_epoch)
         if not lock.held:
             os.makedirs(out, exist_ok=True)
             lock.acquire()
             _check_folder(out, config, names)
-        return _fit(config, strategy, out, data, steps_per_epoch)
+        return _fit(config, strategy, out, data, model)
     finally:
         lock.release()
+
+
+def _build_in(
+    strategy: tf.distribute.Strategy, config: TrainConfig, num_classes: int, steps_per_epoch: int
+) -> keras.Model:
+    """The run's compiled model, seeded, under the run's dtype policy and `strategy`'s scope."""
+    keras.utils.set_random_seed(config.seed)
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(config.mixed_precision)
+    try:
+        with strategy.scope():
+            return _build(config, num_classes, steps_per_epoch)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
 
 
 def _fit(
@@ -485,20 +500,18 @@ def _fit(
     strategy: tf.distribute.Strategy,
     out: str,
     data: TaskData,
-    steps_per_epoch: int,
+    model: keras.Model,
 ) -> TrainResult:
     folder = RunFolder(out)
     for path in (folder.path, folder.backup):
         remove_stale_temporaries(path)
     write_run_record(out, _record(config, status="running"))
-    keras.utils.set_random_seed(config.seed)
     history_path = folder.history
     backup = EpochBackup(folder.backup, history_path)
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(config.mixed_precision)
     try:
         with strategy.scope():
-            model = _build(config, data.num_classes, steps_per_epoch)
             last_epoch, rows = backup.restore(model)
             completed = complete_checkpoints(
                 model,
