@@ -35,8 +35,9 @@ def test_the_site_builds_strictly_with_every_api_page(tmp_path):
     assert 'id="keras_fourier.layers.GlobalFilter"' in api
     models = (tmp_path / "site" / "api" / "models" / "index.html").read_text()
     assert 'id="keras_fourier.models.builder.build_model"' in models
-    # Doctest examples render as code, not as Markdown text.
+    # Doctest examples render as code, Sphinx roles as names (docs/griffe_docstrings.py).
     assert '<span class="gp">&gt;&gt;&gt; </span>' in api
+    assert ":func:" not in api and "<code>keras_fourier.layers.spectral</code>" in api
     assert (tmp_path / "site" / "scaling_cpu2.png").exists()
 
 
