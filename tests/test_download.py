@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import keras_fourier
 from keras_fourier.cli import main
-from keras_fourier.models.download import (
+from keras_fourier.weights.download import (
     Progress,
     cache_dir,
     download,
