@@ -30,6 +30,7 @@ from keras_fourier.models.vision_weights import (
     pytorch_key_map,
 )
 from keras_fourier.weights import convert, download, resize
+from keras_fourier.weights.pipeline import READERS
 from keras_fourier.weights.pth import read_pth
 from keras_fourier.weights.saved import load_file_weights
 from tests.harness import random_input, to_numpy
@@ -733,6 +734,10 @@ def test_each_family_owns_its_release_rows():
     table = catalog.RELEASES
     assert set(table) == set(gfnet.RELEASES) | set(hornet.RELEASES)
     assert afnonet.RELEASES == {}
+    every_row = [
+        row for family in catalog.FAMILIES for rows in family.releases.values() for row in rows
+    ]
+    assert {row.reader for row in every_row} == set(READERS)  # each reader serves a release
     assert fnet_family.FNET.releases["base"][0].file_name == "f_net_base_checkpoint"
     assert [family.name for family in catalog.FAMILIES if family.releases.get("gfnet_ti")] == [
         "GFNet"

@@ -23,13 +23,11 @@ import keras
 
 from keras_fourier.models.family import Variant
 from keras_fourier.models.keymap import OPTIONAL_LAYERS
-from keras_fourier.weights.convert import KeyMap
+from keras_fourier.weights.convert import KeyMap, listing
 from keras_fourier.weights.pipeline import load_checkpoint, load_release
 from keras_fourier.weights.releases import ImageNetRelease
 from keras_fourier.weights.resize import resizable_kind
 from keras_fourier.weights.saved import load_saved_weights
-
-_MAX_LISTED = 10
 
 
 def transform_for(path: str) -> str:
@@ -99,12 +97,10 @@ def pytorch_key_map(
         else:
             keys[key] = (variable, transform_for(variable.path))
     if unmapped:
-        shown = ", ".join(unmapped[:_MAX_LISTED])
-        more = len(unmapped) - _MAX_LISTED
         raise ValueError(
             f"Model {model.name!r} has variables without a counterpart in the official "
             f"{variant.key!r} checkpoints; was it built from another variant? "
-            f"Variables: {shown}{f', ... and {more} more' if more > 0 else ''}"
+            f"Variables: {listing(unmapped)}"
         )
     layer_names = {layer.name for layer in model.layers}
     ignored = {

@@ -53,7 +53,8 @@ _RANKS = {"linear": 2, "conv": 4, "depthwise": 4, "global_filter": 4, "global_lo
 _MAX_LISTED = 10
 
 
-def _listing(items: list[str]) -> str:
+def listing(items: list[str]) -> str:
+    """The first ten of `items`, comma-separated, then how many more there are."""
     shown = ", ".join(items[:_MAX_LISTED])
     more = len(items) - _MAX_LISTED
     return f"{shown}, ... and {more} more" if more > 0 else shown
@@ -149,7 +150,7 @@ def convert(
         except ValueError as error:
             wrong.append(f"{key} -> {variable.path}: {error}")
     problems = [
-        f"{label} ({len(items)}): {_listing(items)}"
+        f"{label} ({len(items)}): {listing(items)}"
         for label, items in (
             ("missing keys", missing),
             ("unexpected keys", unexpected),

@@ -26,6 +26,11 @@ size says, its tensors' layouts must fit it, and a storage larger than what
 its tensors reach (plus 4 KiB) is refused, naming the entry, all before any
 storage is read. Each storage is then read once (a bounded read) and its
 tensors are read-only NumPy views of it.
+
+:func:`read_pth` is the reader of the release pipeline: the state dict of a
+checkpoint (unnested from ``model``, ``module``, ``state_dict`` or
+``model_state``, without a ``module.`` prefix; :func:`unwrap_state_dict`)
+as float32 arrays.
 """
 
 from __future__ import annotations
