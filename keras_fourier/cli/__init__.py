@@ -17,9 +17,8 @@ argument error, without loading TensorFlow.
 Every error is one line on stderr, ``keras-fourier NAME: error: MESSAGE``,
 printed by :func:`run`: exit status 2 for a bad argument (argparse's, or a
 `ValueError`, `TypeError` or `FileNotFoundError` of the library, whose
-message names it), 1 for a failure (a :class:`~keras_fourier.cli.arguments.
-CommandError` that `run(args)` raised), and ``keras-fourier NAME:
-interrupted`` with 130 for Ctrl-C.
+message names it), 1 for a failure (a `CommandError` that `run(args)`
+raised), and ``keras-fourier NAME: interrupted`` with 130 for Ctrl-C.
 """
 
 from __future__ import annotations
