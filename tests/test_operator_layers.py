@@ -91,8 +91,7 @@ def _numpy_afno1d(x, weights, num_blocks, threshold, fraction):
 
 
 @pytest.mark.parametrize("impl", ["fft", "matmul"])
-@pytest.mark.parametrize("fraction", [1.0, 0.5])
-@pytest.mark.parametrize("length", [8, 11])
+@pytest.mark.parametrize(("length", "fraction"), [(8, 1.0), (11, 0.5)])
 def test_afno1d_matches_the_official_rule(impl, fraction, length):
     x = random_input((2, length, 8))
     layer = AFNO1D(
@@ -118,8 +117,10 @@ def _numpy_fourcastnet_afno(x, weights, num_blocks, threshold, fraction):
 
 
 @pytest.mark.parametrize("impl", ["fft", "matmul"])
-@pytest.mark.parametrize("fraction", [1.0, 0.5, 0.3])
-@pytest.mark.parametrize("size", [(8, 8), (6, 12), (7, 5), (4, 16)])
+@pytest.mark.parametrize(
+    ("size", "fraction"),
+    [((8, 8), 1.0), ((6, 12), 1.0), ((6, 12), 0.5), ((7, 5), 0.3), ((4, 16), 0.3)],
+)
 def test_afno2d_fourcastnet_slicing_matches_the_official_rule(impl, fraction, size):
     x = random_input((2, *size, 8))
     layer = AFNO2D(
@@ -212,7 +213,7 @@ def _numpy_fno2d(x, weights1, weights2, m1, m2):
 
 
 @pytest.mark.parametrize("impl", ["fft", "matmul"])
-@pytest.mark.parametrize("size", [(8, 8), (6, 9), (9, 4)])
+@pytest.mark.parametrize("size", [(6, 9), (9, 4)])
 def test_fno2d_matches_the_official_spectral_conv(impl, size):
     x = random_input((2, *size, 4))
     layer = FNO2D(modes_height=2, modes_width=3, fft_impl=impl)
@@ -255,7 +256,7 @@ def test_fno_parameter_count_is_modes_times_channels_squared():
     ],
     ids=["gf1d", "afno1d", "fno1d"],
 )
-@pytest.mark.parametrize("length", [7, 8, 9])
+@pytest.mark.parametrize("length", [7, 8])
 def test_fft_and_matmul_agree_1d(make, length):
     x = random_input((2, length, 4))
     layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
@@ -273,7 +274,7 @@ def test_fft_and_matmul_agree_1d(make, length):
     ],
     ids=["fno2d", "afno2d-fourcastnet"],
 )
-@pytest.mark.parametrize("size", [(6, 6), (7, 5), (8, 12)])
+@pytest.mark.parametrize("size", [(7, 5), (8, 12)])
 def test_fft_and_matmul_agree_2d(make, size):
     x = random_input((2, *size, 4))
     layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")

@@ -130,10 +130,13 @@ def resize_pos_embed(pos_embed: np.ndarray, size: tuple[int, int]) -> np.ndarray
     The checkpoint's N tokens are a square grid (the official models are
     square); when it differs from `size` it is resized bicubically with
     ``align_corners=False``, as the official fine-tuning code of GFNet and
-    AFNO does, generalised to non-square targets.
+    AFNO does, generalised to non-square targets. A (1, h, w, C) map (a
+    token list a key map has already laid out on its grid, as FourCastNet's
+    non-square one) is resized the same way, where its size differs.
 
     Args:
-        pos_embed: (1, N, C) array with N a perfect square.
+        pos_embed: (1, N, C) array with N a perfect square, or a (1, h, w, C)
+            map.
         size: (H, W), the model's token grid.
 
     Returns:
@@ -147,6 +150,8 @@ def resize_pos_embed(pos_embed: np.ndarray, size: tuple[int, int]) -> np.ndarray
         (1, 24, 20, 8)
     """
     pos_embed = np.asarray(pos_embed)
+    if pos_embed.ndim == 4 and pos_embed.shape[0] == 1:
+        return resize_position_map(pos_embed, size)
     side = math.isqrt(pos_embed.shape[1]) if pos_embed.ndim == 3 else 0
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1 or side * side != pos_embed.shape[1]:
         raise ValueError(
