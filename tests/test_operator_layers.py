@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from keras_fourier.layers import AFNO1D, AFNO2D, FNO1D, FNO2D, GlobalFilter1D
+from keras_fourier.layers import AFNO1D, AFNO2D, FNO1D, FNO2D, GlobalFilter1D, PeriodicPad2D
 from keras_fourier.layers.fourier import fourcastnet_mode_mask
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
@@ -50,11 +50,29 @@ AFNO_WEIGHTS = {"w1": (2, 2, 2, 4), "b1": (2, 2, 4), "w2": (2, 2, 4, 2), "b2": (
             (2, 6, 5, 3),
             {"weights1": (3, 3, 2, 2, 2), "weights2": (3, 3, 2, 2, 2)},
         ),
+        (lambda **kw: PeriodicPad2D(2, **kw), (2, 4, 6, 3), {}),
     ],
-    ids=["gf1d", "gf1d-resized", "afno1d", "afno1d-hard", "afno2d-fourcastnet", "fno1d", "fno2d"],
+    ids=[
+        "gf1d",
+        "gf1d-resized",
+        "afno1d",
+        "afno1d-hard",
+        "afno2d-fourcastnet",
+        "fno1d",
+        "fno2d",
+        "periodic-pad",
+    ],
 )
 def test_shared_checks(make, shape, weights, tmp_path):
     run_layer_checks(make, shape, weights, str(tmp_path))
+
+
+def test_periodic_pad_wraps_longitude_and_zero_pads_latitude():
+    x = random_input((1, 3, 5, 2))
+    expected = np.pad(
+        np.concatenate([x[:, :, -2:], x, x[:, :, :2]], axis=2), [(0, 0), (2, 2)] + [(0, 0)] * 2
+    )
+    np.testing.assert_array_equal(to_numpy(PeriodicPad2D(2)(x)), expected)
 
 
 def _shrink(v, threshold):
