@@ -17,6 +17,13 @@ The released checkpoints hold ``{"iters", "epoch", "model_state",
 (``train.py`` ``save_checkpoint`` of a DistributedDataParallel model); the
 final ``norm`` is in them but the official forward never applies it, so the
 Keras model has no such layer and the conversion skips those two tensors.
+
+A forecast with the released weights needs the release's inputs: the
+:data:`ERA5_CHANNELS` of the first 720 of ERA5's 721 latitude rows
+(``inference/inference.py`` slices ``0:720``), z-scored per channel with the
+``global_means.npy`` and ``global_stds.npy`` of the release's ``stats_v0``
+(indexed ``[0, channels]``, as ``inference.py`` does), channels last here;
+the outputs are z-scores of the same channels 6 hours later.
 """
 
 from __future__ import annotations
