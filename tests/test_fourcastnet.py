@@ -227,10 +227,12 @@ def test_a_checkpoint_that_does_not_match_lists_every_mismatch_and_changes_nothi
         np.testing.assert_array_equal(after, value)
 
 
-def test_a_file_without_model_state_is_refused(tmp_path):
+def test_another_models_checkpoint_is_refused_naming_its_keys(tmp_path):
     path = tmp_path / "other.pth"
     torch.save({"model": {"x": torch.zeros(2)}}, path)
-    with pytest.raises(ValueError, match=r"no 'model_state'.*\['model'\]"):
+    with pytest.raises(
+        ValueError, match=r"missing keys \(28\): blocks.0.filter.b1.*unexpected keys \(1\): x"
+    ):
         FourCastNet(weights=path, **TINY)
 
 

@@ -9,7 +9,9 @@ returns channels-first (B, C, H, W) tensors (``np.moveaxis`` between the
 two). :func:`rollout` steps a model autoregressively inside a compiled
 graph. :func:`load_fourcastnet_checkpoint` reads and converts an official
 checkpoint (``backbone.ckpt``, ``precip.ckpt``, or a ``.tar`` saved by
-``train.py``) without PyTorch, all or nothing.
+``train.py``) without PyTorch, all or nothing, through the family's key map
+(:func:`fourcastnet_key_map`) and the generic machinery of
+:mod:`keras_fourier.weights`.
 
 Layer names follow the vision models', so the official keys map as
 AFNONet's: ``stem_conv`` (``patch_embed.proj``), ``pos_embed``,
@@ -26,8 +28,9 @@ Reference:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 
 import keras
 import numpy as np
@@ -35,11 +38,12 @@ from keras import ops
 
 from keras_fourier.layers import PeriodicPad2D, PositionEmbedding, spectral
 from keras_fourier.layers.fourier import MODE_SLICINGS
-from keras_fourier.models import checkpoints, pth
-from keras_fourier.models.family import Variant, VisionSpec
-from keras_fourier.models.fourcastnet_family import FOURCASTNET, VARIANTS, FourCastNetSpec
+from keras_fourier.models.family import VisionSpec
+from keras_fourier.models.fourcastnet_family import VARIANTS, FourCastNetSpec, checkpoint_key
 from keras_fourier.models.vision import _block
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
+from keras_fourier.weights.convert import KeyMap, listing, load_tensors
+from keras_fourier.weights.pth import read_pth
 
 # The fields of a row a builder call may override (``precip`` is chosen by the variant).
 OVERRIDABLE = tuple(f.name for f in dataclasses.fields(FourCastNetSpec) if f.name != "precip")
@@ -230,88 +234,51 @@ def FourCastNet(
     return model
 
 
-def read_fourcastnet_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The state dict of an official FourCastNet checkpoint, read without PyTorch.
+def _transform(path: str) -> str:
+    """The layout change from the official tensor to the variable at `path`."""
+    *owners, name = path.split("/")
+    if name != "kernel":
+        return "copy"  # AFNO weights, biases, LayerNorm, the position embedding (laid out)
+    return "conv" if owners[0] in ("stem_conv", "precip_conv") else "linear"
 
-    The file is ``{"iters", "epoch", "model_state", "optimizer_state_dict"}``
-    (``train.py`` ``save_checkpoint``; ``"state_dict"`` is accepted too, as
-    the official loaders do), read by
-    :func:`keras_fourier.models.pth.read_checkpoint`, which refuses any code
-    in the pickle. The ``module.`` prefix of a DistributedDataParallel model
-    is stripped, as the official loaders do.
+
+def fourcastnet_key_map(
+    variant: str, model: keras.Model, checkpoint_keys: Collection[str] = ()
+) -> tuple[KeyMap, set[str]]:
+    """The official key of every variable of `model`, with its layout change.
+
+    The key-map function of :func:`keras_fourier.weights.convert.convert`
+    (with `variant` bound): Linear and convolution weights are transposed,
+    everything else copied; the keys of the final ``norm``, which the
+    official forward never applies, are ignored.
 
     Args:
-        path: a ``.ckpt``/``.tar``/``.pth`` file written by ``torch.save``.
+        variant: the variant the model was built from.
+        model: a model built by :func:`FourCastNet` from it.
+        checkpoint_keys: unused (one layout per variant).
 
     Returns:
-        Official key (without ``module.``) -> float32 NumPy array.
+        (official key -> (variable, transform), ignored official keys).
 
     Raises:
-        ValueError: the file is not such a checkpoint (naming the file).
+        ValueError: a variable without an official counterpart (a model not
+            built by :func:`FourCastNet`).
     """
-    path = os.fspath(path)
-    try:
-        checkpoint = pth.read_checkpoint(path)
-    except pth.UnsafeCheckpointError as error:
-        raise pth.UnsafeCheckpointError(f"{path!r}: {error}") from error
-    except (OSError, ValueError) as error:
-        raise ValueError(f"Could not read {path!r} as a PyTorch checkpoint: {error}") from error
-    state = None
-    if isinstance(checkpoint, Mapping):
-        state = checkpoint.get("model_state", checkpoint.get("state_dict"))
-    if not isinstance(state, Mapping):
-        found = sorted(map(str, checkpoint)) if isinstance(checkpoint, Mapping) else []
+    del checkpoint_keys
+    keys, unmapped = {}, []
+    for variable in model.weights:
+        key = checkpoint_key(variant, variable.path)
+        if key is None:
+            unmapped.append(variable.path)
+        else:
+            keys[key] = (variable, _transform(variable.path))
+    if unmapped:
         raise ValueError(
-            f"{path!r} is not a FourCastNet checkpoint: it has no 'model_state' (or "
-            f"'state_dict') mapping; its entries: {found}"
+            f"Model {model.name!r} has variables without a counterpart in the official "
+            f"{variant!r} checkpoints; was it built by FourCastNet? Variables: {listing(unmapped)}"
         )
-    not_tensors = sorted(str(k) for k, v in state.items() if not isinstance(v, np.ndarray))
-    if not_tensors:
-        raise ValueError(f"{path!r}: 'model_state' entries that are not tensors: {not_tensors}")
-    return {
-        str(key).removeprefix("module."): value.astype(np.float32) for key, value in state.items()
-    }
-
-
-def convert_fourcastnet_state_dict(
-    state_dict: Mapping[str, np.ndarray], model: keras.Model, variant: str = "fourcastnet"
-) -> dict[str, np.ndarray]:
-    """Converts an official FourCastNet state dict to the values of every variable of `model`.
-
-    All or nothing: every variable must come from a key and every key must
-    be used (but the final ``norm``, which the official forward never
-    applies); the error lists the missing keys, the unexpected keys and the
-    tensors of the wrong shape. Linear and convolution weights are
-    transposed; the (1, h * w, E) position embedding is laid out on the
-    variant's token grid (or the model's, when it has that many tokens) and
-    resized bicubically (``align_corners=False``) where the model's grid
-    differs.
-
-    Args:
-        state_dict: official key (``module.`` stripped) -> array, see
-            :func:`read_fourcastnet_checkpoint`.
-        model: a model built by :func:`FourCastNet` from `variant`.
-        variant: the variant it was built from. Default "fourcastnet".
-
-    Returns:
-        Keras variable path -> float32 array of the variable's shape.
-
-    Raises:
-        ValueError: the state dict does not match the model.
-    """
-    spec = VARIANTS[variant]
-    prefix = "backbone." if spec.precip else ""
-    unused = {f"{prefix}norm.weight", f"{prefix}norm.bias"}
-    values = {key: value for key, value in state_dict.items() if key not in unused}
-    key = f"{prefix}pos_embed"
-    pos_embed = values.get(key)
-    if pos_embed is not None and pos_embed.ndim == 3 and pos_embed.shape[0] == 1:
-        grid = model.get_layer("pos_embed").pos_embed.shape[1:3]
-        for rows, cols in (spec.grid, tuple(grid)):
-            if rows * cols == pos_embed.shape[1]:
-                values[key] = pos_embed.reshape(1, rows, cols, pos_embed.shape[2])
-                break
-    return checkpoints.convert_state_dict(Variant(FOURCASTNET, variant), values, model)
+    prefix = "backbone." if VARIANTS[variant].precip else ""
+    return keys, {f"{prefix}norm.weight", f"{prefix}norm.bias"}
 
 
 def load_fourcastnet_checkpoint(
@@ -319,18 +286,40 @@ def load_fourcastnet_checkpoint(
 ) -> None:
     """Loads an official FourCastNet checkpoint into `model`, all or nothing.
 
+    The file (``backbone.ckpt``, ``precip.ckpt``, or a ``.tar`` saved by
+    ``train.py``: ``{"iters", "epoch", "model_state": {"module.<key>": tensor},
+    "optimizer_state_dict"}``) is read without PyTorch by
+    :func:`keras_fourier.weights.pth.read_pth`, which runs no code from it,
+    takes ``model_state`` and strips ``module.``. The (1, h * w, E) position
+    embedding is laid out row-major on the model's token grid, so the
+    checkpoint must be for the model's grid (the official model runs at its
+    one grid only); Linear and convolution weights are transposed.
+
     Args:
         model: a model built by :func:`FourCastNet` from `variant`.
-        path: the checkpoint (see :func:`read_fourcastnet_checkpoint`).
+        path: the checkpoint.
         variant: the variant the model was built from. Default "fourcastnet".
 
     Raises:
         ValueError: the file cannot be read, or does not match the model (the
-            message lists every mismatch); the model is then unchanged.
+            message lists every missing key, unexpected key and wrong shape);
+            the model is then unchanged.
     """
-    values = convert_fourcastnet_state_dict(read_fourcastnet_checkpoint(path), model, variant)
-    for variable in model.weights:
-        variable.assign(values[variable.path])
+    check_choice("variant", variant, tuple(VARIANTS))
+    path = os.fspath(path)
+    tensors = read_pth(path)
+    key = f"{'backbone.' if VARIANTS[variant].precip else ''}pos_embed"
+    pos_embed = tensors.get(key)
+    rows, cols = model.get_layer("pos_embed").pos_embed.shape[1:3]
+    if pos_embed is not None and pos_embed.ndim == 3 and pos_embed.shape[:2] == (1, rows * cols):
+        tensors[key] = pos_embed.reshape(1, rows, cols, pos_embed.shape[2])
+    load_tensors(
+        model,
+        tensors,
+        functools.partial(fourcastnet_key_map, variant),
+        source=path,
+        description=f"FourCastNet variant {variant!r} as built (model {model.name!r})",
+    )
 
 
 def rollout(
