@@ -169,7 +169,7 @@ def default_image_size(name: str, *, data: str | None = None, **architecture: An
 
     Example:
         >>> default_image_size("gfnet_tiny", data="digits"), default_image_size("gfnet_h_ti")
-        (16, 32)
+        (16, 224)
     """
     stride = vision_stride(name, **architecture)
     if data == "digits":
