@@ -91,6 +91,7 @@ from keras_fourier.training.config import TrainConfig
 from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
 from keras_fourier.training.recipe import (
     create_optimizer,
+    get_recipe,
     warmup_cosine_schedule,
     warmup_linear_schedule,
 )
@@ -258,7 +259,7 @@ def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Mod
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
     task = run_task(config)
     model = _start_model(config, task, num_classes)
-    recipe = config.run_recipe
+    recipe = get_recipe(config.recipe)
     total_steps = config.epochs * steps_per_epoch
     schedule = {"cosine": warmup_cosine_schedule, "linear": warmup_linear_schedule}[
         recipe.schedule
