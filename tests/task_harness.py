@@ -1,0 +1,163 @@
+"""The one harness every task of `keras_fourier.tasks` goes through.
+
+`run_task_checks(task, config)` runs, for a registered task and a tiny run
+of it (a small model, a few small batches of its own data pipeline):
+
+* registration: `get_task(task.name)` is the task, it takes the run's data
+  and model, `select_task` with its name returns it, and a run of a
+  non-default task records the task in its identity;
+* its pipelines: the training and validation batches of `datasets`, and the
+  model that `model_options` builds, whose outputs pass `check_outputs`;
+  a model with one more class is refused in one line;
+* its losses (training and evaluation) are finite scalars on a batch;
+* its metrics are computed over the whole split: updated batch by batch
+  (batches of 1, 2, 3, ... examples, so that a metric averaged per batch
+  would differ) they give what they give on the whole split at once,
+  `reset_state` brings back the value of a new metric, and accumulating
+  again gives the same value;
+* its selection metric is among its metrics, in training and evaluation,
+  with mode "max" or "min";
+* `evaluate` scores the model through the public call and returns "loss"
+  and every metric, finite; the summary lines read ``test_<name>=<value>``
+  with 4 decimals, the last one the task's main result;
+* what it stores in model.keras (`labels`) is JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier.data.text import select_model_inputs
+from keras_fourier.models.catalog import create_model
+from keras_fourier.tasks import Task, get_task, select_task
+from keras_fourier.training import TrainConfig, evaluate, resolve_config, run_identity
+from keras_fourier.training.plan import validate_config
+
+SUMMARY_LINE = re.compile(r"test_\w+=-?\d+\.\d{4}")
+
+
+def _model(task: Task, config: TrainConfig, num_classes: int) -> keras.Model:
+    keras.utils.set_random_seed(config.seed)
+    return create_model(
+        config.model,
+        num_classes=num_classes,
+        **task.model_options(config),
+        **config.architecture,
+    )
+
+
+def _batches(model: keras.Model, dataset: tf.data.Dataset) -> list[tuple]:
+    """(targets, predictions) of the first batch of `dataset`, as NumPy arrays."""
+    inputs, targets = next(iter(select_model_inputs(dataset, model)))
+    return [(np.asarray(targets), keras.ops.convert_to_numpy(model(inputs, training=False)))]
+
+
+def _uneven_batches(model: keras.Model, dataset: tf.data.Dataset) -> list[tuple]:
+    """(targets, predictions) of the whole of `dataset` in batches of 1, 2, 3, ... examples."""
+    batches = list(select_model_inputs(dataset, model))
+    inputs = tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *(x for x, _ in batches))
+    targets = np.concatenate([np.asarray(y) for _, y in batches])
+    pairs, start, size = [], 0, 1
+    while start < len(targets):
+        end = min(start + size, len(targets))
+        chunk = tf.nest.map_structure(lambda x, a=start, b=end: x[a:b], inputs)
+        predictions = keras.ops.convert_to_numpy(model(chunk, training=False))
+        pairs.append((targets[start:end], predictions))
+        start, size = end, size + 1
+    return pairs
+
+
+def _result(metric: keras.metrics.Metric) -> float:
+    return float(keras.ops.convert_to_numpy(metric.result()))
+
+
+def check_registration(task: Task, config: TrainConfig) -> None:
+    assert get_task(task.name) is task
+    assert task.accepts(config.data), config.data
+    assert task.accepts_model(config.model), config.model
+    assert select_task(config.data, model=config.model, task=task.name) is task
+    validate_config(config)
+    identity = run_identity(config)
+    assert identity.get("task") == (None if task.default else task.name)
+
+
+def check_outputs_and_losses(
+    task: Task, config: TrainConfig
+) -> tuple[keras.Model, tf.data.Dataset]:
+    data = task.datasets(config)
+    model = _model(task, config, data.num_classes)
+    task.check_outputs(model, data.num_classes, f"data {config.data!r}")
+    with pytest.raises(ValueError, match=model.name) as refused:
+        task.check_outputs(_model(task, config, data.num_classes + 1), data.num_classes, "data")
+    assert "\n" not in str(refused.value)
+    (targets, predictions), *_ = _batches(model, data.train)
+    for loss in (task.loss(config), task.loss()):
+        value = float(keras.ops.convert_to_numpy(loss(targets, predictions)))
+        assert math.isfinite(value), (loss, value)
+    return model, data.validation
+
+
+def check_whole_split_metrics(task: Task, model: keras.Model, validation: tf.data.Dataset) -> None:
+    num_classes = model.output_shape[-1]
+    pairs = _uneven_batches(model, validation)
+    assert len(pairs) > 2, "the split is too small"
+    whole_targets = np.concatenate([targets for targets, _ in pairs])
+    whole_predictions = np.concatenate([predictions for _, predictions in pairs])
+    for training in (False, True):
+        names = [metric.name for metric in task.metrics(num_classes, training=training)]
+        assert task.selection_metric in names, (task.selection_metric, names)
+        for metric, fresh, whole in zip(
+            task.metrics(num_classes, training=training),
+            task.metrics(num_classes, training=training),
+            task.metrics(num_classes, training=training),
+            strict=True,
+        ):
+            for targets, predictions in pairs:
+                metric.update_state(targets, predictions)
+            accumulated = _result(metric)
+            whole.update_state(whole_targets, whole_predictions)
+            np.testing.assert_allclose(accumulated, _result(whole), rtol=1e-5, atol=1e-6)
+            metric.reset_state()
+            np.testing.assert_allclose(_result(metric), _result(fresh), rtol=0, atol=0)
+            for targets, predictions in pairs:
+                metric.update_state(targets, predictions)
+            np.testing.assert_allclose(_result(metric), accumulated, rtol=1e-6, atol=1e-7)
+    assert task.selection_mode in ("max", "min")
+    assert task.monitor == f"val_{task.selection_metric}"
+
+
+def check_evaluate_and_summary(task: Task, config: TrainConfig, model: keras.Model) -> None:
+    metrics = evaluate(
+        model,
+        config.data,
+        split=config.eval_split,
+        batch_size=config.batch_size,
+        eval_examples=config.eval_examples,
+        task=task.name,
+        labels=task.labels(config),
+    )
+    expected = {"loss", *(metric.name for metric in task.metrics(model.output_shape[-1]))}
+    assert set(metrics) == expected, metrics
+    assert all(math.isfinite(value) for value in metrics.values()), metrics
+    lines = task.summary(metrics)
+    assert lines, "no summary line"
+    for line in lines:
+        assert SUMMARY_LINE.fullmatch(line), line
+    assert json.loads(json.dumps(task.labels(config))) == task.labels(config)
+
+
+def run_task_checks(task: Task, config: TrainConfig) -> None:
+    """Every check above, for `task` on the tiny run `config` (its recipe is resolved here)."""
+    config = resolve_config(dataclasses.replace(config, task=task.name))
+    check_registration(task, config)
+    model, validation = check_outputs_and_losses(task, config)
+    check_whole_split_metrics(task, model, validation)
+    check_evaluate_and_summary(task, config, model)
