@@ -88,13 +88,13 @@ from keras_fourier.training.callbacks import (
     save_model,
 )
 from keras_fourier.training.config import TrainConfig
-from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
-from keras_fourier.training.recipe import (
+from keras_fourier.training.optimizer import (
     create_optimizer,
-    get_recipe,
     warmup_cosine_schedule,
     warmup_linear_schedule,
 )
+from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
+from keras_fourier.training.recipe import get_recipe
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
