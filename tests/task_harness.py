@@ -20,7 +20,8 @@ of it (a small model, a few small batches of its own data pipeline):
 * `evaluate` scores the model through the public call and returns "loss"
   and every metric, finite; the summary lines read ``test_<name>=<value>``
   with 4 decimals, the last one the task's main result;
-* what it stores in model.keras (`labels`) is JSON.
+* what it stores in model.keras (`labels`) is JSON, and with it `predict`
+  shows (or writes) a prediction for every input given.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import tensorflow as tf
 
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.models.catalog import create_model
-from keras_fourier.tasks import Task, get_task, select_task
+from keras_fourier.tasks import PredictRequest, Task, get_task, select_task
 from keras_fourier.training import TrainConfig, evaluate, resolve_config, run_identity
 from keras_fourier.training.plan import validate_config
 
@@ -154,10 +155,27 @@ def check_evaluate_and_summary(task: Task, config: TrainConfig, model: keras.Mod
     assert json.loads(json.dumps(task.labels(config))) == task.labels(config)
 
 
-def run_task_checks(task: Task, config: TrainConfig) -> None:
-    """Every check above, for `task` on the tiny run `config` (its recipe is resolved here)."""
+def check_predict(task: Task, config: TrainConfig, model: keras.Model, inputs, out: str) -> None:
+    labels = json.loads(json.dumps(task.labels(config)))  # as model.keras gives it back
+    lines = task.predict(model, PredictRequest(inputs, labels, top=2, out=out))
+    assert lines and all(isinstance(line, str) for line in lines), lines
+    printed = "\n".join(lines)
+    for given in inputs:
+        assert given in printed or repr(given) in printed, (given, printed)
+
+
+def run_task_checks(task: Task, config: TrainConfig, predict_inputs, out: str) -> None:
+    """Every check above, for `task` on the tiny run `config` (its recipe is resolved here).
+
+    Args:
+        task: a registered task.
+        config: a tiny run of it.
+        predict_inputs: inputs of `Task.predict` (image files, texts).
+        out: an empty folder for the files a prediction writes.
+    """
     config = resolve_config(dataclasses.replace(config, task=task.name))
     check_registration(task, config)
     model, validation = check_outputs_and_losses(task, config)
     check_whole_split_metrics(task, model, validation)
     check_evaluate_and_summary(task, config, model)
+    check_predict(task, config, model, predict_inputs, out)

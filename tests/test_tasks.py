@@ -1,6 +1,8 @@
 """Every registered task through the task harness, and how a run's task is chosen."""
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_fourier.tasks import TASKS, get_task, select_task
 from keras_fourier.training import TrainConfig, run_identity, validate_config
@@ -8,20 +10,30 @@ from tests.task_harness import run_task_checks
 
 pytestmark = pytest.mark.single_backend
 
-# A tiny run of each registered task: a new task adds its row (test_every_task_has_a_tiny_run).
-TINY_RUNS = {
-    "image_classification": TrainConfig(
-        model="gfnet_tiny", data="digits", dims=16, depths=1, batch_size=8
-    ),
-    "text_classification": TrainConfig(
-        model="fnet_tiny",
-        data="listops",
-        sequence_length=16,
-        train_examples=32,
-        eval_examples=16,
-        batch_size=8,
-    ),
-}
+
+def _digits(folder):
+    """Two PNG files; the tiny image run on the digits."""
+    pixels = np.random.default_rng(0).integers(0, 255, (2, 12, 10, 3), dtype=np.uint8)
+    paths = []
+    for index, image in enumerate(pixels):
+        path = folder / f"image{index}.png"
+        path.write_bytes(tf.io.encode_png(image).numpy())
+        paths.append(str(path))
+    config = TrainConfig(model="gfnet_tiny", data="digits", dims=16, depths=1, batch_size=8)
+    return config, paths
+
+
+def _reviews(folder):
+    """A csv: source of two classes; the tiny text run on it, and two texts."""
+    for split, count in (("train", 16), ("dev", 12), ("test", 12)):
+        rows = [f"the film was {'good' if i % 2 else 'bad'} {i},{i % 2}" for i in range(count)]
+        (folder / f"{split}.csv").write_text("\n".join(["sentence,label", *rows]) + "\n")
+    config = TrainConfig(model="fnet_tiny", data=f"csv:{folder}", sequence_length=16, batch_size=4)
+    return config, ["a good film", "a bad one"]
+
+
+# A tiny run of each registered task and inputs to predict: a new task adds its row.
+TINY_RUNS = {"image_classification": _digits, "text_classification": _reviews}
 
 
 def test_every_task_has_a_tiny_run():
@@ -29,8 +41,24 @@ def test_every_task_has_a_tiny_run():
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_task_harness(name):
-    run_task_checks(get_task(name), TINY_RUNS[name])
+def test_task_harness(name, tmp_path):
+    (tmp_path / "data").mkdir()
+    config, inputs = TINY_RUNS[name](tmp_path / "data")
+    run_task_checks(get_task(name), config, inputs, str(tmp_path / "predictions"))
+
+
+def test_listops_passes_the_harness_up_to_predict_which_needs_a_stored_tokenizer(tmp_path):
+    config = TrainConfig(
+        model="fnet_tiny",
+        data="listops",
+        sequence_length=16,
+        train_examples=32,
+        eval_examples=16,
+        batch_size=8,
+    )
+    task = get_task("text_classification")
+    with pytest.raises(ValueError, match="stores no tokenizer"):
+        run_task_checks(task, config, ["[MAX 1 2]"], str(tmp_path))
 
 
 def test_the_task_is_the_one_named_else_the_one_model_and_data_tell():
