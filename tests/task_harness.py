@@ -37,7 +37,6 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier.data.text import select_model_inputs
-from keras_fourier.models.catalog import create_model
 from keras_fourier.tasks import PredictRequest, Task, get_task, select_task
 from keras_fourier.training import TrainConfig, evaluate, resolve_config, run_identity
 from keras_fourier.training.plan import validate_config
@@ -45,14 +44,11 @@ from keras_fourier.training.plan import validate_config
 SUMMARY_LINE = re.compile(r"test_\w+=-?\d+\.\d{4}")
 
 
-def _model(task: Task, config: TrainConfig, num_classes: int) -> keras.Model:
+def _models(task: Task, config: TrainConfig, num_classes: int) -> tuple[keras.Model, keras.Model]:
+    """The model a run trains (`build_model`) and the one it keeps (`inference_model`)."""
     keras.utils.set_random_seed(config.seed)
-    return create_model(
-        config.model,
-        num_classes=num_classes,
-        **task.model_options(config),
-        **config.architecture,
-    )
+    trained = task.build_model(config, num_classes)
+    return trained, task.inference_model(trained)
 
 
 def _batches(model: keras.Model, dataset: tf.data.Dataset) -> list[tuple]:
@@ -90,37 +86,33 @@ def check_registration(task: Task, config: TrainConfig) -> None:
     assert identity.get("task") == (None if task.default else task.name)
 
 
-def check_outputs_and_losses(
-    task: Task, config: TrainConfig
-) -> tuple[keras.Model, tf.data.Dataset]:
+def check_outputs_and_losses(task: Task, config: TrainConfig) -> tuple:
+    """The run's data and models: outputs checked, losses finite on a training batch."""
     data = task.datasets(config)
-    model = _model(task, config, data.num_classes)
+    trained, model = _models(task, config, data.num_classes)
     task.check_outputs(model, data.num_classes, f"data {config.data!r}")
-    with pytest.raises(ValueError, match=model.name) as refused:
-        task.check_outputs(_model(task, config, data.num_classes + 1), data.num_classes, "data")
+    other = _models(task, config, data.num_classes + 1)[1]
+    with pytest.raises(ValueError, match=other.name) as refused:
+        task.check_outputs(other, data.num_classes, "data")
     assert "\n" not in str(refused.value)
-    (targets, predictions), *_ = _batches(model, data.train)
+    (targets, predictions), *_ = _batches(trained, data.train)
     for loss in (task.loss(config), task.loss()):
         value = float(keras.ops.convert_to_numpy(loss(targets, predictions)))
         assert math.isfinite(value), (loss, value)
-    return model, data.validation
+    return trained, model, data
 
 
-def check_whole_split_metrics(task: Task, model: keras.Model, validation: tf.data.Dataset) -> None:
-    num_classes = model.output_shape[-1]
-    pairs = _uneven_batches(model, validation)
-    assert len(pairs) > 2, "the split is too small"
-    whole_targets = np.concatenate([targets for targets, _ in pairs])
-    whole_predictions = np.concatenate([predictions for _, predictions in pairs])
-    for training in (False, True):
-        names = [metric.name for metric in task.metrics(num_classes, training=training)]
+def check_whole_split_metrics(task: Task, trained: keras.Model, model: keras.Model, data) -> None:
+    """Training metrics on the trained model's outputs, evaluation metrics on the kept one's."""
+    for training, scored in ((False, model), (True, trained)):
+        pairs = _uneven_batches(scored, data.validation)
+        assert len(pairs) > 2, "the split is too small"
+        whole_targets = np.concatenate([targets for targets, _ in pairs])
+        whole_predictions = np.concatenate([predictions for _, predictions in pairs])
+        metrics = [task.metrics(data.num_classes, training=training) for _ in range(3)]
+        names = [metric.name for metric in metrics[0]]
         assert task.selection_metric in names, (task.selection_metric, names)
-        for metric, fresh, whole in zip(
-            task.metrics(num_classes, training=training),
-            task.metrics(num_classes, training=training),
-            task.metrics(num_classes, training=training),
-            strict=True,
-        ):
+        for metric, fresh, whole in zip(*metrics, strict=True):
             for targets, predictions in pairs:
                 metric.update_state(targets, predictions)
             accumulated = _result(metric)
@@ -145,7 +137,8 @@ def check_evaluate_and_summary(task: Task, config: TrainConfig, model: keras.Mod
         task=task.name,
         labels=task.labels(config),
     )
-    expected = {"loss", *(metric.name for metric in task.metrics(model.output_shape[-1]))}
+    num_classes = task.num_classes(config.data, config.data_dir)
+    expected = {"loss", *(metric.name for metric in task.metrics(num_classes))}
     assert set(metrics) == expected, metrics
     assert all(math.isfinite(value) for value in metrics.values()), metrics
     lines = task.summary(metrics)
@@ -175,7 +168,7 @@ def run_task_checks(task: Task, config: TrainConfig, predict_inputs, out: str) -
     """
     config = resolve_config(dataclasses.replace(config, task=task.name))
     check_registration(task, config)
-    model, validation = check_outputs_and_losses(task, config)
-    check_whole_split_metrics(task, model, validation)
+    trained, model, data = check_outputs_and_losses(task, config)
+    check_whole_split_metrics(task, trained, model, data)
     check_evaluate_and_summary(task, config, model)
     check_predict(task, config, model, predict_inputs, out)

@@ -61,8 +61,6 @@ from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries
 from keras_fourier.flop_count import flops
 from keras_fourier.models.catalog import (
     canonical_name,
-    create_model,
-    create_pretrained_model,
     is_model_name,
 )
 from keras_fourier.models.resolve import resolve_model
@@ -245,15 +243,7 @@ def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Mod
         model = resolve_model(config.model)
         task.check_outputs(model, num_classes, f"data {config.data!r}")
         return model
-    options = {
-        "num_classes": num_classes,
-        "drop_path_rate": config.drop_path_rate,
-        **task.model_options(config),
-        **config.architecture,
-    }
-    if config.weights is not None:
-        return create_pretrained_model(config.model, weights=config.weights, **options)
-    return create_model(config.model, **options)
+    return task.build_model(config, num_classes)
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
@@ -556,7 +546,7 @@ def _fit(
     # The epoch selected on the validation split becomes the run's model, and the test split
     # is evaluated once, on it.
     best_path = folder.best
-    selected = load_keras_file(best_path, compile=False)
+    selected = task.inference_model(load_keras_file(best_path, compile=False))
     model_path = folder.model
     labels = {TASK_KEY: task.name, **task.labels(config)}
     save_model(selected, model_path, {**(read_checkpoint_record(best_path) or {}), **labels})
