@@ -18,7 +18,7 @@ from keras_fourier.data import (
 )
 from keras_fourier.models import BUILDERS
 from keras_fourier.models.catalog import default_image_size
-from keras_fourier.models.fnet import FNET_VARIANTS
+from keras_fourier.models.fnet_family import FNET_VARIANTS
 from keras_fourier.tasks import get_task
 from keras_fourier.training import (
     ResumableCSVLogger,

@@ -27,10 +27,10 @@ from keras_fourier.data.images import (
 from keras_fourier.imagenet import NUM_CLASSES
 from keras_fourier.imagenet.predict import predict as predict_images
 from keras_fourier.models.catalog import default_image_size, vision_stride
-from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.tasks.base import CLASS_NAMES_KEY, CROP_PCT_KEY, PredictRequest, TaskData
 from keras_fourier.tasks.classification import Classification
+from keras_fourier.weights.saved import load_keras_file
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig

@@ -44,7 +44,7 @@ from keras_fourier.data.text_files import (
     text_training_splits,
 )
 from keras_fourier.models.catalog import check_text_weights
-from keras_fourier.models.fnet import is_official_weights
+from keras_fourier.models.fnet_weights import is_official_weights
 from keras_fourier.tasks.base import CLASS_NAMES_KEY, TOKENIZER_KEY, PredictRequest, TaskData
 from keras_fourier.tasks.classification import Classification
 

@@ -64,7 +64,6 @@ from keras_fourier.models.catalog import (
     is_model_name,
 )
 from keras_fourier.models.resolve import resolve_model
-from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file, write_history
 from keras_fourier.tasks import (
     CLASS_NAMES_KEY,
@@ -100,6 +99,7 @@ from keras_fourier.training.rundir import (
     write_run_record,
 )
 from keras_fourier.training.strategy import get_strategy, worker_id
+from keras_fourier.weights.saved import load_keras_file
 
 
 @dataclasses.dataclass
