@@ -21,7 +21,9 @@ from keras_fourier.fileio import warn
 
 # Member of a checkpoint's .keras zip holding the record.
 CHECKPOINT_RECORD = "keras_fourier_checkpoint.json"
-# Keys of the record of model.keras that label its outputs for `predict` and `evaluate`.
+# Keys of the record of model.keras: the run's task (`keras_fourier.tasks`), and what the task
+# needs to label the model's outputs for `predict` and `evaluate` (`Task.labels`).
+TASK_KEY = "task"
 CLASS_NAMES_KEY = "class_names"
 CROP_PCT_KEY = "eval_crop_pct"
 # The record of the tokenizer of a text model (`keras_fourier.data.text.tokenizer_record`).

@@ -143,7 +143,7 @@ def test_predict_on_the_model_of_a_training_run_prints_its_class_names(
     readme_main_job, tmp_path, capsys
 ):
     from keras_fourier.data import load_digits
-    from keras_fourier.training.callbacks import read_checkpoint_record
+    from keras_fourier.model_record import read_checkpoint_record
 
     # The README main job's run folder (at least 95% test accuracy, checked in test_cli): a
     # weaker model could not tell the run's preprocessing from chance.

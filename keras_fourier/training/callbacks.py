@@ -19,11 +19,10 @@ from typing import Any
 import keras
 
 from keras_fourier.fileio import atomic_save, atomic_write_text, warn
+from keras_fourier.model_record import CHECKPOINT_RECORD, read_checkpoint_record
 from keras_fourier.run_folder import read_history, write_history
 from keras_fourier.weights.convert import assign_atomically
 
-# Member of a checkpoint's .keras zip holding the epoch and logs it was saved with.
-CHECKPOINT_RECORD = "keras_fourier_checkpoint.json"
 _SLOT = re.compile(r"epoch-(\d+)\.json$")
 
 
@@ -93,39 +92,6 @@ def save_model(model: keras.Model, path: str | os.PathLike, record: dict[str, An
     atomic_save(path, write)
 
 
-def read_checkpoint_record(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The record stored by :func:`save_model`; None if missing or unreadable (with a warning)."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        return None
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return json.loads(archive.read(CHECKPOINT_RECORD))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
-        warn(f"ignoring unreadable checkpoint {path} ({type(error).__name__}: {error})")
-        return None
-
-
-def read_model_record(path: str | os.PathLike) -> dict[str, Any]:
-    """The record :func:`save_model` stored in a `.keras` file, without warnings.
-
-    Args:
-        path: a `.keras` file.
-
-    Returns:
-        The record; {} for a file saved by Keras itself (it has none) or one
-        that cannot be read (loading the model then names what is wrong).
-    """
-    try:
-        with zipfile.ZipFile(path) as archive:
-            if CHECKPOINT_RECORD not in archive.namelist():
-                return {}
-            record = json.loads(archive.read(CHECKPOINT_RECORD))
-    except (OSError, ValueError, zipfile.BadZipFile):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 class ModelCheckpoint(keras.callbacks.Callback):
     """Saves the model atomically after every epoch, or only when a monitored metric improves.
 
@@ -179,6 +145,7 @@ def complete_checkpoints(
     rows: list[dict[str, float]],
     *,
     monitor: str = "val_accuracy",
+    mode: str = "max",
     use_ema: bool = False,
 ) -> list[str]:
     """Writes the checkpoints of a restored epoch that an interruption left out.
@@ -198,8 +165,8 @@ def complete_checkpoints(
         best_path: the ``best.keras`` file.
         epoch: the restored epoch (-1: nothing to do).
         rows: the history rows up to `epoch`.
-        monitor: the log selecting the best model ("max"). Default
-            "val_accuracy".
+        monitor: the log selecting the best model. Default "val_accuracy".
+        mode: "max" or "min" for `monitor`. Default "max".
         use_ema: checkpoints hold the optimizer's EMA weights. Default False.
 
     Returns:
@@ -218,15 +185,16 @@ def complete_checkpoints(
     if last is None or not isinstance(last.get("epoch"), int) or last["epoch"] < epoch:
         written.append(os.fspath(last_path))
     value = logs.get(monitor)
+    sign = 1.0 if mode == "max" else -1.0  # compared as maxima
     if value is not None and math.isfinite(value):
         best = read_checkpoint_record(best_path)
         if best is None:
             finite = [row.get(monitor) for row in rows if math.isfinite(row.get(monitor, math.nan))]
-            if value >= max(finite):
+            if sign * value >= max(sign * other for other in finite):
                 written.append(os.fspath(best_path))
         elif isinstance(best.get("epoch"), int) and best["epoch"] < epoch:
             stored = (best.get("logs") or {}).get(monitor)
-            if not isinstance(stored, (int, float)) or not value <= stored:
+            if not isinstance(stored, (int, float)) or not sign * value <= sign * stored:
                 written.append(os.fspath(best_path))
     if not written:
         return []
