@@ -59,7 +59,13 @@ from keras_fourier.data.checks import UnreadableImageError, unreadable_file
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
-from keras_fourier.model_record import CLASS_NAMES_KEY, TASK_KEY, TOKENIZER_KEY
+from keras_fourier.model_record import (
+    CLASS_NAMES_KEY,
+    TASK_KEY,
+    TOKENIZER_KEY,
+    read_checkpoint_record,
+    read_model_record,
+)
 from keras_fourier.models.catalog import (
     canonical_name,
     is_model_name,
@@ -74,8 +80,6 @@ from keras_fourier.training.callbacks import (
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
     complete_checkpoints,
-    read_checkpoint_record,
-    read_model_record,
     save_model,
 )
 from keras_fourier.training.config import TrainConfig
