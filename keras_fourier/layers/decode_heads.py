@@ -798,3 +798,34 @@ class MultiScaleNeck(keras.layers.Layer):
             "input_stride": self.input_stride,
             "strides": self.strides,
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class ResizeToMatch(keras.layers.Layer):
+    """Bilinear resize (align_corners False) of a map to the height and width of another.
+
+    The last step of a segmentation model: the head's stride-4 logits to the
+    input's resolution, as mmsegmentation's ``EncoderDecoder`` does, at any
+    run-time size.
+
+    Args:
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: ``[x, reference]``: (B, h, w, C) and (B, H, W, ...) tensors.
+
+    Returns:
+        (B, H, W, C) tensor.
+
+    Example:
+        >>> ResizeToMatch()([keras.ops.ones((1, 4, 4, 3)), keras.ops.ones((1, 16, 16, 3))]).shape
+        (1, 16, 16, 3)
+    """
+
+    def call(self, inputs):
+        x, reference = inputs
+        return resize_bilinear(x, _spatial(reference))
+
+    def compute_output_shape(self, input_shape):
+        x, reference = (tuple(shape) for shape in input_shape)
+        return (x[0], reference[1], reference[2], x[-1])
