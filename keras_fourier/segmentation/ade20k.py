@@ -17,7 +17,7 @@ import dataclasses
 import functools
 from importlib import resources
 
-from keras_fourier.models.releases import TSINGHUA_CLOUD
+from keras_fourier.weights.releases import TSINGHUA_CLOUD, Release
 
 # img_norm_cfg of the official ADE20K configs (mmsegmentation's), RGB order, 0-255 pixels.
 MEAN = (123.675, 116.28, 103.53)
@@ -48,38 +48,36 @@ def class_names() -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class SegmentationRelease:
-    """One official UPerNet ADE20K checkpoint of raoyongming/HorNet.
+class SegmentationRelease(Release):
+    """One official UPerNet ADE20K checkpoint of raoyongming/HorNet (an mmsegmentation `.pth`).
 
     Attributes:
-        file_name: the name it is cached under.
-        url: the download link of the official README.
         miou: published single-scale mIoU (%) on ADE20K val.
         miou_ms: published multi-scale + flip mIoU (%).
         crop_size: the training crop and sliding-window size of its config.
         drop_path_rate: the backbone's stochastic depth in its config.
-        source: the repository that publishes it.
-        license: that repository's licence.
-        sha256: hex digest checked after downloading; None (the README
-            publishes none and the rows were written without network access).
     """
 
-    file_name: str
-    url: str
-    miou: float
-    miou_ms: float
-    crop_size: int
-    drop_path_rate: float
-    source: str = "https://github.com/raoyongming/HorNet"
-    license: str = "MIT"
-    sha256: str | None = None
+    miou: float | None = None
+    miou_ms: float | None = None
+    crop_size: int = 512
+    drop_path_rate: float = 0.0
 
 
 def _release(variant: str, code: str, miou: float, miou_ms: float, crop: int, rate: float):
     size, kind = variant.split("_")[1:]
     name = {"t": "tiny", "s": "small", "b": "base", "l": "large"}[size]
     file_name = f"upernet_hornet_{name}_{kind}_{crop}_160k_ade20k.pth"
-    return SegmentationRelease(file_name, TSINGHUA_CLOUD.format(code), miou, miou_ms, crop, rate)
+    return SegmentationRelease(
+        file_name,
+        TSINGHUA_CLOUD.format(code),
+        source="https://github.com/raoyongming/HorNet",
+        license="MIT",
+        miou=miou,
+        miou_ms=miou_ms,
+        crop_size=crop,
+        drop_path_rate=rate,
+    )
 
 
 # Links and mIoU from semantic_segmentation/README.md; crop sizes and drop-path rates from

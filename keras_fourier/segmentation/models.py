@@ -60,7 +60,7 @@ from keras_fourier.models.builder import build_model
 from keras_fourier.models.catalog import vision_stride
 from keras_fourier.models.names import VARIANTS, VISION_PRESETS, canonical_name, variant
 from keras_fourier.models.vision import BUILT_SIZE, build_vision_model
-from keras_fourier.segmentation import ade20k
+from keras_fourier.segmentation import ade20k, checkpoints
 from keras_fourier.validation import check_positive_int, check_rate
 
 # The loss weight of the auxiliary head in the official UPerNet configs.
@@ -292,8 +292,6 @@ def build_segmenter(
             f"The {head} head trains without an auxiliary head. Received: auxiliary=True"
         )
     if weights is not None:
-        from keras_fourier.segmentation import checkpoints
-
         checkpoints.check_weights_argument(weights, head, backbone, num_classes)
     stride = _required_stride(backbone)
     input_shape = _check_input_shape(input_shape, stride)
