@@ -13,14 +13,20 @@ from keras_fourier.layers.decode_heads import (
 )
 from keras_fourier.layers.ffn import GLU, Mlp
 from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead
+from keras_fourier.layers.fno import FNO1D, FNO2D
 from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
+from keras_fourier.layers.fourier1d import AFNO1D, GlobalFilter1D
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
+from keras_fourier.layers.padding import PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
 
 __all__ = [
     "AFBO",
+    "AFNO1D",
     "AFNO2D",
+    "FNO1D",
+    "FNO2D",
     "GLU",
     "SCFBO",
     "ConvModule",
@@ -33,11 +39,13 @@ __all__ = [
     "FPNNeck",
     "FourierMixing",
     "GlobalFilter",
+    "GlobalFilter1D",
     "GlobalLocalFilter",
     "GnConv",
     "LayerScale",
     "Mlp",
     "MultiScaleNeck",
+    "PeriodicPad2D",
     "PositionEmbedding",
     "SegFormerHead",
     "SelfAttention",
