@@ -54,7 +54,7 @@ _API = {
     "plot_filters": "keras_fourier.plots",
     "plot_history": "keras_fourier.plots",
 }
-_SUBMODULES = ("data", "export", "layers", "models", "training")
+_SUBMODULES = ("data", "export", "layers", "models", "segmentation", "training")
 # The modules whose classes a saved model names: every layer, and each family's model classes
 # (the catalog of builders imports every family).
 _SERIALIZABLE = ("keras_fourier.layers", "keras_fourier.models.catalog")

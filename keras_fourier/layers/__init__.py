@@ -1,7 +1,16 @@
-"""Reusable token mixers, FFNs and helpers of keras_fourier (all channels-last)."""
+"""Reusable token mixers, FFNs, decode heads and helpers of keras_fourier (all channels-last)."""
 
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.attention import SelfAttention
+from keras_fourier.layers.decode_heads import (
+    ConvModule,
+    FCNHead,
+    FPNHead,
+    FPNNeck,
+    MultiScaleNeck,
+    SegFormerHead,
+    UPerHead,
+)
 from keras_fourier.layers.ffn import GLU, Mlp
 from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead
 from keras_fourier.layers.fno import FNO1D, FNO2D
@@ -20,10 +29,14 @@ __all__ = [
     "FNO2D",
     "GLU",
     "SCFBO",
+    "ConvModule",
     "DropPath",
+    "FCNHead",
     "FNetEmbeddings",
     "FNetEncoderBlock",
     "FNetMaskedLMHead",
+    "FPNHead",
+    "FPNNeck",
     "FourierMixing",
     "GlobalFilter",
     "GlobalFilter1D",
@@ -31,8 +44,11 @@ __all__ = [
     "GnConv",
     "LayerScale",
     "Mlp",
+    "MultiScaleNeck",
     "PeriodicPad2D",
     "PositionEmbedding",
+    "SegFormerHead",
     "SelfAttention",
     "StrideCheck",
+    "UPerHead",
 ]

@@ -238,7 +238,7 @@ _EXTRA_ARG_DOCS = {
 _APPLICATION_PARAMETERS = tuple(
     parameter
     for parameter in inspect.signature(build_vision_model).parameters.values()
-    if parameter.name not in ("spec", "load_weights")
+    if parameter.name not in ("spec", "load_weights", "built_size")
 )
 
 
