@@ -47,7 +47,12 @@ from keras_fourier.export.signatures import DEFAULT_SIGNATURE, serving_model
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.flop_count import _dummy_inputs, flops
 from keras_fourier.layers import Mlp
-from keras_fourier.models.catalog import VISION_PRESETS, canonical_name, is_model_name
+from keras_fourier.models.catalog import (
+    VISION_PRESETS,
+    canonical_name,
+    default_image_size,
+    is_model_name,
+)
 from keras_fourier.models.family import FOURIER_MIXERS, MIXER_NAMES
 from keras_fourier.models.vision import MIXERS
 from keras_fourier.settings import (
@@ -57,7 +62,6 @@ from keras_fourier.settings import (
     SCALING_SEQUENCES,
     SCALING_WIDTH,
 )
-from keras_fourier.training.config import TrainConfig
 from keras_fourier.validation import check_choice
 
 # The dtype of the matrix products under each precision: the host's limit is its matmul rate.
@@ -371,8 +375,7 @@ def named_model_size(name: str) -> tuple[int, int]:
         ((16, 10), (224, 1000))
     """
     if is_model_name(name) and canonical_name(name) in VISION_PRESETS:
-        config = TrainConfig(model=name)
-        return config.resolved_image_size(), get_num_classes(config.data)
+        return default_image_size(name, data="digits"), get_num_classes("digits")
     return 224, 1000
 
 

@@ -206,6 +206,10 @@ class TrainSettings:
             ("digits", "tfds:<name>", "dir:<path>") or, for FNet models,
             "listops" or "csv:<path>" (CSV/TSV text files, see
             :mod:`keras_fourier.data.text_files`). Default "digits".
+        task: the task, a name of `keras_fourier.tasks.TASKS`
+            ("image_classification", "text_classification", ...). Default
+            None: the classification task of the model's modality when it
+            takes `data`, else the only task that takes it.
         out: output directory. Default "runs/default".
         recipe: "deit" or "fnet_finetune" (see above). Default None: "fnet_finetune"
             for a text model with `weights`, else "deit".
@@ -281,6 +285,7 @@ class TrainSettings:
 
     model: str = "gfnet_tiny"
     data: str = "digits"
+    task: str | None = None
     out: str = "runs/default"
     recipe: str | None = None
     weights: str | None = None

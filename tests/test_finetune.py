@@ -31,6 +31,8 @@ from keras_fourier.training import (
     callbacks,
     create_optimizer,
     read_history,
+    resolve_config,
+    validate_config,
     warmup_linear_schedule,
 )
 from keras_fourier.training.callbacks import CHECKPOINT_RECORD
@@ -325,8 +327,8 @@ def test_a_keras_hub_preset_and_a_release_name_as_fine_tuning_weights(tmp_path, 
         model="fnet_tiny", data=f"csv:{csv_folder}", weights=str(preset), sequence_length=16
     )
     with pytest.raises(ValueError, match=r"tokenizer has 32000 ids .* has 260 rows"):
-        config.validate()
-    TrainConfig(**{**vars(config), "tokenizer": "bytes"}).validate()
+        validate_config(config)
+    validate_config(TrainConfig(**{**vars(config), "tokenizer": "bytes"}))
     # Release names are checked without downloading: their sizes are the release's.
     assert fnet_weights_sizes("f_net_large") == {
         "hidden_size": 1024,
@@ -337,7 +339,9 @@ def test_a_keras_hub_preset_and_a_release_name_as_fine_tuning_weights(tmp_path, 
         "num_segments": 4,
     }
     with pytest.raises(ValueError, match="hidden_size 768, model 64"):
-        TrainConfig(model="fnet_tiny", data=f"csv:{csv_folder}", weights="f_net_base").validate()
+        validate_config(
+            TrainConfig(model="fnet_tiny", data=f"csv:{csv_folder}", weights="f_net_base")
+        )
 
 
 def test_the_fine_tuning_recipe_is_the_official_one():
@@ -359,7 +363,7 @@ def test_the_fine_tuning_recipe_is_the_official_one():
         == schedule.get_config()
     )
 
-    config = TrainConfig(model="fnet_tiny", data="csv:x", weights="f_net_base").resolved()
+    config = resolve_config(TrainConfig(model="fnet_tiny", data="csv:x", weights="f_net_base"))
     assert (config.recipe, config.epochs, config.batch_size, config.learning_rate) == (
         "fnet_finetune",
         3,
@@ -367,7 +371,7 @@ def test_the_fine_tuning_recipe_is_the_official_one():
         1e-5,
     )
     assert (config.weight_decay, config.clipnorm, config.label_smoothing) == (0.01, 0.0, 0.0)
-    assert TrainConfig(model="fnet_tiny", data="csv:x").resolved().recipe == "deit"
+    assert resolve_config(TrainConfig(model="fnet_tiny", data="csv:x")).recipe == "deit"
 
     model = create_model("fnet_tiny", num_classes=2, sequence_length=8, vocabulary_size=20)
     optimizer = create_optimizer(

@@ -25,9 +25,11 @@ from keras_fourier.training import (
     TrainConfig,
     read_history,
     train,
+    validate_config,
 )
 from keras_fourier.training.callbacks import CHECKPOINT_RECORD, read_checkpoint_record
-from keras_fourier.training.tasks import ImageClassification, TaskData
+from keras_fourier.tasks import TaskData
+from keras_fourier.tasks.image_classification import ImageClassification
 
 TINY = {
     "model": "gfnet_tiny",
@@ -252,7 +254,7 @@ def test_bad_hyper_parameters_are_refused_naming_the_flag_and_writing_nothing(
 def test_bad_settings_of_the_python_api_name_the_field():
     for field, value in [("learning_rate", float("nan")), ("ema_momentum", 0.0), ("seed", -1)]:
         with pytest.raises(ValueError, match=f"`{field}`"):
-            TrainConfig(**{field: value}).validate()
+            validate_config(TrainConfig(**{field: value}))
 
 
 def _nan_in_second_epoch(config):

@@ -17,7 +17,9 @@ from keras_fourier.data import (
     text_dataset,
 )
 from keras_fourier.models import BUILDERS
+from keras_fourier.models.catalog import default_image_size
 from keras_fourier.models.fnet import FNET_VARIANTS
+from keras_fourier.tasks import get_task
 from keras_fourier.training import (
     ResumableCSVLogger,
     TrainConfig,
@@ -29,6 +31,7 @@ from keras_fourier.training import (
     no_weight_decay_variables,
     read_history,
     train,
+    validate_config,
     warmup_cosine_schedule,
     worker_id,
 )
@@ -51,7 +54,7 @@ def test_model_names_come_from_the_tables_plus_presets():
 )
 def test_unknown_values_raise_naming_them(field, value):
     with pytest.raises(ValueError, match=repr(value)):
-        TrainConfig(**{field: value}).validate()
+        validate_config(TrainConfig(**{field: value}))
 
 
 def test_get_strategy_by_name_and_auto_on_one_cpu():
@@ -64,18 +67,24 @@ def test_get_strategy_by_name_and_auto_on_one_cpu():
 
 def test_architecture_options_only_for_presets_and_data_must_match_model():
     with pytest.raises(ValueError, match="presets"):
-        TrainConfig(model="gfnet_xs", dims=64).validate()
+        validate_config(TrainConfig(model="gfnet_xs", dims=64))
     with pytest.raises(ValueError, match="'listops'"):
-        TrainConfig(model="gfnet_tiny", data="listops").validate()
+        validate_config(TrainConfig(model="gfnet_tiny", data="listops"))
     with pytest.raises(ValueError, match="'digits'"):
-        TrainConfig(model="fnet_tiny", data="digits").validate()
+        validate_config(TrainConfig(model="fnet_tiny", data="digits"))
 
 
 def test_default_image_size_follows_data_and_model_stride():
-    assert TrainConfig().resolved_image_size() == 16
-    assert TrainConfig(model="gfnet_h_ti").resolved_image_size() == 32
-    assert TrainConfig(model="gfnet_xs", data="tfds:cifar10").resolved_image_size() == 224
-    assert TrainConfig(model="afno_tiny", data="dir:x", patch_size=4).resolved_image_size() == 32
+    images = get_task("image_classification")
+    assert images.image_size(TrainConfig()) == 16
+    assert images.image_size(TrainConfig(model="gfnet_h_ti")) == 32
+    assert images.image_size(TrainConfig(model="gfnet_xs", data="tfds:cifar10")) == 224
+    assert images.image_size(TrainConfig(model="afno_tiny", data="dir:x", patch_size=4)) == 32
+    assert images.image_size(TrainConfig(image_size=48)) == 48
+    # The one rule, which bench uses too.
+    assert default_image_size("gfnet_h_ti", data="digits") == 32
+    assert default_image_size("gfnet_h_ti") == 224
+    assert default_image_size("afno_tiny", patch_size=4) == 32
 
 
 def test_weight_decay_skips_norms_biases_positions_and_fourier_weights():

@@ -147,6 +147,20 @@ def _parse_source(source: str) -> tuple[str, str]:
     )
 
 
+def is_image_source(source: object) -> bool:
+    """Whether `source` names an image classification source: "digits", "tfds:<name>", "dir:<path>".
+
+    Example:
+        >>> is_image_source("tfds:cifar10"), is_image_source("csv:data/sst2")
+        (True, False)
+    """
+    try:
+        _parse_source(source)
+    except ValueError:
+        return False
+    return True
+
+
 def _tfds_builder(name: str, data_dir: str | None):
     try:
         import tensorflow_datasets as tfds

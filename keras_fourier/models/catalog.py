@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,6 +46,7 @@ from keras_fourier.models.names import (
     VISION_PRESETS,
     canonical_name,
     is_model_name,
+    modality,
     model_names,
     variant,
 )
@@ -68,6 +70,7 @@ __all__ = [
     "canonical_name",
     "check_architecture",
     "create_model",
+    "default_image_size",
     "is_model_name",
     "is_text_model",
     "make_builder",
@@ -76,16 +79,6 @@ __all__ = [
     "variant",
     "vision_stride",
 ]
-
-
-def modality(name: str) -> str:
-    """What a model name (either spelling) takes: "text" (FNet) or "image".
-
-    Example:
-        >>> modality("FNetBase"), modality("gfnet_xs")
-        ('text', 'image')
-    """
-    return "text" if canonical_name(name) in TEXT_PRESETS else "image"
 
 
 def is_text_model(name: str) -> bool:
@@ -154,6 +147,38 @@ def vision_stride(name: str, **architecture: Any) -> int:
     return options.get("patch_size", 16 if stages == 1 else 4) * 2 ** (stages - 1)
 
 
+# The side of the embedded "digits" images' default input (they are 8x8).
+DIGITS_IMAGE_SIZE = 16
+
+
+def default_image_size(name: str, *, data: str | None = None, **architecture: Any) -> int:
+    """The input size a vision model name is trained and benchmarked at unless one is given.
+
+    The one rule of training (`keras-fourier train`), its tasks and `bench`.
+
+    Args:
+        name: a vision model name (either spelling).
+        data: the data source, if known: the embedded "digits" (8x8 images)
+            take small inputs. Default None.
+        **architecture: `build_model` overrides of a preset (see `create_model`).
+
+    Returns:
+        The smallest multiple of the model's stride (`vision_stride`) that
+        is at least 16 for "digits", else 32 for the presets of
+        :data:`VISION_PRESETS` and 224 for the named models.
+
+    Example:
+        >>> default_image_size("gfnet_tiny", data="digits"), default_image_size("gfnet_h_ti")
+        (16, 224)
+    """
+    stride = vision_stride(name, **architecture)
+    if data == "digits":
+        base = DIGITS_IMAGE_SIZE
+    else:
+        base = 32 if canonical_name(name) in VISION_PRESETS else 224
+    return stride * math.ceil(base / stride)
+
+
 _DOC = """Builds {public} ({variant}) with the keras.applications signature.
 
 {summary}
@@ -202,7 +227,7 @@ _EXTRA_ARG_DOCS = {
 _APPLICATION_PARAMETERS = tuple(
     parameter
     for parameter in inspect.signature(build_vision_model).parameters.values()
-    if parameter.name not in ("spec", "load_weights")
+    if parameter.name not in ("spec", "load_weights", "built_size")
 )
 
 

@@ -172,3 +172,13 @@ def canonical_name(name: str) -> str:
         f"Unknown model name {name!r}; expected one of {model_names()} or a builder name, "
         f"one of {sorted(PUBLIC_NAMES)}."
     )
+
+
+def modality(name: str) -> str:
+    """What a model name (either spelling) takes: "text" (FNet) or "image".
+
+    Example:
+        >>> modality("FNetBase"), modality("gfnet_xs")
+        ('text', 'image')
+    """
+    return "text" if canonical_name(name) in TEXT_PRESETS else "image"

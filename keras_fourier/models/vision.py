@@ -247,6 +247,7 @@ def build_vision_model(
     fft_impl: str = "auto",
     name: str = "vision_model",
     load_weights: Callable[[keras.Model, Any], None] | None = None,
+    built_size: int = BUILT_SIZE,
 ) -> keras.Model:
     """Builds the functional model of `spec` with keras.applications semantics.
 
@@ -268,6 +269,9 @@ def build_vision_model(
         fft_impl: "auto", "fft" or "matmul" for every Fourier layer.
         name: model name.
         load_weights: callable(model, weights) that loads non-None weights.
+        built_size: the size an any-size model's filters and position
+            embeddings are built for (see :func:`any_size_grid`). Default
+            :data:`BUILT_SIZE`; HorNet's segmentation models use 384.
 
     Returns:
         A `keras.Model`.
@@ -290,7 +294,7 @@ def build_vision_model(
             )
     shape = _check_input_shape(spec, input_shape, weights)
     inputs = _inputs(input_tensor, shape)
-    grids = any_size_grid(spec, shape[:2])
+    grids = any_size_grid(spec, shape[:2], built_size)
     x = inputs
     if grids is not None:
         x = StrideCheck(spec.stride, name="stride_check")(x)
@@ -356,7 +360,9 @@ def build_vision_model(
     return model
 
 
-def any_size_grid(spec: VisionSpec, size: tuple) -> list[tuple[int, int]] | None:
+def any_size_grid(
+    spec: VisionSpec, size: tuple, built_size: int = BUILT_SIZE
+) -> list[tuple[int, int]] | None:
     """Per stage, the token grid an any-size model's filters are built for; None if fixed.
 
     An input height or width of None makes an any-size model: it runs at
@@ -370,6 +376,8 @@ def any_size_grid(spec: VisionSpec, size: tuple) -> list[tuple[int, int]] | None
     Args:
         spec: the variant's row.
         size: (height, width) of the input, ints or None.
+        built_size: the pixels of an axis given as None. Default
+            :data:`BUILT_SIZE`.
 
     Returns:
         None when both are ints, else [(h_s, w_s) for each stage s].
@@ -380,7 +388,7 @@ def any_size_grid(spec: VisionSpec, size: tuple) -> list[tuple[int, int]] | None
     """
     if None not in size:
         return None
-    height, width = (BUILT_SIZE if d is None else d for d in size)
+    height, width = (built_size if d is None else d for d in size)
     strides = [spec.patch_size * 2**stage for stage in range(len(spec.dims))]
     return [(height // stride, width // stride) for stride in strides]
 

@@ -9,8 +9,12 @@ then cosine or linear decay, selective weight decay: `create_optimizer`,
 killed runs from crash-safe files (`EpochBackup`, `ModelCheckpoint`,
 `ResumableCSVLogger`), holds its folder alone (`RunLock`), stops on a
 non-finite loss (`StopOnNonFiniteLoss`) and evaluates the final model
-(`evaluate`). The `keras-fourier train` and
-`keras-fourier evaluate` commands are thin wrappers around them.
+(`evaluate`). What depends on the task (data, loss, metrics, the metric
+that selects the best epoch) comes from the run's task
+(:mod:`keras_fourier.tasks`, `run_task`); `validate_config`,
+`resolve_config` and `run_identity` put the settings and the task together.
+The `keras-fourier train` and `keras-fourier evaluate` commands are thin
+wrappers around them.
 """
 
 from keras_fourier.models.catalog import (
@@ -31,6 +35,7 @@ from keras_fourier.training.callbacks import (
     StopOnNonFiniteLoss,
 )
 from keras_fourier.training.config import TrainConfig
+from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
 from keras_fourier.training.recipe import (
     PRECISIONS,
     RECIPES,
@@ -43,25 +48,16 @@ from keras_fourier.training.recipe import (
 )
 from keras_fourier.training.rundir import RunConfigError, RunFolderBusyError, RunLock
 from keras_fourier.training.strategy import STRATEGIES, get_strategy, worker_id
-from keras_fourier.training.tasks import (
-    TASKS,
-    ImageClassification,
-    Task,
-    TextClassification,
-    task_for_data,
-    task_for_model,
-)
+from keras_fourier.training.tasks import task_for_data
 from keras_fourier.training.trainer import TrainResult, evaluate, train
 
 __all__ = [
     "PRECISIONS",
     "RECIPES",
     "STRATEGIES",
-    "TASKS",
     "TEXT_PRESETS",
     "VISION_PRESETS",
     "EpochBackup",
-    "ImageClassification",
     "ModelCheckpoint",
     "NonFiniteLossError",
     "Recipe",
@@ -71,8 +67,6 @@ __all__ = [
     "RunFolderBusyError",
     "RunLock",
     "StopOnNonFiniteLoss",
-    "Task",
-    "TextClassification",
     "TrainConfig",
     "TrainResult",
     "WarmupLinearDecay",
@@ -85,10 +79,13 @@ __all__ = [
     "model_names",
     "no_weight_decay_variables",
     "read_history",
+    "resolve_config",
     "resolve_model_file",
+    "run_identity",
+    "run_task",
     "task_for_data",
-    "task_for_model",
     "train",
+    "validate_config",
     "vision_stride",
     "warmup_cosine_schedule",
     "warmup_linear_schedule",

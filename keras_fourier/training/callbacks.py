@@ -179,6 +179,7 @@ def complete_checkpoints(
     rows: list[dict[str, float]],
     *,
     monitor: str = "val_accuracy",
+    mode: str = "max",
     use_ema: bool = False,
 ) -> list[str]:
     """Writes the checkpoints of a restored epoch that an interruption left out.
@@ -198,8 +199,8 @@ def complete_checkpoints(
         best_path: the ``best.keras`` file.
         epoch: the restored epoch (-1: nothing to do).
         rows: the history rows up to `epoch`.
-        monitor: the log selecting the best model ("max"). Default
-            "val_accuracy".
+        monitor: the log selecting the best model. Default "val_accuracy".
+        mode: "max" or "min" for `monitor`. Default "max".
         use_ema: checkpoints hold the optimizer's EMA weights. Default False.
 
     Returns:
@@ -218,15 +219,16 @@ def complete_checkpoints(
     if last is None or not isinstance(last.get("epoch"), int) or last["epoch"] < epoch:
         written.append(os.fspath(last_path))
     value = logs.get(monitor)
+    sign = 1.0 if mode == "max" else -1.0  # compared as maxima
     if value is not None and math.isfinite(value):
         best = read_checkpoint_record(best_path)
         if best is None:
             finite = [row.get(monitor) for row in rows if math.isfinite(row.get(monitor, math.nan))]
-            if value >= max(finite):
+            if sign * value >= max(sign * other for other in finite):
                 written.append(os.fspath(best_path))
         elif isinstance(best.get("epoch"), int) and best["epoch"] < epoch:
             stored = (best.get("logs") or {}).get(monitor)
-            if not isinstance(stored, (int, float)) or not value <= stored:
+            if not isinstance(stored, (int, float)) or not sign * value <= sign * stored:
                 written.append(os.fspath(best_path))
     if not written:
         return []

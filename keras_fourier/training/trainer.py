@@ -1,4 +1,8 @@
-"""`train` and `evaluate`: resumable, distributed training of keras_fourier classifiers.
+"""`train` and `evaluate`: resumable, distributed training of keras_fourier models, any task.
+
+The trainer asks the run's task (:mod:`keras_fourier.tasks`) for its data,
+model options, loss, metrics, output check and the metric that selects
+``best.keras``; everything below holds for every task.
 
 A run writes to its output directory, every file atomically (a kill, a
 full disk or a crash leaves the previous version of a file, never a broken
@@ -18,13 +22,14 @@ one):
   epochs (:class:`~keras_fourier.training.callbacks.EpochBackup`), from which
   a killed run resumes; an unreadable newest slot falls back to the other,
   none restarts from epoch 0 with a warning;
-* ``last.keras`` (the latest epoch) and ``best.keras`` (the epoch of best
-  validation accuracy, whose value is stored inside it and is the threshold
-  of a resumed run);
+* ``last.keras`` (the latest epoch) and ``best.keras`` (the epoch of the best
+  validation value of the task's selection metric, e.g. the accuracy of a
+  classifier, stored inside it: the threshold of a resumed run);
 * ``logs/``: TensorBoard summaries (``tensorboard --logdir OUT/logs``);
 * ``model.keras``: the model selected on the validation split (the weights
-  of ``best.keras``), written when training completes; the test split is
-  evaluated once, on it.
+  of ``best.keras``), written when training completes, with the run's task
+  and what the task needs to label its outputs (`Task.labels`); the test
+  split is evaluated once, on it.
 
 Three disjoint splits: the model trains on the train split, ``best.keras``
 is selected on the validation split (held out of the training data when the
@@ -51,7 +56,7 @@ import tensorflow as tf
 
 from keras_fourier import __version__
 from keras_fourier.data.checks import UnreadableImageError, unreadable_file
-from keras_fourier.data.text import load_tokenizer, select_model_inputs
+from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
 from keras_fourier.models.catalog import (
@@ -63,6 +68,14 @@ from keras_fourier.models.catalog import (
 from keras_fourier.models.resolve import resolve_model
 from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file, write_history
+from keras_fourier.tasks import (
+    CLASS_NAMES_KEY,
+    TASK_KEY,
+    TOKENIZER_KEY,
+    Task,
+    TaskData,
+    select_task,
+)
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
@@ -75,6 +88,7 @@ from keras_fourier.training.callbacks import (
     save_model,
 )
 from keras_fourier.training.config import TrainConfig
+from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
 from keras_fourier.training.recipe import (
     create_optimizer,
     warmup_cosine_schedule,
@@ -87,15 +101,6 @@ from keras_fourier.training.rundir import (
     write_run_record,
 )
 from keras_fourier.training.strategy import get_strategy, worker_id
-from keras_fourier.training.tasks import (
-    CLASS_NAMES_KEY,
-    TaskData,
-    stored_tokenizer,
-    task_for_data,
-)
-
-# Training reports the cross-entropy without label smoothing under this name.
-CROSS_ENTROPY = "cross_entropy"
 
 
 @dataclasses.dataclass
@@ -105,9 +110,9 @@ class TrainResult:
     Attributes:
         model: the model selected on the validation split (EMA weights when
             `use_ema`), without optimizer.
-        metrics: its test-split metrics: "loss" (cross-entropy without label
-            smoothing), "accuracy" and, with more than 5 classes,
-            "top5_accuracy".
+        metrics: its test-split metrics: "loss" (the task's evaluation loss)
+            and the task's metrics; for classification "accuracy" and, with
+            more than 5 classes, "top5_accuracy".
         history: the rows of ``history.csv``, one per epoch.
         out: the directory this worker wrote to.
         model_path: path of the selected model, ``model.keras``.
@@ -123,13 +128,6 @@ class TrainResult:
     already_finished: bool = False
 
 
-def _metrics(num_classes: int) -> list[keras.metrics.Metric]:
-    metrics = [keras.metrics.CategoricalAccuracy(name="accuracy")]
-    if num_classes > 5:
-        metrics.append(keras.metrics.TopKCategoricalAccuracy(5, name="top5_accuracy"))
-    return metrics
-
-
 def evaluate(
     model: keras.Model | str | os.PathLike,
     data: str = "digits",
@@ -142,18 +140,21 @@ def evaluate(
     on_bad_image: str = "error",
     tokenizer: str | os.PathLike | Callable | None = None,
     class_names: Sequence[str] | None = None,
+    task: str | Task | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Held-out loss, top-1 and top-5 accuracy of a classifier.
+    """Held-out loss and metrics of a model, as its task scores it (a classifier: accuracy).
 
     The input size comes from the model: images are resized to its input
     size, ListOps is generated and "csv:" texts are packed at its sequence
-    length. The loss is the cross-entropy without label smoothing. `model`
-    is not modified (it is scored through a new `keras.Model` sharing its
+    length. The loss is the task's evaluation loss (a classifier's
+    cross-entropy without label smoothing), the metrics are computed over the
+    whole split. `model` is not modified (it is scored through a new `keras.Model` sharing its
     layers); call this inside the strategy's scope to evaluate distributed.
 
-    A model trained on "csv:" data by `train` carries its tokenizer and
-    class names in its ``model.keras``: given as a path (the file or its run
-    folder) it is scored with them, without repeating them.
+    A model trained by `train` carries its task in its ``model.keras``, and
+    on "csv:" data its tokenizer and class names: given as a path (the file
+    or its run folder) it is scored with them, without repeating them.
 
     Args:
         model: a classifier with probability outputs, the path of a
@@ -176,14 +177,19 @@ def evaluate(
         class_names: the model's classes in label order, matched against the
             labels of "csv:" data. Default None: those stored in the model's
             file, else the data's (its sorted train labels).
+        task: a task name of `keras_fourier.tasks.TASKS` or a `Task`.
+            Default None: the one stored in the model's file, else the one
+            the model name and data tell (`keras_fourier.tasks.select_task`).
+        labels: what the model's run stored to label its outputs
+            (`Task.labels`). Default None: read from the model's file.
 
     Returns:
-        {"loss": ..., "accuracy": ...} plus "top5_accuracy" when the model
-        has more than 5 classes.
+        {"loss": ...} and the task's metrics: for a classifier "accuracy",
+        plus "top5_accuracy" when the model has more than 5 classes.
 
     Raises:
         ValueError: a bad argument, or data whose class count is not the
-            model's.
+            model's (outputs that do not suit the data).
         NonFiniteLossError: the loss is NaN or infinite.
 
     Example:
@@ -191,17 +197,19 @@ def evaluate(
         >>> sorted(metrics)  # doctest: +SKIP
         ['accuracy', 'loss', 'top5_accuracy']
     """
-    task = task_for_data(data)
+    labels = dict(labels or {})
     if is_model_name(model):
+        task = select_task(data, model=model, task=task)
         model = resolve_model(model, classes=task.num_classes(data, data_dir))
-    elif not isinstance(model, keras.Model):
-        record = read_model_record(resolve_model_file(model))
-        tokenizer = stored_tokenizer(record) if tokenizer is None else tokenizer
-        class_names = record.get(CLASS_NAMES_KEY) if class_names is None else class_names
-    if isinstance(tokenizer, (str, os.PathLike)):
-        tokenizer = load_tokenizer(tokenizer)
+    else:
+        if not labels and not isinstance(model, keras.Model):
+            labels = read_model_record(resolve_model_file(model))
+        task = select_task(data, task=task if task is not None else labels.get(TASK_KEY))
+    if tokenizer is not None:
+        labels[TOKENIZER_KEY] = tokenizer
+    if class_names is not None:
+        labels[CLASS_NAMES_KEY] = class_names
     model = resolve_model(model)
-    num_classes = model.output_shape[-1]
     dataset = task.evaluation_data(
         model,
         data,
@@ -210,17 +218,11 @@ def evaluate(
         data_dir=data_dir,
         eval_examples=eval_examples,
         on_bad_image=on_bad_image,
-        tokenizer=tokenizer,
-        class_names=class_names,
+        labels=labels,
     )
-    data_classes = dataset.element_spec[1].shape[-1]
-    if data_classes is not None and data_classes != num_classes:
-        raise ValueError(
-            f"Data {data!r} has {data_classes} classes but model {model.name!r} outputs "
-            f"{num_classes}: evaluate it on data with its own classes. Received: data={data!r}"
-        )
+    task.check_outputs(model, dataset.element_spec[1].shape[-1], f"data {data!r}")
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
-    scorer.compile(loss=keras.losses.CategoricalCrossentropy(), metrics=_metrics(num_classes))
+    scorer.compile(loss=task.loss(), metrics=task.metrics(model.output_shape[-1]))
     metrics = {
         key: float(value)
         for key, value in scorer.evaluate(
@@ -236,21 +238,16 @@ def evaluate(
     return metrics
 
 
-def _start_model(config: TrainConfig, num_classes: int) -> keras.Model:
+def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Model:
     """The model the run starts from: built by name, or the saved model (its weights)."""
     if config.saved_model:
         model = resolve_model(config.model)
-        if model.output_shape[-1] != num_classes:
-            raise ValueError(
-                f"The saved model {config.model!r} outputs {model.output_shape[-1]} classes but "
-                f"data {config.data!r} has {num_classes}: start from a model of its classes, "
-                "or from a model name."
-            )
+        task.check_outputs(model, num_classes, f"data {config.data!r}")
         return model
     options = {
         "num_classes": num_classes,
         "drop_path_rate": config.drop_path_rate,
-        **config.task.model_options(config),
+        **task.model_options(config),
         **config.architecture,
     }
     if config.weights is not None:
@@ -259,7 +256,8 @@ def _start_model(config: TrainConfig, num_classes: int) -> keras.Model:
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
-    model = _start_model(config, num_classes)
+    task = run_task(config)
+    model = _start_model(config, task, num_classes)
     recipe = config.run_recipe
     total_steps = config.epochs * steps_per_epoch
     schedule = {"cosine": warmup_cosine_schedule, "linear": warmup_linear_schedule}[
@@ -284,28 +282,28 @@ def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras
     )
     model.compile(
         optimizer=optimizer,
-        loss=keras.losses.CategoricalCrossentropy(label_smoothing=config.label_smoothing),
-        metrics=[*_metrics(num_classes), keras.metrics.CategoricalCrossentropy(name=CROSS_ENTROPY)],
+        loss=task.loss(config),
+        metrics=task.metrics(num_classes, training=True),
         jit_compile=config.jit_compile,
     )
     return model
 
 
 def _callbacks(
-    config: TrainConfig, folder: RunFolder, backup: EpochBackup
+    config: TrainConfig, task: Task, folder: RunFolder, backup: EpochBackup
 ) -> list[keras.callbacks.Callback]:
     # Order matters: a non-finite loss raises before anything of its epoch is saved, and an
     # epoch's CSV row is written before its backup and checkpoints; a kill in between redoes
     # the epoch and rewrites its row. With EMA, the backup keeps the raw weights, then the EMA
     # weights are swapped in for the checkpoints, so that best.keras holds the weights its
-    # val_accuracy was measured on (a kill between the backup and the checkpoints leaves
+    # selection metric was measured on (a kill between the backup and the checkpoints leaves
     # best.keras at the previous best, with its own stored value).
     callbacks = [
         StopOnNonFiniteLoss(),
         ResumableCSVLogger(folder.history),
         backup,
         ModelCheckpoint(folder.last),
-        ModelCheckpoint(folder.best, monitor="val_accuracy", mode="max"),
+        ModelCheckpoint(folder.best, monitor=task.monitor, mode=task.selection_mode),
     ]
     if config.use_ema:
         callbacks.insert(3, keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
@@ -325,7 +323,7 @@ def _print_header(
     config: TrainConfig, model: keras.Model, data: TaskData, out: str, strategy: Any
 ) -> None:
     replicas = strategy.num_replicas_in_sync
-    shape = config.task.describe_input(config, model)
+    shape = run_task(config).describe_input(config, model)
     roles = {
         "validation": "selects best.keras",
         "test": "evaluated once, at the end",
@@ -352,7 +350,7 @@ def _print_header(
 
 
 def _record(config: TrainConfig, **extra: Any) -> dict[str, Any]:
-    return {"identity": config.identity(), "keras_fourier_version": __version__, **extra}
+    return {"identity": run_identity(config), "keras_fourier_version": __version__, **extra}
 
 
 def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> dict | None:
@@ -364,7 +362,7 @@ def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> di
     if not isinstance(stored, dict):
         warn(f"{RunFolder(out).run_record} has no run identity; it is rewritten")
         return None
-    check_identity(out, stored, config.identity(), names)
+    check_identity(out, stored, run_identity(config), names)
     version = record.get("keras_fourier_version")
     if version != __version__:
         warn(f"run folder {out!r} was written by keras_fourier {version}, this is {__version__}")
@@ -407,7 +405,7 @@ def train(
 ) -> TrainResult:
     """Trains (or resumes, or returns a finished run) and evaluates on the held-out split.
 
-    Checks every setting first (`TrainConfig.validate`), then the output
+    Checks every setting first (`validate_config`), then the output
     folder: it must not be held by another live run and must hold this
     run's settings if it holds a run at all; a finished run is returned as
     stored. Data problems (a `dir:` source with one class or mismatched
@@ -444,8 +442,8 @@ def train(
     """
     config = dataclasses.replace(config or TrainConfig(), **overrides)
     names = dict(names or {})
-    config.validate(names)
-    config = config.resolved()
+    validate_config(config, names)
+    config = resolve_config(config)
     if not config.saved_model:  # either spelling of a name is the same run
         config = dataclasses.replace(config, model=canonical_name(config.model))
     strategy = get_strategy(config.strategy)
@@ -459,7 +457,7 @@ def train(
             finished = _finished(out, _check_folder(out, config, names))
             if finished is not None:
                 return finished
-        data = config.task.datasets(config)
+        data = run_task(config).datasets(config)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
         steps_per_epoch = config.steps_per_epoch or int(data.train.cardinality())
@@ -502,6 +500,7 @@ def _fit(
     data: TaskData,
     model: keras.Model,
 ) -> TrainResult:
+    task = run_task(config)
     folder = RunFolder(out)
     for path in (folder.path, folder.backup):
         remove_stale_temporaries(path)
@@ -519,6 +518,8 @@ def _fit(
                 folder.best,
                 last_epoch,
                 rows,
+                monitor=task.monitor,
+                mode=task.selection_mode,
                 use_ema=config.use_ema,
             )
             if completed:
@@ -537,7 +538,7 @@ def _fit(
             initial_epoch=last_epoch + 1,
             steps_per_epoch=config.steps_per_epoch,
             validation_data=select_model_inputs(data.validation, model),
-            callbacks=_callbacks(config, folder, backup),
+            callbacks=_callbacks(config, task, folder, backup),
             shuffle=False,
             verbose=verbose,
         )
@@ -556,7 +557,7 @@ def _fit(
     best_path = folder.best
     selected = load_keras_file(best_path, compile=False)
     model_path = folder.model
-    labels = config.task.labels(config)
+    labels = {TASK_KEY: task.name, **task.labels(config)}
     save_model(selected, model_path, {**(read_checkpoint_record(best_path) or {}), **labels})
     with strategy.scope():
         selected = load_keras_file(model_path, compile=False)
@@ -568,8 +569,8 @@ def _fit(
             data_dir=config.data_dir,
             eval_examples=config.eval_examples,
             on_bad_image=config.on_bad_image,
-            tokenizer=stored_tokenizer(labels),
-            class_names=labels.get(CLASS_NAMES_KEY),
+            task=task,
+            labels=labels,
         )
     write_run_record(out, _record(config, status="finished", metrics=metrics))
     return TrainResult(

@@ -1,0 +1,97 @@
+"""ADE20K as the official HorNet UPerNet models see it: class names, normalisation, releases.
+
+* :func:`class_names`: the 150 class names, from the text file shipped with
+  the package (``ade20k_classes.txt``; its header says where the list comes
+  from and under which licence);
+* :data:`MEAN` / :data:`STD`: the normalisation of the official configs
+  (``img_norm_cfg``, RGB, 0-255 pixels), which the segmentation models apply
+  themselves in their ``preprocessing`` layer;
+* :data:`RELEASES`: the UPerNet checkpoints fine-tuned on ADE20K that
+  raoyongming/HorNet publishes (``semantic_segmentation/README.md``), one row
+  per backbone variant, with the published single- and multi-scale mIoU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from importlib import resources
+
+from keras_fourier.models.releases import TSINGHUA_CLOUD
+
+# img_norm_cfg of the official ADE20K configs (mmsegmentation's), RGB order, 0-255 pixels.
+MEAN = (123.675, 116.28, 103.53)
+STD = (58.395, 57.12, 57.375)
+NUM_CLASSES = 150
+# Labels the loss and the metrics skip: ADE20K's "other" (0) after reduce_zero_label.
+IGNORE_INDEX = 255
+
+
+@functools.cache
+def class_names() -> tuple[str, ...]:
+    """The 150 ADE20K class names, class i of the models first.
+
+    Returns:
+        A tuple of 150 strings ("wall", "building", "sky", ...).
+
+    Example:
+        >>> class_names()[:3]
+        ('wall', 'building', 'sky')
+    """
+    text = resources.files(__package__).joinpath("ade20k_classes.txt").read_text("utf-8")
+    names = tuple(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+    if len(names) != NUM_CLASSES:
+        raise ValueError(f"ade20k_classes.txt holds {len(names)} names, not {NUM_CLASSES}.")
+    return names
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentationRelease:
+    """One official UPerNet ADE20K checkpoint of raoyongming/HorNet.
+
+    Attributes:
+        file_name: the name it is cached under.
+        url: the download link of the official README.
+        miou: published single-scale mIoU (%) on ADE20K val.
+        miou_ms: published multi-scale + flip mIoU (%).
+        crop_size: the training crop and sliding-window size of its config.
+        drop_path_rate: the backbone's stochastic depth in its config.
+        source: the repository that publishes it.
+        license: that repository's licence.
+        sha256: hex digest checked after downloading; None (the README
+            publishes none and the rows were written without network access).
+    """
+
+    file_name: str
+    url: str
+    miou: float
+    miou_ms: float
+    crop_size: int
+    drop_path_rate: float
+    source: str = "https://github.com/raoyongming/HorNet"
+    license: str = "MIT"
+    sha256: str | None = None
+
+
+def _release(variant: str, code: str, miou: float, miou_ms: float, crop: int, rate: float):
+    size, kind = variant.split("_")[1:]
+    name = {"t": "tiny", "s": "small", "b": "base", "l": "large"}[size]
+    file_name = f"upernet_hornet_{name}_{kind}_{crop}_160k_ade20k.pth"
+    return SegmentationRelease(file_name, TSINGHUA_CLOUD.format(code), miou, miou_ms, crop, rate)
+
+
+# Links and mIoU from semantic_segmentation/README.md; crop sizes and drop-path rates from
+# configs/hornet/upernet_hornet_*_160k_ade20k.py (the README lists HorNet-B GF at 640x640,
+# its config file at 512x512: the config is what trained it).
+RELEASES: dict[str, SegmentationRelease] = {
+    "hornet_t_7x7": _release("hornet_t_7x7", "684334b0a7ea436b9a97", 48.1, 48.9, 512, 0.4),
+    "hornet_t_gf": _release("hornet_t_gf", "34725e1401194786bb76", 49.2, 49.3, 512, 0.4),
+    "hornet_s_7x7": _release("hornet_s_7x7", "0e488e21a88d414da90c", 49.2, 49.8, 512, 0.3),
+    "hornet_s_gf": _release("hornet_s_gf", "d37290faa8a34bc091c3", 50.0, 50.5, 512, 0.3),
+    "hornet_b_7x7": _release("hornet_b_7x7", "98288e9023c2425a880c", 50.0, 50.5, 512, 0.4),
+    "hornet_b_gf": _release("hornet_b_gf", "e50ecead21e4408187b7", 50.5, 50.9, 512, 0.5),
+    "hornet_l_7x7": _release("hornet_l_7x7", "d7a782e07a354f59bf62", 54.1, 54.5, 640, 0.4),
+    "hornet_l_gf": _release("hornet_l_gf", "3dbb38bae1694653a666", 55.0, 55.2, 640, 0.4),
+}

@@ -1,0 +1,251 @@
+"""The `Task` interface: everything of a run that depends on what the model predicts.
+
+The trainer (:mod:`keras_fourier.training.trainer`), `evaluate` and the
+`keras-fourier` commands never ask whether a model classifies images, texts
+or pixels: they ask the run's :class:`Task`. A task owns
+
+* its data: the sources it takes (`accepts`, `sources`), the settings of
+  :class:`~keras_fourier.training.TrainConfig` that apply to it only
+  (`fields`), their checks (`check`) and their entry in the run's identity
+  (`identity`), the training and validation pipelines (`datasets`), the
+  held-out pipeline of a trained model (`evaluation_data`), the class count
+  of a source (`num_classes`);
+* its model: the options of `create_model` (`model_options`), the models it
+  takes (`accepts_model`), the header line of the input (`describe_input`),
+  and the check that a model's outputs suit the data (`check_outputs`);
+* its objective: the training and evaluation loss (`loss`), the metrics
+  (`metrics`), the metric that selects ``best.keras`` and its mode
+  (`selection_metric`, `selection_mode`), the default recipe
+  (`default_recipe`);
+* its results: the last line(s) the commands print (`summary`, e.g.
+  ``test_accuracy=0.9312``), what ``model.keras`` stores to label the
+  model's outputs later (`labels`), and what `keras-fourier predict` shows
+  or writes (`predict`).
+
+Metrics are `keras.metrics.Metric` objects, so they are computed over a
+whole split, not averaged per batch: `Model.evaluate` resets them once and
+accumulates every batch into their state (a streaming confusion matrix
+gives the mIoU of the split). `tests/task_harness.py` checks this, and the
+rest of the contract, for every registered task.
+
+A new task is a module of this package that defines ``TASK = MyTask()``
+and one row of :data:`keras_fourier.tasks.TASKS`. This module is keras-free
+(the types are for annotations only), so the registry and the command line
+read the task names without loading TensorFlow.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from keras_fourier.models.names import modality
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+    from keras_fourier.training.config import TrainConfig
+
+# Keys of the record that `train` stores inside model.keras (`save_model`): the run's task
+# and what its task needs to label the model's outputs later (`Task.labels`).
+TASK_KEY = "task"
+CLASS_NAMES_KEY = "class_names"
+CROP_PCT_KEY = "eval_crop_pct"
+# The record of the tokenizer of a text model (`keras_fourier.data.text.tokenizer_record`).
+TOKENIZER_KEY = "tokenizer"
+
+
+@dataclasses.dataclass
+class TaskData:
+    """The train and validation pipelines of a run, and a line per split for the header.
+
+    Attributes:
+        train: batches of (inputs, targets) to fit on.
+        validation: batches evaluated after every epoch.
+        num_classes: classes of the data (the model's outputs per position).
+        splits: {"train"|"validation"|"test": description} for the header.
+    """
+
+    train: tf.data.Dataset
+    validation: tf.data.Dataset
+    num_classes: int
+    splits: dict[str, str]
+
+
+@dataclasses.dataclass
+class PredictRequest:
+    """What `keras-fourier predict` asks of a task.
+
+    Attributes:
+        inputs: image paths, or texts for a text task.
+        record: what the model's run stored in its model.keras
+            (`Task.labels`: class names, crop, tokenizer); {} for a model
+            without one.
+        top: classes shown per input (classification). Default 5.
+        crop_pct: the centre crop of images; None: the stored one, else the
+            task's default. Default None.
+        out: folder for tasks whose predictions are files (label maps,
+            images). Default None.
+    """
+
+    inputs: Sequence[str]
+    record: dict[str, Any]
+    top: int = 5
+    crop_pct: float | None = None
+    out: str | None = None
+
+
+class Task(abc.ABC):
+    """What a kind of model trains on, is scored with and predicts (see the module docstring).
+
+    Attributes:
+        name: the task's name, its key in :data:`keras_fourier.tasks.TASKS`.
+        modality: what its models take, "image" or "text".
+        sources: a description of the data sources it takes, for messages.
+        fields: the `TrainConfig` fields that apply to this task only.
+        default: the task of its modality when a run does not name one
+            (image and text classification). Default False: runs name it
+            (``--task``) unless it is the only task that takes their data.
+        selection_metric: the validation metric that selects ``best.keras``
+            (a key of `metrics`, logged as ``val_<name>``).
+        selection_mode: "max" or "min" for `selection_metric`.
+    """
+
+    name: str
+    modality: str
+    sources: str
+    fields: tuple[str, ...] = ()
+    default: bool = False
+    selection_metric: str
+    selection_mode: str = "max"
+
+    @property
+    def monitor(self) -> str:
+        """The log key of the selection metric on the validation split."""
+        return f"val_{self.selection_metric}"
+
+    # Data.
+
+    @abc.abstractmethod
+    def accepts(self, data: str) -> bool:
+        """Whether `data` names a source of this task."""
+
+    def accepts_model(self, model: str) -> bool:
+        """Whether model name `model` (either spelling) can be trained for this task.
+
+        Raises:
+            ValueError: an unknown model name.
+        """
+        return modality(model) == self.modality
+
+    def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:  # noqa: B027
+        """Raises ValueError for settings of `config` that do not suit this task.
+
+        Args:
+            config: the run's settings (recipe resolved).
+            name: field -> its name in messages (e.g. the command-line flag).
+        """
+
+    def identity(self, config: TrainConfig, values: dict[str, Any]) -> dict[str, Any]:
+        """The run identity `values` with this task's fields resolved (e.g. defaults)."""
+        del config
+        return values
+
+    def default_recipe(self, config: TrainConfig) -> str:
+        """The recipe of a run that names none. Default "deit"."""
+        del config
+        return "deit"
+
+    @abc.abstractmethod
+    def num_classes(self, data: str, data_dir: str | None = None) -> int:
+        """The class count of data source `data`."""
+
+    @abc.abstractmethod
+    def datasets(self, config: TrainConfig) -> TaskData:
+        """The training and validation pipelines of the run (checked before anything is written)."""
+
+    @abc.abstractmethod
+    def evaluation_data(
+        self,
+        model: keras.Model,
+        data: str,
+        split: str,
+        *,
+        batch_size: int,
+        data_dir: str | None,
+        eval_examples: int,
+        on_bad_image: str,
+        labels: Mapping[str, Any],
+    ) -> tf.data.Dataset:
+        """The held-out batches of (inputs, targets) on which `model` is scored.
+
+        Args:
+            model: the model.
+            data: the data source.
+            split: the split to score.
+            batch_size: batch size.
+            data_dir: TFDS data directory.
+            eval_examples: held-out examples of generated data.
+            on_bad_image: what to do with a corrupt image file.
+            labels: what the model's run stored in its model.keras
+                (`Task.labels`: class names, a text model's tokenizer record),
+                with what the caller gave in their place (a tokenizer may
+                then be an object or a name); {} for none.
+        """
+
+    # Model.
+
+    @abc.abstractmethod
+    def model_options(self, config: TrainConfig) -> dict[str, Any]:
+        """The input options of `create_model` for the run's model."""
+
+    @abc.abstractmethod
+    def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
+        """The model's input, for the run's header."""
+
+    @abc.abstractmethod
+    def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:
+        """Raises ValueError when `model`'s outputs do not suit data of `num_classes` classes.
+
+        Args:
+            model: the model.
+            num_classes: the classes of the data; None: unknown (not checked).
+            what: how to name the data in the message, e.g. "data 'digits'".
+        """
+
+    # Objective.
+
+    @abc.abstractmethod
+    def loss(self, config: TrainConfig | None = None) -> keras.losses.Loss:
+        """The training loss of run `config`, or the evaluation loss when None."""
+
+    @abc.abstractmethod
+    def metrics(self, num_classes: int, *, training: bool = False) -> list[keras.metrics.Metric]:
+        """New metric objects, accumulated over a whole split.
+
+        Args:
+            num_classes: the model's classes.
+            training: the metrics compiled for training (they may add, e.g.,
+                the loss without label smoothing). Default False: evaluation.
+        """
+
+    # Results.
+
+    @abc.abstractmethod
+    def summary(self, metrics: dict[str, float]) -> list[str]:
+        """The line(s) a command prints last for test-split `metrics` (``name=value``)."""
+
+    def labels(self, config: TrainConfig) -> dict[str, Any]:
+        """What `predict` and `evaluate` need to label the run's outputs, stored in model.keras.
+
+        Default: nothing.
+        """
+        del config
+        return {}
+
+    @abc.abstractmethod
+    def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
+        """Predicts `request.inputs`, writes what the task writes; returns the lines to print."""
