@@ -17,6 +17,8 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier.cli import main
+from keras_fourier.tasks import TaskData
+from keras_fourier.tasks.image_classification import ImageClassification
 from keras_fourier.training import (
     NonFiniteLossError,
     RunConfigError,
@@ -28,8 +30,6 @@ from keras_fourier.training import (
     validate_config,
 )
 from keras_fourier.training.callbacks import CHECKPOINT_RECORD, read_checkpoint_record
-from keras_fourier.tasks import TaskData
-from keras_fourier.tasks.image_classification import ImageClassification
 
 TINY = {
     "model": "gfnet_tiny",

@@ -10,9 +10,11 @@ or pixels: they ask the run's :class:`Task`. A task owns
   (`identity`), the training and validation pipelines (`datasets`), the
   held-out pipeline of a trained model (`evaluation_data`), the class count
   of a source (`num_classes`);
-* its model: the options of `create_model` (`model_options`), the models it
-  takes (`accepts_model`), the header line of the input (`describe_input`),
-  and the check that a model's outputs suit the data (`check_outputs`);
+* its model: the model a run builds (`build_model`, from the options of
+  `model_options`), the model that ``model.keras`` keeps of the trained one
+  (`inference_model`, e.g. without an auxiliary head), the models it takes
+  (`accepts_model`), the header line of the input (`describe_input`), and
+  the check that a model's outputs suit the data (`check_outputs`);
 * its objective: the training and evaluation loss (`loss`), the metrics
   (`metrics`), the metric that selects ``best.keras`` and its mode
   (`selection_metric`, `selection_mode`), the default recipe
@@ -201,6 +203,22 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
         """The input options of `create_model` for the run's model."""
+
+    @abc.abstractmethod
+    def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
+        """The model a run of a model name trains (with `config.weights`, from them).
+
+        Called under the run's strategy scope and dtype policy. A run that
+        starts from a saved model (`config.saved_model`) trains that model
+        instead, after `check_outputs`.
+        """
+
+    def inference_model(self, model: keras.Model) -> keras.Model:
+        """The model that ``model.keras`` keeps of the trained `model`, and that is evaluated.
+
+        Default: `model` itself.
+        """
+        return model
 
     @abc.abstractmethod
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:

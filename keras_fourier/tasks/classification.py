@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import keras
 
+from keras_fourier.models.catalog import create_model, create_pretrained_model
 from keras_fourier.tasks.base import Task
 
 if TYPE_CHECKING:
@@ -41,6 +42,18 @@ class Classification(Task):
                 f"Model {model.name!r} outputs {shape[-1]} classes but {what} has "
                 f"{num_classes}: use a model of its classes."
             )
+
+    def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
+        """The model name's classifier (`create_model`), from `config.weights` but its head."""
+        options = {
+            "num_classes": num_classes,
+            "drop_path_rate": config.drop_path_rate,
+            **self.model_options(config),
+            **config.architecture,
+        }
+        if config.weights is not None:
+            return create_pretrained_model(config.model, weights=config.weights, **options)
+        return create_model(config.model, **options)
 
     def loss(self, config: TrainConfig | None = None) -> keras.losses.Loss:
         """Categorical cross-entropy, with the run's label smoothing in training."""

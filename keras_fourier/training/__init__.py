@@ -15,79 +15,70 @@ that selects the best epoch) comes from the run's task
 `resolve_config` and `run_identity` put the settings and the task together.
 The `keras-fourier train` and `keras-fourier evaluate` commands are thin
 wrappers around them.
+
+The names load on first use (PEP 562, as in :mod:`keras_fourier.models`):
+the settings of a run (:mod:`~keras_fourier.training.config`,
+:mod:`~keras_fourier.training.recipe`) are keras-free, and the command line
+reads them without loading TensorFlow.
 """
 
-from keras_fourier.models.catalog import (
-    TEXT_PRESETS,
-    VISION_PRESETS,
-    create_model,
-    create_pretrained_model,
-    is_text_model,
-    model_names,
-    vision_stride,
-)
-from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file
-from keras_fourier.training.callbacks import (
-    EpochBackup,
-    ModelCheckpoint,
-    NonFiniteLossError,
-    ResumableCSVLogger,
-    StopOnNonFiniteLoss,
-)
-from keras_fourier.training.config import TrainConfig
-from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
-from keras_fourier.training.recipe import (
-    PRECISIONS,
-    RECIPES,
-    Recipe,
-    WarmupLinearDecay,
-    create_optimizer,
-    no_weight_decay_variables,
-    warmup_cosine_schedule,
-    warmup_linear_schedule,
-)
-from keras_fourier.training.rundir import RunConfigError, RunFolderBusyError, RunLock
-from keras_fourier.training.strategy import STRATEGIES, get_strategy, worker_id
-from keras_fourier.training.tasks import task_for_data
-from keras_fourier.training.trainer import TrainResult, evaluate, train
+import importlib
+from typing import Any
 
-__all__ = [
-    "PRECISIONS",
-    "RECIPES",
-    "STRATEGIES",
-    "TEXT_PRESETS",
-    "VISION_PRESETS",
-    "EpochBackup",
-    "ModelCheckpoint",
-    "NonFiniteLossError",
-    "Recipe",
-    "ResumableCSVLogger",
-    "RunConfigError",
-    "RunFolder",
-    "RunFolderBusyError",
-    "RunLock",
-    "StopOnNonFiniteLoss",
-    "TrainConfig",
-    "TrainResult",
-    "WarmupLinearDecay",
-    "create_model",
-    "create_optimizer",
-    "create_pretrained_model",
-    "evaluate",
-    "get_strategy",
-    "is_text_model",
-    "model_names",
-    "no_weight_decay_variables",
-    "read_history",
-    "resolve_config",
-    "resolve_model_file",
-    "run_identity",
-    "run_task",
-    "task_for_data",
-    "train",
-    "validate_config",
-    "vision_stride",
-    "warmup_cosine_schedule",
-    "warmup_linear_schedule",
-    "worker_id",
-]
+# The module of each public name.
+_MODULES = {
+    "TEXT_PRESETS": "keras_fourier.models.catalog",
+    "VISION_PRESETS": "keras_fourier.models.catalog",
+    "create_model": "keras_fourier.models.catalog",
+    "create_pretrained_model": "keras_fourier.models.catalog",
+    "is_text_model": "keras_fourier.models.catalog",
+    "model_names": "keras_fourier.models.catalog",
+    "vision_stride": "keras_fourier.models.catalog",
+    "RunFolder": "keras_fourier.run_folder",
+    "read_history": "keras_fourier.run_folder",
+    "resolve_model_file": "keras_fourier.run_folder",
+    "EpochBackup": "keras_fourier.training.callbacks",
+    "ModelCheckpoint": "keras_fourier.training.callbacks",
+    "NonFiniteLossError": "keras_fourier.training.callbacks",
+    "ResumableCSVLogger": "keras_fourier.training.callbacks",
+    "StopOnNonFiniteLoss": "keras_fourier.training.callbacks",
+    "PRECISIONS": "keras_fourier.training.config",
+    "STRATEGIES": "keras_fourier.training.config",
+    "TrainConfig": "keras_fourier.training.config",
+    "WarmupLinearDecay": "keras_fourier.training.optimizer",
+    "create_optimizer": "keras_fourier.training.optimizer",
+    "no_weight_decay_variables": "keras_fourier.training.optimizer",
+    "warmup_cosine_schedule": "keras_fourier.training.optimizer",
+    "warmup_linear_schedule": "keras_fourier.training.optimizer",
+    "resolve_config": "keras_fourier.training.plan",
+    "run_identity": "keras_fourier.training.plan",
+    "run_task": "keras_fourier.training.plan",
+    "validate_config": "keras_fourier.training.plan",
+    "RECIPES": "keras_fourier.training.recipe",
+    "Recipe": "keras_fourier.training.recipe",
+    "RunConfigError": "keras_fourier.training.rundir",
+    "RunFolderBusyError": "keras_fourier.training.rundir",
+    "RunLock": "keras_fourier.training.rundir",
+    "get_strategy": "keras_fourier.training.strategy",
+    "worker_id": "keras_fourier.training.strategy",
+    "task_for_data": "keras_fourier.training.tasks",
+    "TrainResult": "keras_fourier.training.trainer",
+    "evaluate": "keras_fourier.training.trainer",
+    "train": "keras_fourier.training.trainer",
+}
+
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name: str) -> Any:
+    """Loads a name (and Keras, for most) when it is first used."""
+    if name not in _MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, those not loaded yet included (completion in notebooks)."""
+    return sorted({*globals(), *__all__})

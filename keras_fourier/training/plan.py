@@ -23,10 +23,10 @@ from typing import Any
 from keras_fourier.data.augment import AugmentConfig
 from keras_fourier.models.catalog import check_architecture
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.settings import BAD_IMAGE_MODES, RECIPE_FIELDS, RECIPES
+from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.tasks import Task, all_tasks, select_task
-from keras_fourier.training.config import TrainConfig
-from keras_fourier.training.recipe import check_precision
+from keras_fourier.training.config import TrainConfig, check_precision
+from keras_fourier.training.recipe import RECIPE_FIELDS, RECIPES
 from keras_fourier.training.rundir import normalize
 from keras_fourier.training.strategy import check_strategy_name
 from keras_fourier.validation import check_bool, check_choice, check_number, check_positive_int

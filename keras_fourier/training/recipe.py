@@ -1,4 +1,4 @@
-"""The training recipes: the optimiser, its schedule and its loss, as rows of a table.
+"""The training recipes as rows of a table, keras-free (the command line lists them).
 
 :data:`RECIPES` holds one :class:`Recipe` per way the papers train:
 
@@ -17,18 +17,143 @@
 
 `keras-fourier train --recipe NAME` picks a row; every hyper-parameter left
 unset takes the row's value (see `keras_fourier.training.TrainConfig`).
+:mod:`keras_fourier.training.optimizer` builds the optimiser and schedules.
 """
 
 from __future__ import annotations
 
-import keras
+import dataclasses
+import math
 
-from keras_fourier.settings import PRECISIONS, RECIPES, Recipe
-from keras_fourier.validation import check_choice, check_number, check_positive_int
+from keras_fourier.validation import check_choice
 
-# Variables never decayed whatever their rank: learned position embeddings and the
-# Fourier-domain weights (GFNet/HorNet filters, AFNO's complex block MLP).
-NO_WEIGHT_DECAY_NAMES = ("pos_embed", "complex_weight", "w1", "b1", "w2", "b2")
+SCHEDULES = ("cosine", "linear")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One training recipe: the defaults of the `TrainConfig` hyper-parameters, and more.
+
+    Attributes:
+        name: its key in :data:`RECIPES`.
+        source: where its numbers come from.
+        epochs: training epochs.
+        batch_size: global batch size.
+        learning_rate: peak learning rate.
+        min_learning_rate: learning rate at the end of the decay.
+        warmup_epochs: epochs of linear warmup, or None to use `warmup_fraction`.
+        warmup_fraction: share of all steps warmed up (when `warmup_epochs` is
+            None); the warmup takes ``int(warmup_fraction * total_steps)``
+            steps, as the official FNet code counts them.
+        schedule: the decay after the warmup: "cosine"
+            (:func:`warmup_cosine_schedule`) or "linear"
+            (:func:`warmup_linear_schedule`).
+        weight_decay: decoupled (AdamW) weight decay.
+        decay_all: decay every variable (True) or exempt norms, biases,
+            position embeddings and Fourier filters (False,
+            :func:`no_weight_decay_variables`).
+        clipnorm: global gradient-norm clip, or None for none.
+        label_smoothing: label smoothing of the cross-entropy.
+        epsilon: Adam's epsilon. Keras adds it to the square root of the
+            uncorrected second moment, Flax (the official FNet code) to that of
+            the bias-corrected one: the same update up to an epsilon scaled
+            by ``sqrt(1 - beta_2**t)``, a difference that fades within the
+            first thousand steps.
+        beta_1: Adam's first-moment decay.
+        beta_2: Adam's second-moment decay.
+    """
+
+    name: str
+    source: str
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    min_learning_rate: float
+    warmup_epochs: float | None
+    warmup_fraction: float
+    schedule: str
+    weight_decay: float
+    decay_all: bool
+    clipnorm: float | None
+    label_smoothing: float
+    epsilon: float
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+
+    def warmup_steps(self, warmup_epochs: float | None, steps_per_epoch: int, epochs: int) -> int:
+        """The warmup's optimizer steps, fewer than the run's.
+
+        Args:
+            warmup_epochs: the run's warmup in epochs, or None for the
+                recipe's `warmup_fraction` of all steps.
+            steps_per_epoch: optimizer steps per epoch.
+            epochs: the run's epochs.
+
+        Returns:
+            ``round(warmup_epochs * steps_per_epoch)`` (cosine schedule) or its
+            floor (linear schedule, as the official FNet code's ``int()``);
+            with no `warmup_epochs`, ``int(warmup_fraction * total steps)``;
+            at most ``total steps - 1``.
+
+        Example:
+            >>> RECIPES["fnet_finetune"].warmup_steps(None, 1052, 3)
+            315
+        """
+        total = epochs * steps_per_epoch
+        if warmup_epochs is None:
+            steps = int(self.warmup_fraction * total)
+        elif self.schedule == "linear":
+            steps = math.floor(warmup_epochs * steps_per_epoch + 1e-9)
+        else:
+            steps = round(warmup_epochs * steps_per_epoch)
+        return min(steps, total - 1)
+
+
+RECIPES: dict[str, Recipe] = {
+    "deit": Recipe(
+        name="deit",
+        source="DeiT (Touvron et al. 2021), as GFNet, HorNet and AFNO train",
+        epochs=20,
+        batch_size=64,
+        learning_rate=3e-3,
+        min_learning_rate=1e-5,
+        warmup_epochs=2,
+        warmup_fraction=0.0,
+        schedule="cosine",
+        weight_decay=0.05,
+        decay_all=False,
+        clipnorm=1.0,
+        label_smoothing=0.1,
+        epsilon=1e-7,
+    ),
+    "fnet_finetune": Recipe(
+        name="fnet_finetune",
+        source="google-research f_net/configs/classification.py and run_classifier.py",
+        epochs=3,
+        batch_size=64,
+        learning_rate=1e-5,
+        min_learning_rate=0.0,
+        warmup_epochs=None,
+        warmup_fraction=0.1,
+        schedule="linear",
+        weight_decay=0.01,
+        decay_all=True,
+        clipnorm=None,
+        label_smoothing=0.0,
+        epsilon=1e-6,
+    ),
+}
+# The fields of TrainConfig whose None means "the recipe's value".
+RECIPE_FIELDS = (
+    "epochs",
+    "batch_size",
+    "learning_rate",
+    "min_learning_rate",
+    "warmup_epochs",
+    "weight_decay",
+    "clipnorm",
+    "label_smoothing",
+)
 
 
 def get_recipe(name: str) -> Recipe:
@@ -42,231 +167,3 @@ def get_recipe(name: str) -> Recipe:
         1e-05
     """
     return RECIPES[check_choice("recipe", name, tuple(RECIPES))]
-
-
-def check_precision(policy: str) -> str:
-    """Validates a mixed-precision policy name.
-
-    Args:
-        policy: one of `PRECISIONS`.
-
-    Returns:
-        `policy` unchanged.
-
-    Raises:
-        ValueError: naming the value when it is not a known policy.
-
-    Example:
-        >>> check_precision("mixed_bfloat16")
-        'mixed_bfloat16'
-    """
-    return check_choice("mixed_precision", policy, PRECISIONS)
-
-
-def no_weight_decay_variables(model: keras.Model) -> list[keras.Variable]:
-    """The trainable variables exempt from weight decay.
-
-    Every variable of rank <= 1 (biases, LayerNorm gamma/beta, LayerScale
-    gamma), position embeddings (``pos_embed``, and FNet's position table),
-    and the Fourier-domain weights (``complex_weight``; AFNO's ``w1``,
-    ``b1``, ``w2``, ``b2``).
-
-    Args:
-        model: a built model.
-
-    Returns:
-        The variables, in `model.trainable_variables` order.
-
-    Example:
-        >>> model = keras_fourier.build_model(depths=1, dims=16, patch_size=4,
-        ...                                   input_shape=(16, 16, 3), classes=2)
-        >>> sorted({v.name for v in no_weight_decay_variables(model)})
-        ['beta', 'bias', 'complex_weight', 'gamma', 'pos_embed']
-    """
-    return [
-        variable
-        for variable in model.trainable_variables
-        if len(variable.shape) <= 1
-        or variable.name in NO_WEIGHT_DECAY_NAMES
-        or variable.path.endswith("position/embeddings")
-    ]
-
-
-def warmup_cosine_schedule(
-    learning_rate: float,
-    total_steps: int,
-    warmup_steps: int = 0,
-    min_learning_rate: float = 1e-5,
-) -> keras.optimizers.schedules.CosineDecay:
-    """Linear warmup from 0 to `learning_rate`, then cosine decay to `min_learning_rate`.
-
-    Args:
-        learning_rate: peak learning rate, reached after `warmup_steps`.
-        total_steps: length of the whole schedule in optimizer steps.
-        warmup_steps: steps of the linear warmup, < `total_steps`. Default 0.
-        min_learning_rate: learning rate at `total_steps`. Default 1e-5.
-
-    Returns:
-        A `keras.optimizers.schedules.CosineDecay` with warmup.
-
-    Example:
-        >>> schedule = warmup_cosine_schedule(1e-3, total_steps=100, warmup_steps=10)
-        >>> [round(float(schedule(step)), 6) for step in (0, 5, 10, 100)]
-        [0.0, 0.0005, 0.001, 1e-05]
-    """
-    check_positive_int("total_steps", total_steps)
-    check_number("warmup_steps", warmup_steps, low=0, high=total_steps, high_open=True)
-    check_number("learning_rate", learning_rate, low=0, low_open=True)
-    check_number("min_learning_rate", min_learning_rate, low=0, high=learning_rate)
-    return keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0,
-        decay_steps=total_steps - warmup_steps,
-        alpha=min_learning_rate / learning_rate,
-        warmup_target=learning_rate,
-        warmup_steps=warmup_steps,
-    )
-
-
-@keras.saving.register_keras_serializable(package="keras_fourier")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from 0 to `learning_rate`, then linear decay to `min_learning_rate`.
-
-    The official FNet fine-tuning schedule (``constant * linear_warmup *
-    linear_decay`` of google-research ``f_net/train_utils.py``): at step
-    ``s``, ``learning_rate * s / warmup_steps`` during the warmup, then
-    ``min + (learning_rate - min) * (1 - (s - warmup_steps) / (total_steps -
-    warmup_steps))``, and `min_learning_rate` after `total_steps`.
-
-    Args:
-        learning_rate: peak learning rate, reached at `warmup_steps`.
-        total_steps: length of the schedule in optimizer steps.
-        warmup_steps: steps of the warmup, < `total_steps`.
-        min_learning_rate: learning rate at `total_steps`.
-    """
-
-    def __init__(
-        self,
-        learning_rate: float,
-        total_steps: int,
-        warmup_steps: int,
-        min_learning_rate: float,
-    ):
-        self.learning_rate = learning_rate
-        self.total_steps = total_steps
-        self.warmup_steps = warmup_steps
-        self.min_learning_rate = min_learning_rate
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        warmup = self.learning_rate * step / max(self.warmup_steps, 1)
-        progress = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)
-        decay = self.min_learning_rate + (self.learning_rate - self.min_learning_rate) * (
-            1.0 - keras.ops.clip(progress, 0.0, 1.0)
-        )
-        return keras.ops.where(step < self.warmup_steps, warmup, decay)
-
-    def get_config(self):
-        return {
-            "learning_rate": self.learning_rate,
-            "total_steps": self.total_steps,
-            "warmup_steps": self.warmup_steps,
-            "min_learning_rate": self.min_learning_rate,
-        }
-
-
-def warmup_linear_schedule(
-    learning_rate: float,
-    total_steps: int,
-    warmup_steps: int = 0,
-    min_learning_rate: float = 0.0,
-) -> WarmupLinearDecay:
-    """Linear warmup from 0 to `learning_rate`, then linear decay to `min_learning_rate`.
-
-    The schedule of the official FNet fine-tuning (with `warmup_steps` 10%
-    of `total_steps` and `min_learning_rate` 0, see :data:`RECIPES`).
-
-    Args:
-        learning_rate: peak learning rate, reached after `warmup_steps`.
-        total_steps: length of the whole schedule in optimizer steps.
-        warmup_steps: steps of the linear warmup, < `total_steps`. Default 0.
-        min_learning_rate: learning rate at `total_steps`. Default 0.
-
-    Returns:
-        A :class:`WarmupLinearDecay` schedule.
-
-    Raises:
-        ValueError: a count or rate out of range, naming it.
-
-    Example:
-        >>> schedule = warmup_linear_schedule(1e-5, total_steps=100, warmup_steps=10)
-        >>> [round(float(schedule(step)), 9) for step in (0, 5, 10, 55, 100)]
-        [0.0, 5e-06, 1e-05, 5e-06, 0.0]
-    """
-    check_positive_int("total_steps", total_steps)
-    check_number("warmup_steps", warmup_steps, low=0, high=total_steps, high_open=True)
-    check_number("learning_rate", learning_rate, low=0, low_open=True)
-    check_number("min_learning_rate", min_learning_rate, low=0, high=learning_rate)
-    return WarmupLinearDecay(
-        float(learning_rate), int(total_steps), int(warmup_steps), float(min_learning_rate)
-    )
-
-
-def create_optimizer(
-    model: keras.Model,
-    *,
-    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 1e-3,
-    weight_decay: float = 0.05,
-    clipnorm: float | None = 1.0,
-    use_ema: bool = False,
-    ema_momentum: float = 0.99,
-    decay_all: bool = False,
-    epsilon: float = 1e-7,
-    beta_1: float = 0.9,
-    beta_2: float = 0.999,
-) -> keras.optimizers.AdamW:
-    """AdamW with the papers' weight-decay exemptions and global gradient clipping.
-
-    Call it inside the strategy's scope, after building `model`. Under the
-    `mixed_float16` policy `model.compile` wraps it in a
-    `keras.optimizers.LossScaleOptimizer` (dynamic loss scaling).
-
-    Args:
-        model: the built model; `no_weight_decay_variables(model)` are
-            excluded from weight decay unless `decay_all`.
-        learning_rate: a float or a schedule (see `warmup_cosine_schedule`,
-            `warmup_linear_schedule`). Default 1e-3.
-        weight_decay: decoupled weight decay. Default 0.05.
-        clipnorm: clip the global norm of all gradients to this value; None
-            for no clipping. Default 1.0.
-        use_ema: keep an exponential moving average of the weights, swapped
-            in for validation and assigned to the model at the end of
-            `fit`. Default False.
-        ema_momentum: EMA momentum. Default 0.99.
-        decay_all: decay every variable, as the official FNet fine-tuning
-            (Flax's Adam with ``weight_decay``). Default False.
-        epsilon: Adam's epsilon. Default 1e-7 (Keras's).
-        beta_1: Adam's first-moment decay. Default 0.9.
-        beta_2: Adam's second-moment decay. Default 0.999.
-
-    Returns:
-        A `keras.optimizers.AdamW`.
-
-    Example:
-        >>> model = keras_fourier.build_model(depths=1, dims=16, patch_size=4,
-        ...                                   input_shape=(16, 16, 3), classes=2)
-        >>> create_optimizer(model, learning_rate=1e-3).global_clipnorm
-        1.0
-    """
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=learning_rate,
-        weight_decay=weight_decay,
-        global_clipnorm=clipnorm,
-        use_ema=use_ema,
-        ema_momentum=ema_momentum,
-        epsilon=epsilon,
-        beta_1=beta_1,
-        beta_2=beta_2,
-    )
-    if not decay_all:
-        optimizer.exclude_from_weight_decay(var_list=no_weight_decay_variables(model))
-    return optimizer

@@ -28,7 +28,7 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_fourier.settings import STRATEGIES
+from keras_fourier.training.config import STRATEGIES
 from keras_fourier.validation import check_choice
 
 # The names each non-TensorFlow backend accepts (TensorFlow accepts all of STRATEGIES).

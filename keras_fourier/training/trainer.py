@@ -61,8 +61,6 @@ from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries
 from keras_fourier.flop_count import flops
 from keras_fourier.models.catalog import (
     canonical_name,
-    create_model,
-    create_pretrained_model,
     is_model_name,
 )
 from keras_fourier.models.resolve import resolve_model
@@ -88,12 +86,13 @@ from keras_fourier.training.callbacks import (
     save_model,
 )
 from keras_fourier.training.config import TrainConfig
-from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
-from keras_fourier.training.recipe import (
+from keras_fourier.training.optimizer import (
     create_optimizer,
     warmup_cosine_schedule,
     warmup_linear_schedule,
 )
+from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
+from keras_fourier.training.recipe import get_recipe
 from keras_fourier.training.rundir import (
     RunLock,
     check_identity,
@@ -244,21 +243,13 @@ def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Mod
         model = resolve_model(config.model)
         task.check_outputs(model, num_classes, f"data {config.data!r}")
         return model
-    options = {
-        "num_classes": num_classes,
-        "drop_path_rate": config.drop_path_rate,
-        **task.model_options(config),
-        **config.architecture,
-    }
-    if config.weights is not None:
-        return create_pretrained_model(config.model, weights=config.weights, **options)
-    return create_model(config.model, **options)
+    return task.build_model(config, num_classes)
 
 
 def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras.Model:
     task = run_task(config)
     model = _start_model(config, task, num_classes)
-    recipe = config.run_recipe
+    recipe = get_recipe(config.recipe)
     total_steps = config.epochs * steps_per_epoch
     schedule = {"cosine": warmup_cosine_schedule, "linear": warmup_linear_schedule}[
         recipe.schedule
@@ -555,7 +546,7 @@ def _fit(
     # The epoch selected on the validation split becomes the run's model, and the test split
     # is evaluated once, on it.
     best_path = folder.best
-    selected = load_keras_file(best_path, compile=False)
+    selected = task.inference_model(load_keras_file(best_path, compile=False))
     model_path = folder.model
     labels = {TASK_KEY: task.name, **task.labels(config)}
     save_model(selected, model_path, {**(read_checkpoint_record(best_path) or {}), **labels})

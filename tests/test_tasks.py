@@ -1,0 +1,88 @@
+"""Every registered task through the task harness, and how a run's task is chosen."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier.tasks import TASKS, get_task, select_task
+from keras_fourier.training import TrainConfig, run_identity, validate_config
+from tests.task_harness import run_task_checks
+
+pytestmark = pytest.mark.single_backend
+
+
+def _digits(folder):
+    """Two PNG files; the tiny image run on the digits."""
+    pixels = np.random.default_rng(0).integers(0, 255, (2, 12, 10, 3), dtype=np.uint8)
+    paths = []
+    for index, image in enumerate(pixels):
+        path = folder / f"image{index}.png"
+        path.write_bytes(tf.io.encode_png(image).numpy())
+        paths.append(str(path))
+    config = TrainConfig(model="gfnet_tiny", data="digits", dims=16, depths=1, batch_size=8)
+    return config, paths
+
+
+def _reviews(folder):
+    """A csv: source of two classes; the tiny text run on it, and two texts."""
+    for split, count in (("train", 16), ("dev", 12), ("test", 12)):
+        rows = [f"the film was {'good' if i % 2 else 'bad'} {i},{i % 2}" for i in range(count)]
+        (folder / f"{split}.csv").write_text("\n".join(["sentence,label", *rows]) + "\n")
+    config = TrainConfig(model="fnet_tiny", data=f"csv:{folder}", sequence_length=16, batch_size=4)
+    return config, ["a good film", "a bad one"]
+
+
+# A tiny run of each registered task and inputs to predict: a new task adds its row.
+TINY_RUNS = {"image_classification": _digits, "text_classification": _reviews}
+
+
+def test_every_task_has_a_tiny_run():
+    assert set(TINY_RUNS) == set(TASKS)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_task_harness(name, tmp_path):
+    (tmp_path / "data").mkdir()
+    config, inputs = TINY_RUNS[name](tmp_path / "data")
+    run_task_checks(get_task(name), config, inputs, str(tmp_path / "predictions"))
+
+
+def test_listops_passes_the_harness_up_to_predict_which_needs_a_stored_tokenizer(tmp_path):
+    config = TrainConfig(
+        model="fnet_tiny",
+        data="listops",
+        sequence_length=16,
+        train_examples=32,
+        eval_examples=16,
+        batch_size=8,
+    )
+    task = get_task("text_classification")
+    with pytest.raises(ValueError, match="stores no tokenizer"):
+        run_task_checks(task, config, ["[MAX 1 2]"], str(tmp_path))
+
+
+def test_the_task_is_the_one_named_else_the_one_model_and_data_tell():
+    assert select_task("digits", model="gfnet_tiny").name == "image_classification"
+    assert select_task("csv:x", model="FNetBase").name == "text_classification"
+    # A saved model: the data tells.
+    assert select_task("listops").name == "text_classification"
+    assert select_task("dir:x", task="image_classification").name == "image_classification"
+    with pytest.raises(ValueError, match=r"Task 'image_classification' takes .*'listops'"):
+        select_task("listops", task="image_classification")
+    with pytest.raises(ValueError, match=r"^Model 'fnet_tiny' cannot be trained for task"):
+        select_task("digits", model="fnet_tiny", task="image_classification")
+    with pytest.raises(ValueError, match=r"Received: --task='segmentation_of_cats'"):
+        select_task("digits", task="segmentation_of_cats", argument="--task")
+    with pytest.raises(ValueError, match=r"Data 'foo' is not a source of model 'gfnet_tiny'"):
+        select_task("foo", model="gfnet_tiny")
+
+
+def test_naming_the_default_task_is_the_same_run():
+    named = TrainConfig(task="image_classification")
+    validate_config(named)
+    assert run_identity(named) == run_identity(TrainConfig())
+    assert "task" not in run_identity(named)
+    with pytest.raises(
+        ValueError, match=r"not data 'digits'\. Received: --task=text_classification"
+    ):
+        validate_config(TrainConfig(task="text_classification"), {"task": "--task"})
