@@ -55,7 +55,7 @@ def test_digit_canvas_labels_are_the_pasted_digits():
     # Fixed by split, never the same across splits, and the pipeline serves the same arrays.
     np.testing.assert_array_equal(digit_canvas("validation", count=40)[1], masks)
     assert not np.array_equal(digit_canvas("test", count=40)[1], masks)
-    pipeline = load_segmentation_dataset("digit_canvas", "validation", batch_size=50)
+    pipeline = load_segmentation_dataset("digits", "validation", batch_size=50)
     served_images, served_masks = _collect(pipeline)
     assert served_images.shape == (200, 64, 64, 3) and served_masks.dtype == np.int32
     np.testing.assert_array_equal(served_masks[:40], masks)
@@ -64,7 +64,7 @@ def test_digit_canvas_labels_are_the_pasted_digits():
         "background",
         "0",
     ]
-    assert count_segmentation_examples("digit_canvas", "train") == 1000
+    assert count_segmentation_examples("digits", "train") == 1000
     assert segmentation_splits() == ("train", "validation")
 
 
@@ -335,7 +335,7 @@ def test_random_walk_masks_follow_the_paper():
 
 
 def test_inpainting_pipeline():
-    data = load_inpainting_dataset("digit_canvas", "test", batch_size=50)
+    data = load_inpainting_dataset("digits", "test", batch_size=50)
     inputs, targets = next(iter(data))
     masked, mask = inputs["masked_image"].numpy(), inputs["mask"].numpy()
     targets = targets.numpy()

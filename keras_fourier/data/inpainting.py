@@ -14,10 +14,11 @@ all float32 with images in [0, 255]. Training masks are new every epoch;
 validation and test masks are the same on every pass (fixed seeds), so
 PSNR and SSIM compare between epochs and runs.
 
-Sources: every image source of :func:`keras_fourier.data.load_image_dataset`
-("digits", "tfds:<name>", "dir:<path>") and the images of the segmentation
-sources of :mod:`keras_fourier.data.segmentation` ("digit_canvas",
-"segdir:<path>", masked TFDS datasets), whose masks are not used.
+Sources: the images of the segmentation sources of
+:mod:`keras_fourier.data.segmentation` ("digits": the 64x64 digit canvases,
+"segdir:<path>", masked TFDS datasets; their masks are not used), and every
+other image source of :func:`keras_fourier.data.load_image_dataset`
+("tfds:<name>", "dir:<path>").
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def mask_batch(
 
 
 def load_inpainting_dataset(
-    source: str = "digit_canvas",
+    source: str = "digits",
     split: str = "train",
     *,
     image_size: int = 64,
@@ -135,7 +136,7 @@ def load_inpainting_dataset(
     """Build a batched inpainting pipeline (see the module docstring).
 
     Args:
-        source: an image or segmentation source. Default "digit_canvas".
+        source: an image or segmentation source. Default "digits".
         split: the split. Default "train".
         image_size: output height and width. Default 64.
         batch_size: batch size. Default 16.
@@ -151,7 +152,7 @@ def load_inpainting_dataset(
         (B, S, S, 1)}, images (B, S, S, 3)) batches.
 
     Example:
-        >>> data = load_inpainting_dataset("digit_canvas", "test", batch_size=4)
+        >>> data = load_inpainting_dataset("digits", "test", batch_size=4)
         >>> inputs, images = next(iter(data))
         >>> inputs["mask"].shape, images.shape
         (TensorShape([4, 64, 64, 1]), TensorShape([4, 64, 64, 3]))

@@ -7,8 +7,9 @@ normalise inside), masks int32 (B, S, S) holding class indices, and
 
 Sources:
 
-* ``"digit_canvas"``: needs no download. Each example is a 64x64 black
-  canvas on which 1 to 4 of the package's embedded 8x8 digits
+* ``"digits"``: the package's digits composited onto canvases (the
+  default; needs no download). Each example is a 64x64 black canvas on
+  which 1 to 4 of the package's embedded 8x8 digits
   (:func:`keras_fourier.data.load_digits`) are pasted at random positions,
   each scaled by a random integer factor 2-4 (16 to 32 pixels, nearest
   neighbour). A digit's pixels of at least a quarter of full intensity are
@@ -76,7 +77,7 @@ from keras_fourier.data.checks import (
 from keras_fourier.data.images import IMAGE_EXTENSIONS, load_digits
 
 IGNORE_INDEX = 255
-DIGIT_CANVAS = "digit_canvas"
+DIGIT_CANVAS = "digits"
 DIGIT_CANVAS_SIZE = 64
 DIGIT_CANVAS_COUNTS = {"train": 1000, "validation": 200, "test": 200}
 DIGIT_CANVAS_SEEDS = {"train": 0, "validation": 1, "test": 2}
@@ -143,7 +144,7 @@ def _parse_source(source: str) -> tuple[str, str]:
 
 
 def is_segmentation_source(source: str) -> bool:
-    """Whether `source` names segmentation data ("digit_canvas", "segdir:", masked TFDS)."""
+    """Whether `source` names segmentation data ("digits", "segdir:", masked TFDS)."""
     try:
         kind, value = _parse_source(source)
     except ValueError:
@@ -389,7 +390,7 @@ def segmentation_data_error(error: Exception, data: str) -> ValueError | None:
         The ValueError to raise, or None when `error` is no mask check failure.
 
     Example:
-        >>> segmentation_data_error(ValueError("other"), "digit_canvas") is None
+        >>> segmentation_data_error(ValueError("other"), "digits") is None
         True
     """
     text = str(error)
@@ -408,8 +409,8 @@ def segmentation_class_names(source: str = DIGIT_CANVAS, data_dir: str | None = 
     """The class names of a segmentation source, in label order, without reading any masks.
 
     Args:
-        source: "digit_canvas", "segdir:<path>" or "tfds:<name>". Default
-            "digit_canvas".
+        source: "digits", "segdir:<path>" or "tfds:<name>". Default
+            "digits".
         data_dir: unused; accepted for symmetry with the image sources.
 
     Returns:
@@ -432,7 +433,7 @@ def segmentation_num_classes(source: str = DIGIT_CANVAS, data_dir: str | None = 
     """The class count of a segmentation source (11 for the digit canvases).
 
     Example:
-        >>> segmentation_num_classes("digit_canvas")
+        >>> segmentation_num_classes("digits")
         11
     """
     return len(segmentation_class_names(source, data_dir))
@@ -482,7 +483,7 @@ def count_segmentation_examples(source: str, split: str, data_dir: str | None = 
     """Number of examples in a split of a segmentation source (None: TFDS declares none).
 
     Example:
-        >>> count_segmentation_examples("digit_canvas", "validation")
+        >>> count_segmentation_examples("digits", "validation")
         200
     """
     kind, value = _parse_source(source)
@@ -748,8 +749,8 @@ def load_segmentation_dataset(
     """Build a batched semantic segmentation pipeline (see the module docstring).
 
     Args:
-        source: "digit_canvas", "segdir:<path>", "tfds:oxford_iiit_pet" or
-            "tfds:scene_parse150". Default "digit_canvas".
+        source: "digits", "segdir:<path>", "tfds:oxford_iiit_pet" or
+            "tfds:scene_parse150". Default "digits".
         split: the split ("train", "validation", "test"; TFDS slices such as
             "train[:90%]" for TFDS). Default "train".
         image_size: output height and width S, a positive int. Default 64.
@@ -774,7 +775,7 @@ def load_segmentation_dataset(
             ``segdir:`` image without its mask.
 
     Example:
-        >>> data = load_segmentation_dataset("digit_canvas", "test", batch_size=4)
+        >>> data = load_segmentation_dataset("digits", "test", batch_size=4)
         >>> images, masks = next(iter(data))
         >>> images.shape, masks.shape
         (TensorShape([4, 64, 64, 3]), TensorShape([4, 64, 64]))

@@ -22,7 +22,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_fourier.data.checks import decode_image_checked
-from keras_fourier.data.images import is_image_source, training_splits
+from keras_fourier.data.images import count_examples, is_image_source, training_splits
 from keras_fourier.data.inpainting import (
     EVAL_MASK_SEED,
     MASK_KEY,
@@ -30,7 +30,11 @@ from keras_fourier.data.inpainting import (
     load_inpainting_dataset,
     mask_batch,
 )
-from keras_fourier.data.segmentation import is_segmentation_source, segmentation_splits
+from keras_fourier.data.segmentation import (
+    count_segmentation_examples,
+    is_segmentation_source,
+    segmentation_splits,
+)
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.metrics import PSNR, SSIM
 from keras_fourier.tasks.base import PredictRequest, Task, TaskData
@@ -89,6 +93,11 @@ class Inpainting(Task):
         del data, data_dir
         return 3  # the output channels
 
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        if is_segmentation_source(data):
+            return count_segmentation_examples(data, split, data_dir)
+        return count_examples(data, split, data_dir)
+
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
         return {"image_size": self.image_size(config)}
 
@@ -106,7 +115,9 @@ class Inpainting(Task):
         )
         masked = keras.Input((size, size, 3), name=MASKED_IMAGE_KEY)
         mask = keras.Input((size, size, 1), name=MASK_KEY)
-        restored = MaskComposite(name="restore")([masked, mask, network(masked)])
+        restored = network(masked)
+        if num_classes == 3:  # other channel counts cannot be composited with RGB images
+            restored = MaskComposite(name="restore")([masked, mask, restored])
         return keras.Model(
             {MASKED_IMAGE_KEY: masked, MASK_KEY: mask}, restored, name=f"{network.name}_inpainting"
         )

@@ -1,4 +1,4 @@
-"""Semantic segmentation: per-pixel classes of "digit_canvas", "segdir:" and masked TFDS data.
+"""Semantic segmentation: per-pixel classes of "digits", "segdir:" and masked TFDS data.
 
 The task builds its model itself (:meth:`Segmentation.build_model`): a
 UPerNet (:func:`keras_fourier.segmentation.UPerNet`) on the run's model as
@@ -124,7 +124,7 @@ class Segmentation(Task):
 
     name = "segmentation"
     modality = "image"
-    sources = "'digit_canvas', 'segdir:<path>', 'tfds:oxford_iiit_pet' or 'tfds:scene_parse150'"
+    sources = "'digits', 'segdir:<path>', 'tfds:oxford_iiit_pet' or 'tfds:scene_parse150'"
     fields = ("image_size", "eval_split", "validation_split", "deterministic")
     selection_metric = "miou"
     selection_mode = "max"
@@ -156,6 +156,9 @@ class Segmentation(Task):
 
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         return segmentation_num_classes(data, data_dir)
+
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        return count_segmentation_examples(data, split, data_dir)
 
     def labels(self, config: TrainConfig) -> dict[str, Any]:
         return {CLASS_NAMES_KEY: segmentation_class_names(config.data, config.data_dir)}

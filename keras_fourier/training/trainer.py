@@ -219,7 +219,9 @@ def evaluate(
         on_bad_image=on_bad_image,
         labels=labels,
     )
-    task.check_outputs(model, dataset.element_spec[1].shape[-1], f"data {data!r}")
+    targets = dataset.element_spec[1].shape  # one-hot (B, classes), else a dense task's
+    classes = targets[-1] if len(targets) == 2 else task.num_classes(data, data_dir)
+    task.check_outputs(model, classes, f"data {data!r}")
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=task.loss(), metrics=task.metrics(model.output_shape[-1]))
     metrics = {
