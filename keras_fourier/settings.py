@@ -21,28 +21,6 @@ the token mixers and FFNs with the variant rows
 
 from __future__ import annotations
 
-# The names the command layer imported from here; it imports them from training after
-# the merge of keras_fourier/cli.
-from keras_fourier.training.config import PRECISIONS, STRATEGIES
-from keras_fourier.training.config import TrainConfig as TrainSettings
-from keras_fourier.training.recipe import RECIPES
-
-__all__ = [
-    "BAD_IMAGE_MODES",
-    "BENCH_JIT",
-    "BENCH_PRECISIONS",
-    "FFT_IMPLS",
-    "OUTPUTS",
-    "PRECISIONS",
-    "QUANTIZATIONS",
-    "RECIPES",
-    "SCALING_GRIDS",
-    "SCALING_SEQUENCES",
-    "SCALING_WIDTH",
-    "STRATEGIES",
-    "TrainSettings",
-]
-
 BAD_IMAGE_MODES = ("error", "skip")
 FFT_IMPLS = ("auto", "fft", "matmul")
 # None: float32, no quantization.

@@ -1,11 +1,12 @@
-"""`keras-fourier evaluate`: accuracy, top-5 accuracy and loss of a model on a data split."""
+"""`keras-fourier evaluate`: the loss and metrics of a model on a split, as its task scores them."""
 
 from __future__ import annotations
 
 import argparse
 
 from keras_fourier.cli.arguments import DATA_HELP, CommandError, metrics_line
-from keras_fourier.settings import TrainSettings
+from keras_fourier.tasks import TASKS
+from keras_fourier.training.config import TrainConfig
 from keras_fourier.validation import check_positive_int
 
 NAME = "evaluate"
@@ -15,10 +16,11 @@ DESCRIPTION = (
     "cross-entropy of a .keras classifier, of the model of a run folder of train, or of a "
     "model name (random weights), on a split of a data source; images are resized to its "
     "input size, texts tokenized with the tokenizer and labelled with the class names its "
-    "run stored in the .keras file."
+    "run stored in the .keras file. Other tasks print their own metrics (the task the "
+    "model's run stored, else --task, else the one the model and data tell)."
 )
 SHOW_DEFAULTS = True
-_DEFAULTS = TrainSettings()
+_DEFAULTS = TrainConfig()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="digits",
         metavar="SOURCE",
         help=DATA_HELP,
+    )
+    add(
+        "--task",
+        default=None,
+        choices=tuple(TASKS),
+        help="the task the model is scored for (default: the one its run stored, else the "
+        "classification task of the model's kind that takes --data, else the only task that "
+        "takes --data)",
     )
     add("--split", default="test", help="image or csv: split; 'validation' or 'test' for listops")
     add(
@@ -57,26 +67,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier evaluate`; returns the exit status."""
-    from keras_fourier.data import count_examples
-    from keras_fourier.data.text import load_tokenizer
-    from keras_fourier.data.text_files import is_text_source, read_text_split
     from keras_fourier.models import resolve_model
     from keras_fourier.models.catalog import is_model_name
     from keras_fourier.run_folder import resolve_model_file
-    from keras_fourier.training import NonFiniteLossError, evaluate, task_for_data
+    from keras_fourier.tasks import TASK_KEY, TOKENIZER_KEY, select_task
+    from keras_fourier.training import NonFiniteLossError, evaluate
     from keras_fourier.training.callbacks import read_model_record
-    from keras_fourier.training.tasks import CLASS_NAMES_KEY, stored_tokenizer
 
     check_positive_int("--batch-size", args.batch_size)
     check_positive_int("--eval-examples", args.eval_examples)
-    # A model name is built with the data's classes (random weights).
     named = is_model_name(args.model)
-    classes = task_for_data(args.data).num_classes(args.data, args.data_dir) if named else None
-    # A run's .keras file carries its text model's tokenizer and class names.
+    # A run's .keras file carries its task, and what labels its outputs (class names, a text
+    # model's tokenizer).
     record = {} if named else read_model_record(resolve_model_file(args.model))
-    tokenizer = (
-        load_tokenizer(args.tokenizer) if args.tokenizer is not None else stored_tokenizer(record)
+    task = select_task(
+        args.data,
+        model=args.model if named else None,
+        task=args.task or record.get(TASK_KEY),
+        argument="--task",
     )
+    if args.tokenizer is not None:
+        record[TOKENIZER_KEY] = args.tokenizer
+    # A model name is built with the data's classes (random weights).
+    classes = task.num_classes(args.data, args.data_dir) if named else None
     model = resolve_model(
         args.model,
         image_size=args.image_size,
@@ -91,17 +104,12 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             data_dir=args.data_dir,
             eval_examples=args.eval_examples,
-            tokenizer=tokenizer,
-            class_names=record.get(CLASS_NAMES_KEY),
+            task=task,
+            labels=record,
         )
     except NonFiniteLossError as error:
         raise CommandError(str(error)) from error
-    if is_text_source(args.data):
-        count = len(read_text_split(args.data, args.split).labels)
-    elif args.data != "listops":
-        count = count_examples(args.data, args.split, args.data_dir)
-    else:
-        count = None
+    count = task.split_size(args.data, args.split, args.data_dir)
     size = "" if count is None else f", {count:,} examples"
     scored = args.model if named else resolve_model_file(args.model)
     print(f"scored {scored} on data {args.data!r}, split {args.split!r}{size}:")

@@ -2,12 +2,13 @@
 
 ``keras-fourier train`` with no arguments trains `gfnet_tiny` on the embedded
 digits, evaluates it on the held-out split, saves it and prints
-``test_accuracy=<value>`` as its last line. Running it again with the same
-``--out`` resumes an interrupted run, or only shows a finished one.
+``test_accuracy=<value>`` as its last line (the summary of the run's task:
+another task prints its own, e.g. ``test_miou=``). Running it again with the
+same ``--out`` resumes an interrupted run, or only shows a finished one.
 
 Every option with a `TrainConfig` field takes that field's default, read
-from the keras-free :class:`~keras_fourier.settings.TrainSettings`; model,
-strategy, precision, mixer and FFN names come from their tables.
+from the keras-free :class:`~keras_fourier.training.config.TrainConfig`;
+model, task, strategy, precision, mixer and FFN names come from their tables.
 """
 
 from __future__ import annotations
@@ -21,13 +22,10 @@ from keras_fourier.cli.arguments import DATA_HELP, CommandError, metrics_line, s
 from keras_fourier.models.family import FFN_NAMES, MIXER_NAMES
 from keras_fourier.models.names import PUBLIC_NAMES, is_model_name, model_names
 from keras_fourier.run_folder import RunFolder
-from keras_fourier.settings import (
-    BAD_IMAGE_MODES,
-    PRECISIONS,
-    RECIPES,
-    STRATEGIES,
-    TrainSettings,
-)
+from keras_fourier.settings import BAD_IMAGE_MODES
+from keras_fourier.tasks import TASKS
+from keras_fourier.training.config import PRECISIONS, STRATEGIES, TrainConfig
+from keras_fourier.training.recipe import RECIPES
 
 NAME = "train"
 HELP = "train a model (no arguments: the README's main job on the embedded digits)"
@@ -44,16 +42,16 @@ DESCRIPTION = (
     "same --out and settings resumes a killed run from its last completed epoch, or "
     "shows the stored result of a finished one; one run at a time per folder. Prints a "
     "header (model, parameters, FLOPs, data splits, output folder), where the run's "
-    "files are, and test_accuracy=<test accuracy> last."
+    "files are, and the task's result last: test_accuracy=<test accuracy> for "
+    "classification."
 )
 SHOW_DEFAULTS = True
 
-_DEFAULTS = TrainSettings()
+_DEFAULTS = TrainConfig()
 # The command-line flag of each TrainConfig field, for error messages.
 FLAGS = {
     **{
-        field.name: "--" + field.name.replace("_", "-")
-        for field in dataclasses.fields(TrainSettings)
+        field.name: "--" + field.name.replace("_", "-") for field in dataclasses.fields(TrainConfig)
     },
     "use_ema": "--ema",
     "tensorboard": "--no-tensorboard",
@@ -96,6 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODEL",
     )
     option("data", DATA_HELP, metavar="SOURCE")
+    add(
+        FLAGS["task"],
+        default=argparse.SUPPRESS,
+        choices=tuple(TASKS),
+        help="what the model learns (default: the classification task of the model's kind, "
+        "image or text, when it takes --data, else the only task that takes --data; name it "
+        "where several do)",
+    )
     option("out", "output directory; rerun with it to resume")
     option(
         "weights",
@@ -224,7 +230,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier train`; returns the exit status."""
     from keras_fourier.data import AugmentConfig
-    from keras_fourier.training import NonFiniteLossError, RunFolderBusyError, TrainConfig, train
+    from keras_fourier.training import NonFiniteLossError, RunFolderBusyError, run_task, train
     from keras_fourier.training.callbacks import read_checkpoint_record
 
     options = {
@@ -235,8 +241,9 @@ def run(args: argparse.Namespace) -> int:
     options["augment"] = AugmentConfig() if args.augment == "deit" else None
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
+    config = TrainConfig(**options)
     try:
-        result = train(TrainConfig(**options), names=FLAGS)
+        result = train(config, names=FLAGS)
     except (RunFolderBusyError, NonFiniteLossError) as error:
         raise CommandError(str(error)) from error
     except OSError as error:
@@ -249,30 +256,32 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt(
             f"rerun the same command to resume {args.out!r} after its last completed epoch."
         ) from interrupt
+    task = run_task(config, FLAGS)
     record = read_checkpoint_record(result.model_path) or {}
-    print("\n".join(_footer(result, record, args.eval_split)))
-    print(f"test_accuracy={result.metrics['accuracy']:.4f}")
+    print("\n".join(_footer(result, record, args.eval_split, task.monitor)))
+    print("\n".join(task.summary(result.metrics)))
     return 0
 
 
-def _footer(result: Any, record: dict[str, Any], test_split: str) -> list[str]:
+def _footer(result: Any, record: dict[str, Any], test_split: str, monitor: str) -> list[str]:
     """Where the run's files are, which epoch was selected, and the test metrics.
 
     Args:
         result: the `TrainResult` of the run.
         record: the checkpoint record of its model file ({} if none).
         test_split: the split the model was tested on.
+        monitor: the validation metric that selected it (its task's, e.g. "val_accuracy").
     """
     epoch, logs = record.get("epoch"), record.get("logs", {})
     selected = (
-        f" (epoch {epoch + 1} of {len(result.history)}, val_accuracy={logs['val_accuracy']:.4f})"
-        if isinstance(epoch, int) and "val_accuracy" in logs
+        f" (epoch {epoch + 1} of {len(result.history)}, {monitor}={logs[monitor]:.4f})"
+        if isinstance(epoch, int) and monitor in logs
         else ""
     )
     folder = RunFolder(result.out)
     files = {
         folder.MODEL: f"the model selected on the validation split{selected}",
-        folder.BEST: "checkpoint of the best validation accuracy",
+        folder.BEST: f"checkpoint of the best {monitor}",
         folder.LAST: "checkpoint of the last epoch",
         folder.HISTORY: "one row of metrics per epoch",
         folder.LOGS + "/": f"TensorBoard logs: tensorboard --logdir {folder.logs}",

@@ -165,6 +165,11 @@ class Task(abc.ABC):
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         """The class count of data source `data`."""
 
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        """The examples of `split` of `data`, for messages; None when unknown. Default None."""
+        del data, split, data_dir
+        return None
+
     @abc.abstractmethod
     def datasets(self, config: TrainConfig) -> TaskData:
         """The training and validation pipelines of the run (checked before anything is written)."""

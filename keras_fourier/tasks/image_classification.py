@@ -133,6 +133,9 @@ class ImageClassification(Classification):
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         return get_num_classes(data, data_dir=data_dir)
 
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        return count_examples(data, split, data_dir=data_dir)
+
     def labels(self, config: TrainConfig) -> dict[str, Any]:
         """The data's class names ("0"-"9", folder names, TFDS label names) and eval crop."""
         return {

@@ -145,6 +145,11 @@ class TextClassification(Classification):
         del data_dir
         return LISTOPS_NUM_CLASSES if data == self.LISTOPS else len(text_class_names(data))
 
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        """The rows of a "csv:" split; None for ListOps (its size is `eval_examples`)."""
+        del data_dir
+        return None if data == self.LISTOPS else len(read_text_split(data, split).labels)
+
     def labels(self, config: TrainConfig) -> dict[str, Any]:
         """For "csv:" data, the class names and the tokenizer's record (with its model)."""
         if config.data == self.LISTOPS:

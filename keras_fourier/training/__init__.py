@@ -61,7 +61,6 @@ _MODULES = {
     "RunLock": "keras_fourier.training.rundir",
     "get_strategy": "keras_fourier.training.strategy",
     "worker_id": "keras_fourier.training.strategy",
-    "task_for_data": "keras_fourier.training.tasks",
     "TrainResult": "keras_fourier.training.trainer",
     "evaluate": "keras_fourier.training.trainer",
     "train": "keras_fourier.training.trainer",
