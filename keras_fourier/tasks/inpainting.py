@@ -38,7 +38,7 @@ from keras_fourier.data.segmentation import (
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.metrics import PSNR, SSIM
 from keras_fourier.tasks.base import PredictRequest, Task, TaskData
-from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS
+from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS, backbone
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
@@ -107,7 +107,7 @@ class Inpainting(Task):
 
         size = self.image_size(config)
         network = UPerNet(
-            backbone=config.model,
+            backbone=backbone(config, size),
             num_classes=num_classes,
             input_shape=(size, size, 3),
             channels=HEAD_CHANNELS,

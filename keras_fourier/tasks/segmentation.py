@@ -119,6 +119,36 @@ def transfer_backbone(model: keras.Model, source: keras.Model) -> int:
     return len(pairs)
 
 
+def backbone(config: TrainConfig, size: int) -> str | keras.Model:
+    """The backbone of a dense run: its model name, or the preset built with its architecture.
+
+    The architecture settings (``--dims``, ``--depths``, ...) change a
+    `build_model` preset (e.g. "afno_tiny"); it is built here without its
+    head and preprocessing (the segmenter normalises).
+
+    Raises:
+        ValueError: architecture settings for a model that is no preset.
+    """
+    if not config.architecture:
+        return config.model
+    from keras_fourier.models.builder import build_model
+    from keras_fourier.models.names import VISION_PRESETS, canonical_name
+
+    key = canonical_name(config.model)
+    if key not in VISION_PRESETS:
+        raise ValueError(
+            f"Architecture settings change the presets {sorted(VISION_PRESETS)}, not model "
+            f"{config.model!r}. Received: architecture={config.architecture!r}"
+        )
+    return build_model(
+        **{**VISION_PRESETS[key], **config.architecture},
+        include_top=False,
+        include_preprocessing=False,
+        input_shape=(size, size, 3),
+        name=key,
+    )
+
+
 class Segmentation(Task):
     """Semantic segmentation with a UPerNet head on the run's backbone."""
 
@@ -176,7 +206,7 @@ class Segmentation(Task):
 
         size = self.image_size(config)
         segmenter = UPerNet(
-            backbone=config.model,
+            backbone=backbone(config, size),
             num_classes=num_classes,
             input_shape=(size, size, 3),
             auxiliary=True,

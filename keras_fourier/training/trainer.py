@@ -56,6 +56,7 @@ import tensorflow as tf
 
 from keras_fourier import __version__
 from keras_fourier.data.checks import UnreadableImageError, unreadable_file
+from keras_fourier.data.segmentation import segmentation_data_error
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
@@ -536,6 +537,9 @@ def _fit(
             verbose=verbose,
         )
     except tf.errors.InvalidArgumentError as error:
+        bad_mask = segmentation_data_error(error, config.data)
+        if bad_mask is not None:
+            raise bad_mask from None
         file = unreadable_file(error)
         if file is None:
             raise
