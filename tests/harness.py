@@ -361,6 +361,7 @@ def run_model_checks(
     *,
     features: Callable[[keras.Model], keras.Model] | None = None,
     half_tolerance: float = 2.0,
+    learning_rate: float = 1e-3,
 ) -> None:
     """The model-level checks every family's test runs (as keras-hub's run_backbone_test).
 
@@ -387,6 +388,7 @@ def run_model_checks(
         tmp_dir: a scratch directory for the files.
         features: the family's feature extractor, or None.
         half_tolerance: factor on `HALF_TOLERANCE` for whole models. Default 2.
+        learning_rate: Adam's step of the training check. Default 1e-3.
     """
     keras.utils.set_random_seed(0)
     model = make_model()
@@ -430,7 +432,10 @@ def run_model_checks(
     outputs = keras.tree.flatten(trained.outputs)
     classes = outputs[0].shape[-1]
     if len(outputs) == 1 and classes and classes > 1:
-        labels = np.arange(len(expected[0])) % classes
+        # One label per sample (classifiers) or per pixel (segmentation logits).
+        labels = (np.arange(np.prod(expected[0].shape[:-1])) % classes).reshape(
+            expected[0].shape[:-1]
+        )
         loss = keras.losses.SparseCategoricalCrossentropy(
             from_logits=trained.layers[-1].get_config().get("activation") in (None, "linear")
         )
@@ -439,7 +444,7 @@ def run_model_checks(
         loss = keras.losses.MeanSquaredError()
         targets = [np.zeros_like(out) for out in expected]
         targets = targets[0] if len(targets) == 1 else targets
-    trained.compile(keras.optimizers.Adam(1e-3), loss, run_eagerly=not _WHOLE_PROGRAM)
+    trained.compile(keras.optimizers.Adam(learning_rate), loss, run_eagerly=not _WHOLE_PROGRAM)
 
     def current_loss() -> float:
         if _WHOLE_PROGRAM:

@@ -57,6 +57,7 @@ from keras_fourier.layers import (
 from keras_fourier.layers.decode_heads import ResizeToMatch
 from keras_fourier.layers.position import StrideCheck
 from keras_fourier.models.builder import build_model
+from keras_fourier.models.catalog import vision_stride
 from keras_fourier.models.names import VARIANTS, VISION_PRESETS, canonical_name, variant
 from keras_fourier.models.vision import BUILT_SIZE, build_vision_model
 from keras_fourier.segmentation import ade20k
@@ -64,7 +65,8 @@ from keras_fourier.validation import check_positive_int, check_rate
 
 # The loss weight of the auxiliary head in the official UPerNet configs.
 AUXILIARY_WEIGHT = 0.4
-# The coarsest stride of the four-level pyramids every head takes.
+# The pyramid an isotropic backbone's map becomes (hierarchical ones keep their own stages,
+# each half the previous's resolution).
 PYRAMID_STRIDES = (4, 8, 16, 32)
 # The size the global-local filters of HorNet's segmentation backbones are built for: the
 # official configs give stages 3 and 4 filters of 24 x 13 and 12 x 7 (384-pixel maps).
@@ -134,6 +136,20 @@ def _check_input_shape(input_shape, stride: int) -> tuple:
             f"{stride} (or None for any size). Received: input_shape={input_shape!r}"
         )
     return tuple(input_shape)
+
+
+def _required_stride(backbone: str | keras.Model) -> int:
+    """What the input's height and width must be multiples of (1 for a built model: its own)."""
+    if isinstance(backbone, keras.Model):
+        return 1
+    key = _backbone_key(backbone)
+    stride = vision_stride(key)
+    stages = (
+        len(VARIANTS[key].dims)
+        if key in VARIANTS
+        else (1 if isinstance(VISION_PRESETS[key]["depths"], int) else 2)
+    )
+    return max(stride, PYRAMID_STRIDES[-1]) if stages == 1 else stride
 
 
 def _backbone_key(backbone: str) -> str:
@@ -237,8 +253,9 @@ def build_segmenter(
             downloaded once and converted; UPerNet with a HorNet backbone and
             150 classes), or a path: a `.weights.h5`/`.keras` file saved by
             keras_fourier, or an mmsegmentation checkpoint (`.pth`).
-        input_shape: (height, width, 3); height and width multiples of 32,
-            or None for any such size. Default (None, None, 3).
+        input_shape: (height, width, 3); height and width multiples of the
+            backbone's stride (32 for HorNet, GFNet-H and isotropic
+            backbones), or None for any such size. Default (None, None, 3).
         auxiliary: whether the model also returns the auxiliary head's
             logits (training; see the module docstring). Default False.
         channels: the head's width. Default None: the row's (512 UPerNet,
@@ -278,11 +295,12 @@ def build_segmenter(
         from keras_fourier.segmentation import checkpoints
 
         checkpoints.check_weights_argument(weights, head, backbone, num_classes)
-    input_shape = _check_input_shape(input_shape, PYRAMID_STRIDES[-1])
+    stride = _required_stride(backbone)
+    input_shape = _check_input_shape(input_shape, stride)
     inputs = keras.Input(input_shape, name="images")
     x = inputs
-    if None in input_shape[:2]:
-        x = StrideCheck(PYRAMID_STRIDES[-1], name="pyramid_stride_check")(x)
+    if None in input_shape[:2] and stride > 1:
+        x = StrideCheck(stride, name="pyramid_stride_check")(x)
     if include_preprocessing:
         x = keras.layers.Normalization(
             mean=list(ade20k.MEAN),
@@ -290,17 +308,17 @@ def build_segmenter(
             name="preprocessing",
         )(x)
     maps, stride = _build_backbone(backbone, x, input_shape, drop_path_rate, fft_impl)
+    if row.auxiliary_stage is not None and auxiliary and len(maps) <= row.auxiliary_stage:
+        raise ValueError(
+            f"The auxiliary head needs a stage {row.auxiliary_stage}. Received: backbone with "
+            f"{len(maps)} stages"
+        )
     maps = [
         keras.layers.LayerNormalization(epsilon=NORM_EPSILON, name=f"norm{i}")(m)
         for i, m in enumerate(maps)
     ]
     if len(maps) == 1:
         maps = MultiScaleNeck(stride, PYRAMID_STRIDES, name="pyramid_neck")(maps[0])
-    elif len(maps) != len(PYRAMID_STRIDES) or stride != PYRAMID_STRIDES[0]:
-        raise ValueError(
-            "`backbone` must have one stage (isotropic) or four stages at strides 4, 8, 16, "
-            f"32. Received: backbone with {len(maps)} stages from stride {stride}"
-        )
     if row.neck is not None:
         maps = row.neck(row.neck_channels, name="neck")(maps)
     width = row.channels if channels is None else channels
