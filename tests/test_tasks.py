@@ -35,7 +35,9 @@ def _reviews(folder):
 def _digit_canvas(folder):
     """Two PNG files; a tiny dense run (AFNO backbone, UPerNet head) on the digit canvases."""
     config, paths = _digits(folder)
-    config = TrainConfig(model="afno_tiny", data="digits", image_size=32, batch_size=50)
+    config = TrainConfig(
+        model="afno_tiny", data="digits", dims=16, depths=1, image_size=32, batch_size=50
+    )
     return config, paths
 
 
