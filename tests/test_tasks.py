@@ -32,8 +32,22 @@ def _reviews(folder):
     return config, ["a good film", "a bad one"]
 
 
+def _digit_canvas(folder):
+    """Two PNG files; a tiny dense run (AFNO backbone, UPerNet head) on the digit canvases."""
+    config, paths = _digits(folder)
+    config = TrainConfig(
+        model="afno_tiny", data="digits", dims=16, depths=1, image_size=32, batch_size=50
+    )
+    return config, paths
+
+
 # A tiny run of each registered task and inputs to predict: a new task adds its row.
-TINY_RUNS = {"image_classification": _digits, "text_classification": _reviews}
+TINY_RUNS = {
+    "image_classification": _digits,
+    "text_classification": _reviews,
+    "segmentation": _digit_canvas,
+    "inpainting": _digit_canvas,
+}
 
 
 def test_every_task_has_a_tiny_run():

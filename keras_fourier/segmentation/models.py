@@ -306,17 +306,17 @@ def build_segmenter(
             name="preprocessing",
         )(x)
     maps, stride = _build_backbone(backbone, x, input_shape, drop_path_rate, fft_impl)
-    if row.auxiliary_stage is not None and auxiliary and len(maps) <= row.auxiliary_stage:
-        raise ValueError(
-            f"The auxiliary head needs a stage {row.auxiliary_stage}. Received: backbone with "
-            f"{len(maps)} stages"
-        )
     maps = [
         keras.layers.LayerNormalization(epsilon=NORM_EPSILON, name=f"norm{i}")(m)
         for i, m in enumerate(maps)
     ]
     if len(maps) == 1:
         maps = MultiScaleNeck(stride, PYRAMID_STRIDES, name="pyramid_neck")(maps[0])
+    if row.auxiliary_stage is not None and auxiliary and len(maps) <= row.auxiliary_stage:
+        raise ValueError(
+            f"The auxiliary head needs a stage {row.auxiliary_stage}. Received: backbone with "
+            f"{len(maps)} stages"
+        )
     if row.neck is not None:
         maps = row.neck(row.neck_channels, name="neck")(maps)
     width = row.channels if channels is None else channels

@@ -25,6 +25,8 @@ from keras_fourier.validation import check_choice
 TASKS: dict[str, str] = {
     "image_classification": "keras_fourier.tasks.image_classification",
     "text_classification": "keras_fourier.tasks.text_classification",
+    "segmentation": "keras_fourier.tasks.segmentation",
+    "inpainting": "keras_fourier.tasks.inpainting",
 }
 
 __all__ = [

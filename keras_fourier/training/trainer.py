@@ -56,6 +56,7 @@ import tensorflow as tf
 
 from keras_fourier import __version__
 from keras_fourier.data.checks import UnreadableImageError, unreadable_file
+from keras_fourier.data.segmentation import segmentation_data_error
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
@@ -217,7 +218,9 @@ def evaluate(
         on_bad_image=on_bad_image,
         labels=labels,
     )
-    task.check_outputs(model, dataset.element_spec[1].shape[-1], f"data {data!r}")
+    targets = dataset.element_spec[1].shape  # one-hot (B, classes), else a dense task's
+    classes = targets[-1] if len(targets) == 2 else task.num_classes(data, data_dir)
+    task.check_outputs(model, classes, f"data {data!r}")
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     scorer.compile(loss=task.loss(), metrics=task.metrics(model.output_shape[-1]))
     metrics = {
@@ -532,6 +535,9 @@ def _fit(
             verbose=verbose,
         )
     except tf.errors.InvalidArgumentError as error:
+        bad_mask = segmentation_data_error(error, config.data)
+        if bad_mask is not None:
+            raise bad_mask from None
         file = unreadable_file(error)
         if file is None:
             raise

@@ -1,0 +1,811 @@
+"""Semantic segmentation input pipelines: label-map folders, TFDS, and embedded digit canvases.
+
+`load_segmentation_dataset` returns a batched `tf.data.Dataset` of (images,
+masks): images (B, S, S, 3) float32 with values in [0, 255] (models
+normalise inside), masks int32 (B, S, S) holding class indices, and
+`IGNORE_INDEX` (255) for pixels that count nowhere (unlabelled, padding).
+
+Sources:
+
+* ``"digits"``: the package's digits composited onto canvases (the
+  default; needs no download). Each example is a 64x64 black canvas on
+  which 1 to 4 of the package's embedded 8x8 digits
+  (:func:`keras_fourier.data.load_digits`) are pasted at random positions,
+  each scaled by a random integer factor 2-4 (16 to 32 pixels, nearest
+  neighbour). A digit's pixels of at least a quarter of full intensity are
+  pasted (later digits cover earlier ones) and labelled with its class + 1;
+  everything else is background, label 0: 11 classes. Split "train" (1,000
+  canvases), "validation" (200) and "test" (200) paste only digits of the
+  digits' own split, with fixed seeds, so they never change and never share
+  a digit image.
+* ``"segdir:<path>"``: images and PNG label maps side by side. ``<path>``
+  holds an ``images/`` folder and either a ``masks/`` folder (mask pixels
+  are class indices, 255 ignored) or an ``annotations/`` folder (ADE20K's
+  ``ADEChallengeData2016`` convention: 0 is "other", ignored, and k is
+  class k - 1). The mask of ``images/<split>/<stem>.<ext>`` is
+  ``masks/<split>/<stem>.png``, an 8-bit single-channel (greyscale) PNG of
+  the image's size. Split folders are ``train`` (or ``training``),
+  ``validation`` (or ``val``) and ``test`` (or ``testing``), and are carved
+  as ``dir:`` data is: with only ``train``, "validation" is every tenth
+  image of it in sorted order; with no split folders (images directly in
+  ``images/``), every fifth image is "test", every tenth "validation", the
+  rest "train". ``<path>/classes.txt`` names the classes, one a line in
+  label order; it is required with ``masks/`` and optional with
+  ``annotations/`` (150 classes then).
+* ``"tfds:oxford_iiit_pet"``: the trimaps of the Oxford-IIIT Pet dataset
+  (1 pet, 2 background, 3 border) as 2 classes, 0 background and 1 pet;
+  the border (pixels the annotators left unclassified) is ignored.
+* ``"tfds:scene_parse150"``: TFDS builds it from the MIT Places Challenge
+  2017 *instance* annotations, whose red channel is one of the 100 object
+  categories of that challenge (0: unlabelled or stuff). It is read as 100
+  classes (category c is class c - 1, 0 ignored). It is therefore not the
+  150-class ADE20K benchmark of the official UPerNet results: for those,
+  point ``segdir:`` at ``ADEChallengeData2016``.
+
+Training (with a `SegmentationAugment`) follows mmsegmentation's ADE20K
+pipeline: random rescale with a ratio range, random crop whose largest
+class covers less than `cat_max_ratio` of the labelled pixels (up to ten
+tries), horizontal flip, photometric distortion, and padding of image (0)
+and mask (255) to the crop size. Evaluation (and training without
+augmentation) resizes each image to fit in S x S, keeping its aspect ratio,
+and pads it. Images resize bilinearly, masks by nearest neighbour.
+
+Masks are checked as they are read: a mask whose size differs from its
+image's, or with a label outside the classes (other than 255), fails the
+pipeline with a message naming the file (or example) and the value;
+:func:`segmentation_data_error` turns that failure into a one-line
+`ValueError`. A ``segdir:`` image without its mask is refused before
+anything is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.augment import check_image_size
+from keras_fourier.data.checks import (
+    MAX_IMAGE_PIXELS,
+    check_split_size,
+    decode_image_checked,
+    header_image_size,
+)
+from keras_fourier.data.images import IMAGE_EXTENSIONS, load_digits
+
+IGNORE_INDEX = 255
+DIGIT_CANVAS = "digits"
+DIGIT_CANVAS_SIZE = 64
+DIGIT_CANVAS_COUNTS = {"train": 1000, "validation": 200, "test": 200}
+DIGIT_CANVAS_SEEDS = {"train": 0, "validation": 1, "test": 2}
+DIGIT_CANVAS_CLASSES = ["background"] + [str(digit) for digit in range(10)]
+# A digit pixel of at least this value (a quarter of 255) is pasted and labelled.
+DIGIT_CANVAS_THRESHOLD = 63.75
+ADE20K_NUM_CLASSES = 150
+CLASSES_FILE = "classes.txt"
+SPLIT_ALIASES = {
+    "train": ("train", "training"),
+    "validation": ("validation", "val"),
+    "test": ("test", "testing"),
+}
+MASK_ERROR = "Bad segmentation mask"
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclasses.dataclass(frozen=True)
+class TFDSMasks:
+    """How a TFDS dataset's masks become class indices.
+
+    Attributes:
+        mask_key: the feature holding the mask.
+        class_names: the classes, in label order.
+        lookup: mask value (of `channel`) -> class index or `IGNORE_INDEX`,
+            for values 0..255.
+        channel: the mask channel holding the value.
+    """
+
+    mask_key: str
+    class_names: tuple[str, ...]
+    lookup: tuple[int, ...]
+    channel: int = 0
+
+
+def _lookup(mapping: dict[int, int]) -> tuple[int, ...]:
+    return tuple(mapping.get(value, IGNORE_INDEX) for value in range(256))
+
+
+TFDS_MASKS = {
+    "oxford_iiit_pet": TFDSMasks(
+        "segmentation_mask", ("background", "pet"), _lookup({1: 1, 2: 0, 3: IGNORE_INDEX})
+    ),
+    "scene_parse150": TFDSMasks(
+        "annotation",
+        tuple(f"category_{category}" for category in range(1, 101)),
+        _lookup({category: category - 1 for category in range(1, 101)}),
+    ),
+}
+
+
+def _parse_source(source: str) -> tuple[str, str]:
+    if isinstance(source, str):
+        if source == DIGIT_CANVAS:
+            return DIGIT_CANVAS, ""
+        for kind in ("segdir", "tfds"):
+            prefix = kind + ":"
+            if source.startswith(prefix) and len(source) > len(prefix):
+                return kind, source[len(prefix) :]
+    raise ValueError(
+        f"Unknown segmentation data source: expected {DIGIT_CANVAS!r}, 'segdir:<path>' or "
+        f"'tfds:<name>' with name one of {sorted(TFDS_MASKS)}. Received: data={source!r}"
+    )
+
+
+def is_segmentation_source(source: str) -> bool:
+    """Whether `source` names segmentation data ("digits", "segdir:", masked TFDS)."""
+    try:
+        kind, value = _parse_source(source)
+    except ValueError:
+        return False
+    return kind != "tfds" or value in TFDS_MASKS
+
+
+def _tfds_masks(name: str) -> TFDSMasks:
+    if name not in TFDS_MASKS:
+        raise ValueError(
+            f"TFDS dataset {name!r} has no mask convention here; segmentation reads "
+            f"{sorted(TFDS_MASKS)}, or 'segdir:<path>'. Received: data='tfds:{name}'"
+        )
+    return TFDS_MASKS[name]
+
+
+# ----------------------------------------------------------------------------- digit canvases
+
+
+def digit_canvas(
+    split: str = "train", count: int | None = None, size: int = DIGIT_CANVAS_SIZE
+) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int, int, int]]]]:
+    """The embedded digit canvases of a split as NumPy arrays, and how each was composed.
+
+    Args:
+        split: "train", "validation" or "test". Default "train".
+        count: canvases to make. Default None: the split's (1,000, 200, 200).
+        size: canvas height and width, at least 32. Default 64.
+
+    Returns:
+        (images, masks, layouts): uint8 (N, size, size, 3) images, uint8
+        (N, size, size) masks (0 background, digit d is d + 1) and, per
+        canvas, the pasted digits in order as (index into
+        ``load_digits(split)``, scale, top, left).
+
+    Example:
+        >>> images, masks, layouts = digit_canvas("test", count=2)
+        >>> images.shape, masks.shape, int(masks.max()) <= 10
+        ((2, 64, 64, 3), (2, 64, 64), True)
+    """
+    digits, labels = load_digits(split)
+    if size < 32:
+        raise ValueError(f"size must be at least 32 (a digit is up to 32 pixels). Received: {size}")
+    count = DIGIT_CANVAS_COUNTS[split] if count is None else count
+    rng = np.random.default_rng([DIGIT_CANVAS_SEEDS[split], size])
+    images = np.zeros((count, size, size), np.uint8)
+    masks = np.zeros((count, size, size), np.uint8)
+    layouts = []
+    for image, mask in zip(images, masks, strict=True):
+        layout = []
+        for _ in range(rng.integers(1, 5)):
+            index, scale = int(rng.integers(len(labels))), int(rng.integers(2, 5))
+            extent = 8 * scale
+            top, left = (int(value) for value in rng.integers(0, size - extent + 1, size=2))
+            patch = np.kron(digits[index, :, :, 0], np.ones((scale, scale), np.float32))
+            pasted = patch >= DIGIT_CANVAS_THRESHOLD
+            window = (slice(top, top + extent), slice(left, left + extent))
+            image[window][pasted] = np.round(patch[pasted]).astype(np.uint8)
+            mask[window][pasted] = labels[index] + 1
+            layout.append((index, scale, top, left))
+        layouts.append(layout)
+    return np.repeat(images[..., None], 3, axis=-1), masks, layouts
+
+
+# ----------------------------------------------------------------------------- segdir
+
+
+@dataclasses.dataclass(frozen=True)
+class _Folder:
+    images: str
+    masks: str
+    ade20k: bool
+
+
+def _segdir_folder(path: str) -> _Folder:
+    source = f"segdir:{path}"
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"Segmentation folder {path!r} (source {source!r}) does not exist.")
+    images = os.path.join(path, "images")
+    found = [name for name in ("masks", "annotations") if os.path.isdir(os.path.join(path, name))]
+    if not os.path.isdir(images) or len(found) != 1:
+        raise ValueError(
+            f"Segmentation source {source!r} must hold an 'images' folder and one of 'masks' "
+            f"(class indices) or 'annotations' (ADE20K's convention); it holds "
+            f"{sorted(os.listdir(path))}. Received: data={source!r}"
+        )
+    return _Folder(images, os.path.join(path, found[0]), found[0] == "annotations")
+
+
+def _split_folder(root: str, split: str) -> str | None:
+    for name in SPLIT_ALIASES.get(split, (split,)):
+        if os.path.isdir(os.path.join(root, name)):
+            return name
+    return None
+
+
+def _image_files(folder: str) -> list[str]:
+    return sorted(
+        name
+        for name in os.listdir(folder)
+        if name.lower().endswith(IMAGE_EXTENSIONS) and os.path.isfile(os.path.join(folder, name))
+    )
+
+
+def _segdir_files(path: str, split: str) -> tuple[list[str], list[str]]:
+    """The (image, mask) file pairs of a split of a segdir source, in sorted order."""
+    folder = _segdir_folder(path)
+    source = f"segdir:{path}"
+    name = _split_folder(folder.images, split)
+    carve = None
+    if name is None:
+        has_train = _split_folder(folder.images, "train") is not None
+        if split == "validation" and has_train:
+            name, carve = _split_folder(folder.images, "train"), "validation"
+        elif split in SPLIT_ALIASES and not has_train and _image_files(folder.images):
+            name, carve = "", split
+        else:
+            raise ValueError(
+                f"Unknown split {split!r} for source {source!r}: 'images' has no "
+                f"{'/'.join(SPLIT_ALIASES.get(split, (split,)))} folder. Received: split={split!r}"
+            )
+    elif split == "train" and _split_folder(folder.images, "validation") is None:
+        carve = "train"
+    image_folder = os.path.join(folder.images, name)
+    mask_folder = os.path.join(folder.masks, name)
+    names = _image_files(image_folder)
+    if carve is not None:
+        rank = np.arange(len(names))
+        test = (rank % 5 == 4) & (name == "")
+        validation = rank % 10 == 3
+        keep = {"test": test, "validation": validation, "train": ~(test | validation)}[carve]
+        names = [file for file, kept in zip(names, keep, strict=True) if kept]
+    images = [os.path.join(image_folder, file) for file in names]
+    masks = [os.path.join(mask_folder, os.path.splitext(file)[0] + ".png") for file in names]
+    missing = [mask for mask in masks if not os.path.isfile(mask)]
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise ValueError(
+            f"{len(missing)} of {len(masks)} images of split {split!r} of source {source!r} "
+            f"have no mask: every image needs a mask of the same stem. Received: missing={shown}"
+        )
+    return images, masks
+
+
+def _segdir_class_names(path: str) -> list[str]:
+    folder = _segdir_folder(path)
+    file = os.path.join(path, CLASSES_FILE)
+    if not os.path.isfile(file):
+        if folder.ade20k:
+            return [str(index) for index in range(ADE20K_NUM_CLASSES)]
+        raise ValueError(
+            f"Segmentation source 'segdir:{path}' needs {file!r} naming its classes, one a "
+            f"line in label order. Received: data='segdir:{path}'"
+        )
+    with open(file, encoding="utf-8") as handle:
+        names = [line.strip() for line in handle.read(1_000_000).splitlines() if line.strip()]
+    if not 2 <= len(names) <= IGNORE_INDEX:
+        raise ValueError(
+            f"{file!r} must name between 2 and {IGNORE_INDEX} classes (255 is the ignore "
+            f"index). Received: classes={len(names)}"
+        )
+    return names
+
+
+def _mask_lookup(ade20k: bool, num_classes: int) -> tuple[int, ...]:
+    """Mask value -> label; out-of-range values stay themselves, to be reported by the check."""
+    if ade20k:
+        return tuple(IGNORE_INDEX if value == 0 else value - 1 for value in range(256))
+    return tuple(range(256))
+
+
+def decode_mask_checked(data: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """Decodes a PNG label map to uint8 (H, W) after checking its header size and channels.
+
+    Args:
+        data: a scalar string tensor, the encoded PNG.
+        max_pixels: largest accepted height * width. Default 40 million.
+
+    Returns:
+        uint8 tensor (H, W).
+    """
+    size = header_image_size(data)
+    is_png = tf.equal(tf.strings.substr(data, 0, 8), b"\x89PNG\r\n\x1a\n")
+    check = tf.debugging.Assert(
+        tf.logical_and(is_png, size[0] * size[1] <= max_pixels),
+        [f"{MASK_ERROR}: not a PNG, or more than {max_pixels} pixels: height x width =", size],
+    )
+    with tf.control_dependencies([check]):
+        mask = tf.io.decode_png(data, channels=0, dtype=tf.uint8)
+    colours = mask[..., : tf.minimum(tf.shape(mask)[-1], 3)]
+    grey = tf.debugging.Assert(
+        tf.reduce_all(tf.equal(colours, colours[..., :1])),
+        [f"{MASK_ERROR}: a colour PNG, not a single-channel label map"],
+    )
+    with tf.control_dependencies([grey]):
+        return tf.identity(mask[..., 0])
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _check_example(
+    image: tf.Tensor, mask: tf.Tensor, num_classes: int, name: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """(image, mask) unchanged, failing with a named message on a size or label mismatch."""
+    same_size = tf.reduce_all(tf.equal(tf.shape(image)[:2], tf.shape(mask)[:2]))
+    size_check = tf.debugging.Assert(
+        same_size,
+        [
+            MASK_ERROR,
+            name,
+            "size differs from its image: mask",
+            tf.shape(mask)[:2],
+            "image",
+            tf.shape(image)[:2],
+        ],
+    )
+    labels = tf.cast(mask, tf.int32)
+    labelled = tf.boolean_mask(labels, tf.not_equal(labels, IGNORE_INDEX))
+    largest = tf.reduce_max(tf.concat([labelled, [0]], 0))
+    label_check = tf.debugging.Assert(
+        largest < num_classes,
+        [
+            MASK_ERROR,
+            name,
+            f"has labels outside the {num_classes} classes (0..{num_classes - 1}"
+            f", {IGNORE_INDEX} ignored): label",
+            largest,
+        ],
+    )
+    with tf.control_dependencies([size_check, label_check]):
+        return tf.identity(image), tf.identity(labels)
+
+
+def segmentation_data_error(error: Exception, data: str) -> ValueError | None:
+    """The one-line ValueError for a mask check failure of :func:`load_segmentation_dataset`.
+
+    Args:
+        error: the error a pipeline raised (a `tf.errors.InvalidArgumentError`).
+        data: the data source, for the message.
+
+    Returns:
+        The ValueError to raise, or None when `error` is no mask check failure.
+
+    Example:
+        >>> segmentation_data_error(ValueError("other"), "digits") is None
+        True
+    """
+    text = str(error)
+    start = text.find(MASK_ERROR)
+    if start < 0:
+        return None
+    detail = re.sub(r"\]\s*\[", " ", text[start:].splitlines()[0]).strip("[] ")
+    detail = re.sub(r"\s+", " ", detail.replace("[", "").replace("]", ""))
+    return ValueError(f"Data {data!r}: {detail}. Received: data={data!r}")
+
+
+# ----------------------------------------------------------------------------- public helpers
+
+
+def segmentation_class_names(source: str = DIGIT_CANVAS, data_dir: str | None = None) -> list[str]:
+    """The class names of a segmentation source, in label order, without reading any masks.
+
+    Args:
+        source: "digits", "segdir:<path>" or "tfds:<name>". Default
+            "digits".
+        data_dir: unused; accepted for symmetry with the image sources.
+
+    Returns:
+        The names ("background", "0".."9" for the digit canvases).
+
+    Example:
+        >>> segmentation_class_names()[:3]
+        ['background', '0', '1']
+    """
+    del data_dir
+    kind, value = _parse_source(source)
+    if kind == DIGIT_CANVAS:
+        return list(DIGIT_CANVAS_CLASSES)
+    if kind == "tfds":
+        return list(_tfds_masks(value).class_names)
+    return _segdir_class_names(value)
+
+
+def segmentation_num_classes(source: str = DIGIT_CANVAS, data_dir: str | None = None) -> int:
+    """The class count of a segmentation source (11 for the digit canvases).
+
+    Example:
+        >>> segmentation_num_classes("digits")
+        11
+    """
+    return len(segmentation_class_names(source, data_dir))
+
+
+def _tfds_builder(name: str, data_dir: str | None):
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            f"Source 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets"
+        ) from error
+    builder = tfds.builder(name, data_dir=data_dir)
+    builder.download_and_prepare()
+    return tfds, builder
+
+
+def segmentation_splits(
+    source: str = DIGIT_CANVAS, test_split: str = "test", data_dir: str | None = None
+) -> tuple[str, str]:
+    """The train and validation splits of a segmentation source that leave `test_split` unseen.
+
+    The digit canvases and ``segdir:`` folders have "train" and
+    "validation"; a TFDS dataset without a validation split (both masked
+    ones) holds out the last 10% of "train".
+
+    Example:
+        >>> segmentation_splits()
+        ('train', 'validation')
+    """
+    kind, value = _parse_source(source)
+    splits = ("train", "validation")
+    if kind == "tfds":
+        _tfds_masks(value)
+        _, builder = _tfds_builder(value, data_dir)
+        if "validation" not in builder.info.splits or test_split == "validation":
+            splits = ("train[:90%]", "train[90%:]")
+    if test_split in splits:
+        raise ValueError(
+            f"The test split of source {source!r} is also a training split; pick another. "
+            f"Received: test_split={test_split!r}"
+        )
+    return splits
+
+
+def count_segmentation_examples(source: str, split: str, data_dir: str | None = None) -> int | None:
+    """Number of examples in a split of a segmentation source (None: TFDS declares none).
+
+    Example:
+        >>> count_segmentation_examples("digits", "validation")
+        200
+    """
+    kind, value = _parse_source(source)
+    if kind == DIGIT_CANVAS:
+        return _digit_canvas_count(split)
+    if kind == "tfds":
+        _tfds_masks(value)
+        _, builder = _tfds_builder(value, data_dir)
+        count = int(builder.as_dataset(split=split).cardinality())
+        return count if count >= 0 else None
+    return len(_segdir_files(value, split)[0])
+
+
+def _digit_canvas_count(split: str) -> int:
+    if split not in DIGIT_CANVAS_COUNTS:
+        raise ValueError(
+            f"Unknown split for source {DIGIT_CANVAS!r}; expected one of "
+            f"{tuple(DIGIT_CANVAS_COUNTS)}. Received: split={split!r}"
+        )
+    return DIGIT_CANVAS_COUNTS[split]
+
+
+def _raw_examples(
+    source: str, split: str, data_dir: str | None, training: bool, seed: int
+) -> tuple[tf.data.Dataset, int, int]:
+    """(uint8 image (H, W, 3), int32 mask (H, W)) examples, their count and the class count."""
+    kind, value = _parse_source(source)
+    num_classes = segmentation_num_classes(source)
+    if kind == DIGIT_CANVAS:
+        images, masks, _ = digit_canvas(split, _digit_canvas_count(split))
+        names = [f"{DIGIT_CANVAS} {split} #{index}" for index in range(len(masks))]
+        dataset = tf.data.Dataset.from_tensor_slices((images, masks, names))
+    elif kind == "tfds":
+        convention = _tfds_masks(value)
+        tfds, builder = _tfds_builder(value, data_dir)
+        dataset = builder.as_dataset(
+            split=split, shuffle_files=training, read_config=tfds.ReadConfig(shuffle_seed=seed)
+        )
+        lookup = tf.constant(convention.lookup, tf.int32)
+
+        def convert(example):
+            mask = tf.gather(
+                lookup, tf.cast(example[convention.mask_key][..., convention.channel], tf.int32)
+            )
+            return example["image"], mask, tf.strings.join([source, " ", split, " example"])
+
+        dataset = dataset.map(convert, num_parallel_calls=AUTOTUNE)
+    else:
+        image_files, mask_files = _segdir_files(value, split)
+        lookup = tf.constant(_mask_lookup(_segdir_folder(value).ade20k, num_classes), tf.int32)
+
+        def read(image_file, mask_file):
+            image = decode_image_checked(tf.io.read_file(image_file))
+            mask = tf.gather(
+                lookup, tf.cast(decode_mask_checked(tf.io.read_file(mask_file)), tf.int32)
+            )
+            return image, mask, mask_file
+
+        dataset = tf.data.Dataset.from_tensor_slices((image_files, mask_files))
+        if training:
+            dataset = dataset.shuffle(len(image_files), seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.map(read, num_parallel_calls=AUTOTUNE)
+    count = int(dataset.cardinality())
+    dataset = dataset.map(
+        lambda image, mask, name: _check_example(image, mask, num_classes, name),
+        num_parallel_calls=AUTOTUNE,
+    )
+    return dataset, count, num_classes
+
+
+# ----------------------------------------------------------------------------- transforms
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentationAugment:
+    """Joint image/mask training augmentation, as mmsegmentation's ADE20K pipeline.
+
+    The crop size is the pipeline's `image_size` S; the rescale target is
+    (4 S, S) (the configs' (2048, 512) for S = 512) times a ratio drawn from
+    `ratio_range`, keeping the aspect ratio.
+
+    Attributes:
+        ratio_range: (min, max) of the random rescale ratio. Default (0.5, 2.0).
+        cat_max_ratio: a crop is redrawn (up to 10 times) while one class
+            covers this share or more of its labelled pixels; 1 turns it
+            off. Default 0.75.
+        flip_prob: probability of a horizontal flip. Default 0.5.
+        photometric: mmsegmentation's `PhotoMetricDistortion` (brightness
+            +-32, contrast and saturation x 0.5-1.5, hue +-18 of OpenCV's
+            180 degrees, each with probability 0.5, contrast before or after
+            the rest at random). Default True.
+    """
+
+    ratio_range: tuple[float, float] = (0.5, 2.0)
+    cat_max_ratio: float = 0.75
+    flip_prob: float = 0.5
+    photometric: bool = True
+
+    def __post_init__(self):
+        low, high = self.ratio_range
+        if not 0 < low <= high:
+            raise ValueError(
+                f"ratio_range must be (min, max) with 0 < min <= max. Received: "
+                f"ratio_range={self.ratio_range!r}"
+            )
+        for name in ("cat_max_ratio", "flip_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1]. Received: {name}={value!r}")
+
+
+def _resize(image: tf.Tensor, mask: tf.Tensor, size: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    image = tf.image.resize(image, size, method="bilinear")
+    mask = tf.image.resize(mask[..., None], size, method="nearest")[..., 0]
+    return image, mask
+
+
+def _pad(image: tf.Tensor, mask: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Pads bottom and right to size x size: image with 0, mask with the ignore index."""
+    height, width = tf.shape(mask)[0], tf.shape(mask)[1]
+    padding = [[0, size - height], [0, size - width]]
+    image = tf.pad(image, [*padding, [0, 0]])
+    mask = tf.pad(mask, padding, constant_values=IGNORE_INDEX)
+    return tf.ensure_shape(image, (size, size, 3)), tf.ensure_shape(mask, (size, size))
+
+
+def fit_and_pad(image: tf.Tensor, mask: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Resizes (image, mask) to fit in size x size, keeping the aspect ratio, then pads.
+
+    Args:
+        image: float (H, W, 3).
+        mask: int32 (H, W).
+        size: the output height and width.
+
+    Returns:
+        (image (size, size, 3), mask (size, size)); padding is 0 and 255.
+    """
+    shape = tf.cast(tf.shape(mask), tf.float32)
+    scale = tf.reduce_min(size / shape)
+    new = tf.clip_by_value(tf.cast(tf.round(shape * scale), tf.int32), 1, size)
+    image, mask = _resize(image, mask, new)
+    return _pad(image, mask, size)
+
+
+def _uniform(seed: tf.Tensor, index: int, low: float = 0.0, high: float = 1.0) -> tf.Tensor:
+    return tf.random.stateless_uniform((), tf.stack([seed, index]), low, high)
+
+
+def _photometric(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """mmsegmentation's PhotoMetricDistortion on a float [0, 255] RGB image."""
+
+    def maybe(index: int, transform, image: tf.Tensor) -> tf.Tensor:
+        return tf.cond(_uniform(seed, index) < 0.5, lambda: transform(image), lambda: image)
+
+    def clip(image: tf.Tensor) -> tf.Tensor:
+        return tf.clip_by_value(image, 0.0, 255.0)
+
+    def contrast(image: tf.Tensor) -> tf.Tensor:
+        return clip(image * _uniform(seed, 22, 0.5, 1.5))
+
+    image = maybe(20, lambda image: clip(image + _uniform(seed, 21, -32.0, 32.0)), image)
+    contrast_first = _uniform(seed, 23) < 0.5
+    image = tf.cond(contrast_first, lambda: maybe(24, contrast, image), lambda: image)
+    image = maybe(
+        25,
+        lambda image: clip(
+            255.0 * tf.image.adjust_saturation(image / 255.0, _uniform(seed, 26, 0.5, 1.5))
+        ),
+        image,
+    )
+    hue = tf.floor(_uniform(seed, 28, -18.0, 19.0)) / 180.0
+    image = maybe(27, lambda image: clip(255.0 * tf.image.adjust_hue(image / 255.0, hue)), image)
+    return tf.cond(contrast_first, lambda: image, lambda: maybe(29, contrast, image))
+
+
+def _random_crop(
+    image: tf.Tensor, mask: tf.Tensor, size: int, cat_max_ratio: float, seed: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    height, width = tf.shape(mask)[0], tf.shape(mask)[1]
+    crop_height, crop_width = tf.minimum(size, height), tf.minimum(size, width)
+
+    def offsets(attempt: tf.Tensor) -> tf.Tensor:
+        limits = tf.cast(tf.stack([height - crop_height + 1, width - crop_width + 1]), tf.int64)
+        draw = tf.random.stateless_uniform(
+            (2,), tf.stack([seed, 100 + attempt]), 0, 2**31 - 1, tf.int64
+        )
+        return tf.cast(draw % limits, tf.int32)
+
+    def crop_of(corner: tf.Tensor) -> tf.Tensor:
+        return mask[corner[0] : corner[0] + crop_height, corner[1] : corner[1] + crop_width]
+
+    def acceptable(corner: tf.Tensor) -> tf.Tensor:
+        labels = tf.reshape(crop_of(corner), [-1])
+        labels = tf.boolean_mask(labels, tf.not_equal(labels, IGNORE_INDEX))
+        counts = tf.math.bincount(labels, minlength=1)
+        present = tf.math.count_nonzero(counts)
+        total = tf.maximum(tf.reduce_sum(counts), 1)
+        return tf.logical_and(
+            present > 1, tf.cast(tf.reduce_max(counts) / total, tf.float32) < cat_max_ratio
+        )
+
+    corner = offsets(tf.constant(0, tf.int64))
+    if cat_max_ratio < 1.0:
+        attempt = tf.constant(0, tf.int64)
+        _, corner = tf.while_loop(
+            lambda attempt, corner: tf.logical_and(attempt < 10, ~acceptable(corner)),
+            lambda attempt, corner: (attempt + 1, offsets(attempt + 1)),
+            (attempt, corner),
+        )
+    image = image[corner[0] : corner[0] + crop_height, corner[1] : corner[1] + crop_width]
+    return image, crop_of(corner)
+
+
+def augment_example(
+    image: tf.Tensor,
+    mask: tf.Tensor,
+    seed: tf.Tensor,
+    size: int,
+    augment: SegmentationAugment,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """One training example's joint augmentation (see `SegmentationAugment`).
+
+    Args:
+        image: float (H, W, 3) in [0, 255].
+        mask: int32 (H, W).
+        seed: an int64 scalar; the same seed gives the same result.
+        size: the crop size S.
+        augment: the augmentation settings.
+
+    Returns:
+        (image (S, S, 3) float32, mask (S, S) int32).
+    """
+    shape = tf.cast(tf.shape(mask), tf.float32)
+    ratio = _uniform(seed, 1, *augment.ratio_range)
+    scale = tf.minimum(
+        4.0 * size * ratio / tf.reduce_max(shape), size * ratio / tf.reduce_min(shape)
+    )
+    new = tf.maximum(tf.cast(shape * scale + 0.5, tf.int32), 1)
+    image, mask = _resize(image, mask, new)
+    image, mask = _random_crop(image, mask, size, augment.cat_max_ratio, seed)
+    flip = _uniform(seed, 2) < augment.flip_prob
+    image = tf.cond(flip, lambda: tf.reverse(image, [1]), lambda: image)
+    mask = tf.cond(flip, lambda: tf.reverse(mask, [1]), lambda: mask)
+    if augment.photometric:
+        image = _photometric(image, seed)
+    return _pad(image, mask, size)
+
+
+def load_segmentation_dataset(
+    source: str = DIGIT_CANVAS,
+    split: str = "train",
+    *,
+    image_size: int = 64,
+    batch_size: int = 16,
+    training: bool | None = None,
+    augment: SegmentationAugment | None = None,
+    data_dir: str | None = None,
+    shuffle_buffer: int = 1000,
+    drop_remainder: bool | None = None,
+    deterministic: bool = False,
+    seed: int = 0,
+) -> tf.data.Dataset:
+    """Build a batched semantic segmentation pipeline (see the module docstring).
+
+    Args:
+        source: "digits", "segdir:<path>", "tfds:oxford_iiit_pet" or
+            "tfds:scene_parse150". Default "digits".
+        split: the split ("train", "validation", "test"; TFDS slices such as
+            "train[:90%]" for TFDS). Default "train".
+        image_size: output height and width S, a positive int. Default 64.
+        batch_size: batch size, a positive int. Default 16.
+        training: shuffle and augment. Default None: `split == "train"`.
+        augment: the training augmentation; None (default) fits and pads as
+            evaluation does. Ignored when not training.
+        data_dir: TFDS data directory. Default None.
+        shuffle_buffer: shuffle buffer when training. Default 1000.
+        drop_remainder: drop a last partial batch. Default None: `training`.
+        deterministic: keep the element order of parallel maps when
+            training. The augmentation itself is always reproducible: each
+            example's randomness comes from a seeded stream. Default False.
+        seed: seed of shuffling and augmentation. Default 0.
+
+    Returns:
+        A `tf.data.Dataset` of (images (B, S, S, 3) float32, masks (B, S, S)
+        int32) batches.
+
+    Raises:
+        ValueError: for a bad argument or source, an empty split, or a
+            ``segdir:`` image without its mask.
+
+    Example:
+        >>> data = load_segmentation_dataset("digits", "test", batch_size=4)
+        >>> images, masks = next(iter(data))
+        >>> images.shape, masks.shape
+        (TensorShape([4, 64, 64, 3]), TensorShape([4, 64, 64]))
+    """
+    check_image_size(image_size)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive int. Received: batch_size={batch_size!r}")
+    training = split == "train" if training is None else training
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    dataset, count, _ = _raw_examples(source, split, data_dir, training, seed)
+    check_split_size(source, split, count, batch_size, drop_remainder)
+    dataset = dataset.map(
+        lambda image, mask: (tf.cast(image, tf.float32), mask), num_parallel_calls=AUTOTUNE
+    )
+    if training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if training and augment is not None:
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
+            lambda example, element_seed: augment_example(
+                *example, element_seed, image_size, augment
+            ),
+            num_parallel_calls=AUTOTUNE,
+        )
+    else:
+        dataset = dataset.map(
+            lambda image, mask: fit_and_pad(image, mask, image_size), num_parallel_calls=AUTOTUNE
+        )
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    options = tf.data.Options()
+    options.deterministic = deterministic or not training
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.prefetch(AUTOTUNE).with_options(options)

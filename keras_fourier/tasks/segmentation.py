@@ -1,0 +1,374 @@
+"""Semantic segmentation: per-pixel classes of "digits", "segdir:" and masked TFDS data.
+
+The task builds its model itself (:meth:`Segmentation.build_model`): a
+UPerNet (:func:`keras_fourier.segmentation.UPerNet`) on the run's model as
+backbone, trained with its auxiliary FCN head. The training model outputs
+the main logits then the auxiliary logits along the last axis, so that it
+has one output and the loss is CE(logits) + 0.4 CE(auxiliary), both with
+ignore index 255 (:class:`keras_fourier.metrics.SegmentationCrossEntropy`);
+:meth:`Segmentation.inference_model` gives the logits-only model that
+evaluation, prediction and export use. Metrics: mIoU (selects
+``best.keras``) and pixel accuracy over the whole split; ``train`` prints
+``test_miou=<value>`` last. `predict` writes, per image, the label map
+(``<stem>_labels.png``, one class index per pixel) and a coloured overlay
+(``<stem>_overlay.png``), atomically.
+
+A run may start from another run's backbone (``weights=<run folder or
+.keras>``, e.g. an inpainting run, as AFNO's few-shot segmentation starts
+from its inpainting pretraining): every layer of the backbone is copied by
+name, all or nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.checks import decode_image_checked
+from keras_fourier.data.segmentation import (
+    IGNORE_INDEX,
+    SegmentationAugment,
+    count_segmentation_examples,
+    fit_and_pad,
+    is_segmentation_source,
+    load_segmentation_dataset,
+    segmentation_class_names,
+    segmentation_num_classes,
+    segmentation_splits,
+)
+from keras_fourier.fileio import atomic_write_bytes
+from keras_fourier.metrics import MeanIoU, PixelAccuracy, SegmentationCrossEntropy
+from keras_fourier.models.weights import load_keras_file
+from keras_fourier.run_folder import resolve_model_file
+from keras_fourier.tasks.base import CLASS_NAMES_KEY, PredictRequest, Task, TaskData
+
+if TYPE_CHECKING:
+    from keras_fourier.training.config import TrainConfig
+
+DEFAULT_IMAGE_SIZE = 64
+# The head width of runs (UPerNet's 512 is for ADE20K-size models).
+HEAD_CHANNELS = 64
+AUXILIARY_WEIGHT = 0.4
+# Layers of a segmenter that are not its backbone's (not copied by `transfer_backbone`).
+HEAD_LAYERS = ("decode_head", "auxiliary", "logits", "resize", "neck", "pyramid_neck", "restore")
+
+
+def palette(num_classes: int) -> np.ndarray:
+    """A fixed colour per class (uint8 (num_classes, 3)); class 0 is black.
+
+    Example:
+        >>> palette(3)[0].tolist()
+        [0, 0, 0]
+    """
+    rng = np.random.default_rng(0)
+    colours = rng.integers(64, 256, size=(num_classes, 3)).astype(np.uint8)
+    colours[0] = 0
+    return colours
+
+
+def _flat_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The layers of `model`, those of nested models in their place."""
+    layers = []
+    for layer in model.layers:
+        layers.extend(_flat_layers(layer) if isinstance(layer, keras.Model) else [layer])
+    return layers
+
+
+def transfer_backbone(model: keras.Model, source: keras.Model) -> int:
+    """Copies every backbone layer of `source` into the same-named layer of `model`.
+
+    Args:
+        model: the segmenter to start.
+        source: a model of the same backbone (e.g. an inpainting run's).
+
+    Returns:
+        The number of layers copied.
+
+    Raises:
+        ValueError: no backbone layer in common, or one whose weight shapes
+            differ (nothing is copied then).
+    """
+    targets = {layer.name: layer for layer in _flat_layers(model)}
+    pairs = []
+    for layer in _flat_layers(source):
+        if not layer.weights or layer.name.startswith(HEAD_LAYERS):
+            continue
+        target = targets.get(layer.name)
+        if target is None:
+            continue
+        shapes = [tuple(weight.shape) for weight in layer.weights]
+        if shapes != [tuple(weight.shape) for weight in target.weights]:
+            raise ValueError(
+                f"Layer {layer.name!r} of the starting model has weights of shapes {shapes}, "
+                f"the run's model {[tuple(weight.shape) for weight in target.weights]}: the "
+                f"backbones differ. Received: weights={source.name!r}"
+            )
+        pairs.append((target, layer))
+    if not pairs:
+        raise ValueError(
+            f"The starting model {source.name!r} shares no backbone layer with the run's model. "
+            f"Received: weights={source.name!r}"
+        )
+    for target, layer in pairs:
+        target.set_weights(layer.get_weights())
+    return len(pairs)
+
+
+def backbone(config: TrainConfig, size: int) -> str | keras.Model:
+    """The backbone of a dense run: its model name, or the preset built with its architecture.
+
+    The architecture settings (``--dims``, ``--depths``, ...) change a
+    `build_model` preset (e.g. "afno_tiny"); it is built here without its
+    head and preprocessing (the segmenter normalises).
+
+    Raises:
+        ValueError: architecture settings for a model that is no preset.
+    """
+    if not config.architecture:
+        return config.model
+    from keras_fourier.models.builder import build_model
+    from keras_fourier.models.names import VISION_PRESETS, canonical_name
+
+    key = canonical_name(config.model)
+    if key not in VISION_PRESETS:
+        raise ValueError(
+            f"Architecture settings change the presets {sorted(VISION_PRESETS)}, not model "
+            f"{config.model!r}. Received: architecture={config.architecture!r}"
+        )
+    return build_model(
+        **{**VISION_PRESETS[key], **config.architecture},
+        include_top=False,
+        include_preprocessing=False,
+        input_shape=(size, size, 3),
+        name=key,
+    )
+
+
+class Segmentation(Task):
+    """Semantic segmentation with a UPerNet head on the run's backbone."""
+
+    name = "segmentation"
+    modality = "image"
+    sources = "'digits', 'segdir:<path>', 'tfds:oxford_iiit_pet' or 'tfds:scene_parse150'"
+    fields = ("image_size", "eval_split", "validation_split", "deterministic")
+    selection_metric = "miou"
+    selection_mode = "max"
+
+    def accepts(self, data: str) -> bool:
+        return is_segmentation_source(data)
+
+    def image_size(self, config: TrainConfig) -> int:
+        """The run's crop size: `image_size`, else 64."""
+        return config.image_size or DEFAULT_IMAGE_SIZE
+
+    def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        size = self.image_size(config)
+        if size % 32:
+            raise ValueError(
+                f"`{name('image_size')}` of a segmentation run must be a multiple of 32 (the "
+                f"decode heads' coarsest stride). Received: {name('image_size')}={size}"
+            )
+        if config.weights is not None:
+            resolve_model_file(config.weights)  # a run folder or .keras file, else an error
+
+    def identity(self, config: TrainConfig, values: dict[str, Any]) -> dict[str, Any]:
+        values["image_size"] = self.image_size(config)
+        return values
+
+    def default_recipe(self, config: TrainConfig) -> str:
+        del config
+        return "deit"
+
+    def num_classes(self, data: str, data_dir: str | None = None) -> int:
+        return segmentation_num_classes(data, data_dir)
+
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        return count_segmentation_examples(data, split, data_dir)
+
+    def labels(self, config: TrainConfig) -> dict[str, Any]:
+        return {CLASS_NAMES_KEY: segmentation_class_names(config.data, config.data_dir)}
+
+    def model_options(self, config: TrainConfig) -> dict[str, Any]:
+        return {"image_size": self.image_size(config)}
+
+    def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
+        """The training model: UPerNet on `config.model`, logits and auxiliary logits concatenated.
+
+        With `config.weights` (a run folder or `.keras` file), its backbone
+        starts the run (:func:`transfer_backbone`).
+        """
+        from keras_fourier.segmentation import UPerNet
+
+        size = self.image_size(config)
+        segmenter = UPerNet(
+            backbone=backbone(config, size),
+            num_classes=num_classes,
+            input_shape=(size, size, 3),
+            auxiliary=True,
+            channels=HEAD_CHANNELS,
+            drop_path_rate=config.drop_path_rate,
+        )
+        outputs = keras.layers.Concatenate(name="logits_and_auxiliary")(
+            [segmenter.output["logits"], segmenter.output["auxiliary"]]
+        )
+        model = keras.Model(segmenter.inputs, outputs, name=f"{segmenter.name}_training")
+        if config.weights is not None:
+            transfer_backbone(model, load_keras_file(resolve_model_file(config.weights)))
+        return model
+
+    def inference_model(self, model: keras.Model) -> keras.Model:
+        """The logits-only model of a training model (the same weights); others as they are."""
+        try:
+            logits = model.get_layer("logits").output
+        except ValueError:
+            return model
+        if logits is model.output:
+            return model
+        return keras.Model(model.inputs, logits, name=model.name.removesuffix("_training"))
+
+    def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
+        return "x".join(str(size) for size in model.input_shape[1:])
+
+    def datasets(self, config: TrainConfig) -> TaskData:
+        train_split, validation_split = segmentation_splits(
+            config.data, config.eval_split, data_dir=config.data_dir
+        )
+        if config.validation_split is not None:
+            validation_split = config.validation_split
+        if len({train_split, validation_split, config.eval_split}) < 3:
+            raise ValueError(
+                f"The train ({train_split!r}), validation ({validation_split!r}) and test "
+                f"({config.eval_split!r}) splits of data {config.data!r} must differ."
+            )
+        options = {
+            "image_size": self.image_size(config),
+            "batch_size": config.batch_size,
+            "data_dir": config.data_dir,
+        }
+        train = load_segmentation_dataset(
+            config.data,
+            train_split,
+            training=True,
+            augment=SegmentationAugment(),
+            deterministic=config.deterministic,
+            seed=config.seed,
+            **options,
+        )
+        validation = load_segmentation_dataset(
+            config.data, validation_split, training=False, **options
+        )
+        splits = {}
+        for role, split in (
+            ("train", train_split),
+            ("validation", validation_split),
+            ("test", config.eval_split),
+        ):
+            count = count_segmentation_examples(config.data, split, config.data_dir)
+            splits[role] = f"{split!r}, {'?' if count is None else f'{count:,}'} images"
+        return TaskData(train, validation, self.num_classes(config.data, config.data_dir), splits)
+
+    def evaluation_data(
+        self,
+        model: keras.Model,
+        data: str,
+        split: str,
+        *,
+        batch_size: int,
+        data_dir: str | None,
+        eval_examples: int,
+        on_bad_image: str,
+        labels: Mapping[str, Any],
+    ) -> tf.data.Dataset:
+        del eval_examples, on_bad_image, labels
+        shape = model.input_shape
+        if not isinstance(shape, tuple) or len(shape) != 4:
+            raise ValueError(
+                f"Model {model.name!r} does not take images but data {data!r} is a "
+                f"segmentation source. Received: input_shape={shape}"
+            )
+        return load_segmentation_dataset(
+            data,
+            split,
+            image_size=shape[1] or DEFAULT_IMAGE_SIZE,
+            batch_size=batch_size,
+            training=False,
+            data_dir=data_dir,
+        )
+
+    def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:
+        """Refuses a model without (B, H, W, C) logits, or whose C is not the data's classes."""
+        shape = model.output_shape
+        if not isinstance(shape, tuple) or len(shape) != 4:
+            raise ValueError(
+                f"Model {model.name!r} does not output per-pixel logits (B, H, W, classes), "
+                f"as {self.name} needs. Received: output_shape={shape}"
+            )
+        classes = shape[-1]
+        if num_classes is not None and classes not in (num_classes, 2 * num_classes):
+            raise ValueError(
+                f"Model {model.name!r} outputs {classes} classes but {what} has {num_classes}: "
+                f"use a model of its classes. Received: output_shape={shape}"
+            )
+
+    def loss(self, config: TrainConfig | None = None) -> keras.losses.Loss:
+        """CE with ignore index 255, plus 0.4 x the auxiliary CE in training."""
+        return SegmentationCrossEntropy(auxiliary_weight=AUXILIARY_WEIGHT if config else 0.0)
+
+    def metrics(self, num_classes: int, *, training: bool = False) -> list[keras.metrics.Metric]:
+        """mIoU and pixel accuracy, each over the whole split."""
+        del training
+        return [MeanIoU(num_classes), PixelAccuracy(num_classes)]
+
+    def summary(self, metrics: dict[str, float]) -> list[str]:
+        """``test_pixel_accuracy=...`` then ``test_miou=...`` (last), 4 decimals.
+
+        Example:
+            >>> TASK.summary({"miou": 0.5, "pixel_accuracy": 0.75, "loss": 1.0})
+            ['test_pixel_accuracy=0.7500', 'test_miou=0.5000']
+        """
+        return [
+            f"test_pixel_accuracy={metrics['pixel_accuracy']:.4f}",
+            f"test_miou={metrics['miou']:.4f}",
+        ]
+
+    def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
+        """Writes ``<stem>_labels.png`` and ``<stem>_overlay.png`` per image into `request.out`."""
+        if request.out is None:
+            raise ValueError(
+                "Segmentation writes label maps and overlays: pass an output folder. "
+                "Received: out=None"
+            )
+        model = self.inference_model(model)
+        size = model.input_shape[1] or DEFAULT_IMAGE_SIZE
+        num_classes = model.output_shape[-1]
+        names = request.record.get(CLASS_NAMES_KEY) or [str(index) for index in range(num_classes)]
+        colours = palette(num_classes)
+        os.makedirs(request.out, exist_ok=True)
+        lines = []
+        for path in request.inputs:
+            with open(path, "rb") as file:
+                image = decode_image_checked(tf.constant(file.read(128 << 20)))
+            height, width = int(image.shape[0]), int(image.shape[1])
+            fitted, _ = fit_and_pad(
+                tf.cast(image, tf.float32), tf.zeros((height, width), tf.int32), size
+            )
+            logits = model.predict(fitted[None], verbose=0)[0]
+            scale = min(size / height, size / width)
+            inside = logits[: max(1, round(height * scale)), : max(1, round(width * scale))]
+            resized = tf.image.resize(inside, (height, width), method="bilinear")
+            classes = np.argmax(resized.numpy(), axis=-1).astype(np.uint8)
+            overlay = (0.5 * image.numpy() + 0.5 * colours[classes]).astype(np.uint8)
+            stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
+            atomic_write_bytes(stem + "_labels.png", tf.io.encode_png(classes[..., None]).numpy())
+            atomic_write_bytes(stem + "_overlay.png", tf.io.encode_png(overlay).numpy())
+            present = [names[index] for index in np.unique(classes) if index != IGNORE_INDEX]
+            lines.append(f"{path}: {stem}_labels.png, {stem}_overlay.png ({', '.join(present)})")
+        return lines
+
+
+TASK = Segmentation()

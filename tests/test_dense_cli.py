@@ -1,0 +1,69 @@
+"""The default segmentation job through the command line: train, kill, resume, evaluate, predict."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.cli import main
+from keras_fourier.data.segmentation import digit_canvas
+from keras_fourier.training import read_history
+from keras_fourier.training.callbacks import read_checkpoint_record
+from tests.test_run_faults import ENV, KILL_BEFORE_CHECKPOINTS
+
+TINY = ["--model", "afno_tiny", "--dims", "16", "--depths", "1", "--image-size", "32"]
+
+
+def test_segmentation_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--task", "segmentation", *TINY, "--batch-size", "8", "--epochs", "2"]
+    argv += ["--steps-per-epoch", "2", "--verbose", "0", "--no-tensorboard", "--out", str(out)]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_BEFORE_CHECKPOINTS, "1", *argv],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert read_checkpoint_record(out / "last.keras")["epoch"] == 0
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "rewrote" in captured.err
+    lines = captured.out.strip().splitlines()
+    assert re.fullmatch(r"test_miou=\d\.\d{4}", lines[-1]), lines[-3:]
+    assert re.fullmatch(r"test_pixel_accuracy=\d\.\d{4}", lines[-2]), lines[-3:]
+    history = read_history(out / "history.csv")
+    assert len(history) == 2 and {"val_miou", "val_pixel_accuracy"} <= set(history[0])
+    best = read_checkpoint_record(out / "model.keras")
+    assert best["logs"]["val_miou"] == max(row["val_miou"] for row in history)
+
+    assert main(["evaluate", "--model", str(out), "--data", "digits", "--split", "test"]) == 0
+    scored = capsys.readouterr().out
+    assert f"miou={lines[-1].split('=')[1]}" in scored, scored
+
+    images, _, _ = digit_canvas("test", count=2)
+    paths = []
+    for index, size in enumerate(((64, 64), (40, 56))):
+        path = tmp_path / f"canvas{index}.png"
+        path.write_bytes(tf.io.encode_png(images[index][: size[0], : size[1]]).numpy())
+        paths.append(str(path))
+    predictions = tmp_path / "predictions"
+    assert main(["predict", *paths, "--model", str(out), "--out", str(predictions)]) == 0
+    printed = capsys.readouterr().out
+    for index, size in enumerate(((64, 64), (40, 56))):
+        assert paths[index] in printed
+        labels = tf.io.decode_png((predictions / f"canvas{index}_labels.png").read_bytes())
+        overlay = tf.io.decode_png((predictions / f"canvas{index}_overlay.png").read_bytes())
+        assert labels.shape == (*size, 1) and overlay.shape == (*size, 3)
+        assert np.asarray(labels).max() < 11
+    assert sorted(path.name for path in predictions.iterdir()) == [
+        "canvas0_labels.png",
+        "canvas0_overlay.png",
+        "canvas1_labels.png",
+        "canvas1_overlay.png",
+    ]
