@@ -43,9 +43,10 @@ from keras_fourier.data.segmentation import (
 )
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.metrics import MeanIoU, PixelAccuracy, SegmentationCrossEntropy
-from keras_fourier.models.weights import load_keras_file
+from keras_fourier.model_record import CLASS_NAMES_KEY
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.tasks.base import CLASS_NAMES_KEY, PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import PredictRequest, Task, TaskData
+from keras_fourier.weights.saved import load_keras_file
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
