@@ -24,7 +24,9 @@ DESCRIPTION = (
     "this machine's matmul rate in the compute dtype of --precision (float32, bf16, "
     "int8), with --agreement against float32. Scaling mode (--scaling): one block "
     "(mixer + MLP) at width 384, latency and peak memory against the token count, "
-    "plotted. Writes JSON and CSV (and PNG) into --out."
+    "plotted. A segmenter (output (B, H, W, classes), free input size) runs at 512 and "
+    "1024 px; --max-input finds the largest input within --memory-gib. "
+    "Writes JSON and CSV (and PNG) into --out."
 )
 SHOW_DEFAULTS = True
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -48,16 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--scaling", action="store_true", help="time one block against the token count")
     add(
         "--batch-size",
-        type=int,
+        type=comma_list(None, int),
         default=None,
-        help="inputs per timed call; default 16 for a model, 1 for --scaling",
+        help="inputs per timed call (a comma list for a Keras MODEL); default 16 for a model, "
+        "1,8 for a model of free input size (a segmenter), 1 for --scaling and --max-input",
     )
     add(
         "--image-size",
-        type=int,
+        type=comma_list(None, int),
         default=None,
         help="input size of named models; default: what train builds for the small presets "
-        "(16 for gfnet_tiny on the digits), 224 for the papers' models",
+        "(16 for gfnet_tiny on the digits), 224 for the papers' models; sizes (a comma list) "
+        "of a model of free input size, default 512,1024; the first side of --max-input, "
+        "default 256",
     )
     add(
         "--classes",
@@ -122,4 +127,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="1D sequence lengths (fourier and attention)",
     )
     add("--width", type=int, default=SCALING_WIDTH, help="channels of the scaling block")
+    add(
+        "--max-input",
+        action="store_true",
+        help="the largest square input MODEL runs inference on within --memory-gib (doubling, "
+        "then bisection; each probe in its own process)",
+    )
+    add("--memory-gib", type=float, default=16.0, help="--max-input's memory budget (GiB)")
+    add("--max-side", type=int, default=8192, help="--max-input's largest side tried")
     add("--out", default=os.path.join("runs", "bench"), help="folder of the JSON/CSV/PNG files")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -68,6 +69,7 @@ __all__ = [
     "canonical_name",
     "check_architecture",
     "create_model",
+    "default_image_size",
     "is_model_name",
     "is_text_model",
     "make_builder",
@@ -152,6 +154,34 @@ def vision_stride(name: str, **architecture: Any) -> int:
     depths = options["depths"]
     stages = 1 if isinstance(depths, int) else len(depths)
     return options.get("patch_size", 16 if stages == 1 else 4) * 2 ** (stages - 1)
+
+
+def default_image_size(name: str, data: str = "digits", **architecture: Any) -> int:
+    """The image size a model name is trained and benchmarked at unless one is given.
+
+    The smallest multiple of the model's stride that is at least 16 on
+    "digits" (8x8 images), else 32 for the small presets of
+    :data:`VISION_PRESETS` and 224 (ImageNet, as the papers measure) for
+    the other names.
+
+    Args:
+        name: a vision model name (either spelling).
+        data: the image source it is trained on. Default "digits", the
+            default of `keras-fourier train`.
+        **architecture: `build_model` overrides of a preset (see `create_model`).
+
+    Returns:
+        The image size.
+
+    Example:
+        >>> default_image_size("gfnet_tiny"), default_image_size("gfnet_h_ti")
+        (16, 32)
+        >>> default_image_size("gfnet_tiny", "tfds:x"), default_image_size("gfnet_ti", "dir:x")
+        (32, 224)
+    """
+    stride = vision_stride(name, **architecture)
+    base = 16 if data == "digits" else 32 if canonical_name(name) in VISION_PRESETS else 224
+    return stride * math.ceil(base / stride)
 
 
 _DOC = """Builds {public} ({variant}) with the keras.applications signature.
