@@ -35,13 +35,13 @@ from keras_fourier.models.resolve import resolve_model
 
 
 def _check(args: argparse.Namespace) -> None:
+    if args.max_input and not args.model:
+        raise ValueError("--max-input needs a MODEL. Received: --max-input without MODEL")
     if args.scaling == bool(args.model):
         raise ValueError(
             f"give either MODEL or --scaling. Received: MODEL={args.model!r}, "
             f"--scaling={args.scaling}"
         )
-    if args.max_input and not args.model:
-        raise ValueError("--max-input needs a MODEL. Received: --max-input without MODEL")
     if args.max_input and args.model.endswith(".tflite"):
         raise ValueError(f"--max-input takes a Keras model. Received: MODEL={args.model!r}")
     if args.memory_gib <= 0:
