@@ -134,5 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "then bisection; each probe in its own process)",
     )
     add("--memory-gib", type=float, default=16.0, help="--max-input's memory budget (GiB)")
-    add("--max-side", type=int, default=8192, help="--max-input's largest side tried")
+    add(
+        "--max-side", type=int, default=None, help="--max-input's largest side tried (default 8192)"
+    )
     add("--out", default=os.path.join("runs", "bench"), help="folder of the JSON/CSV/PNG files")

@@ -15,6 +15,7 @@ import keras
 
 from keras_fourier.bench import (
     COMPUTE_DTYPES,
+    MAX_INPUT_MAX_SIDE,
     MAX_INPUT_START,
     agreement_inputs,
     bench_keras,
@@ -151,7 +152,7 @@ def _max_input(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         memory_gib=args.memory_gib,
         batch_size=args.batch_size[0] if args.batch_size else 1,
         start=start,
-        max_side=args.max_side,
+        max_side=args.max_side or MAX_INPUT_MAX_SIDE,
         precision=args.precision,
         jit_compile=args.jit,
         build_options=options,
