@@ -1,4 +1,4 @@
-"""float32, bfloat16 and int8 (Keras and TFLite) side by side: README's precision table.
+"""float32, bfloat16 and int8 (Keras and TFLite) side by side: docs/performance.md's table.
 
 For each model (a name, built with seeded random weights and saved as
 ``.keras``, or a trained ``.keras`` file), ``keras-fourier export`` writes
@@ -16,8 +16,8 @@ round's figure in the JSON) and writes OUT/table.md and OUT/results.json.
 
     python examples/precision_table.py --quick --out runs/precision_quick
 
-The full-size commands of README's table are listed in its Performance
-section. Figures are one machine's at one moment: run on an idle machine,
+docs/performance.md describes the full-size runs (the defaults) and their
+figures. Figures are one machine's at one moment: run on an idle machine,
 and compare variants only within one table.
 """
 

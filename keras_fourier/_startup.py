@@ -5,43 +5,43 @@ GPUs (absl's "All log messages before absl::InitializeLog() ..." block twice,
 "Could not find cuda drivers", CPU feature notes and, without a GPU,
 ``E0000 ... failed call to cuInit``). Most of them are written before
 TF_CPP_MIN_LOG_LEVEL is read, so setting it is not enough. `keras_fourier`
-imports this module before anything that loads TensorFlow; in any program
-that imports `keras_fourier` under the TensorFlow backend (a script, a
-notebook) it calls :func:`start_tensorflow` at once, which:
+imports this module first and loads no framework itself;
+:func:`start_tensorflow` then runs before TensorFlow loads, wherever it
+loads first: a name of the API used, Keras or TensorFlow imported by the
+program (:func:`when_keras_loads` watches for them), or the `keras-fourier`
+command about to run a subcommand (``--help`` and argument errors answer
+without loading TensorFlow). It:
 
 * sets TF_CPP_MIN_LOG_LEVEL=2 (C++ warnings and info hidden, errors shown);
 * loads TensorFlow and lists its devices with stderr sent to a temporary
   file, then writes back every captured line that is not a C++ log line
   (Python warnings and errors are kept).
 
-The `keras-fourier` command (the console script or ``python -m
-keras_fourier.cli``) calls it once its arguments are parsed and a
-subcommand is about to run, whatever the backend: ``--help`` and argument
-errors answer without loading TensorFlow. It does nothing when the user set
-TF_CPP_MIN_LOG_LEVEL, when TensorFlow was already imported, or on the
-command line with ``--tf-logs``.
-:func:`native_output_filtered` does the same around later calls that print
-from C++ (LiteRT's "Created TensorFlow Lite XNNPACK delegate" line).
+It does nothing when the user set TF_CPP_MIN_LOG_LEVEL, when TensorFlow was
+already imported, or after :func:`show_tensorflow_logs` (the command's
+``--tf-logs``). :func:`native_output_filtered` does the same around later
+calls that print from C++ (LiteRT's "Created TensorFlow Lite XNNPACK
+delegate" line).
 
-Before that, a KERAS_BACKEND naming a backend that is not installed stops
-the program with one line naming the extra that installs it
-(:func:`missing_backend`): `ImportError` for ``import keras_fourier``, exit
-status 2 for the command.
+A KERAS_BACKEND naming a backend that is not installed stops the program
+with one line naming the extra that installs it (:func:`missing_backend`):
+`ImportError` at the first use of the API or import of Keras, exit status 2
+for the command.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import importlib.util
 import json
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 SHOW_LOGS_FLAG = "--tf-logs"
-COMMAND = "keras-fourier"
 # absl/TSL lines ("I0000 00:00:1795431198.319884    5289 file.cc:31] ..."), the older
 # "2026-01-01 12:00:00.000000: I tensorflow/..." form, absl's pre-initialisation banner and
 # the second line of TensorFlow's CPU feature note.
@@ -54,26 +54,6 @@ _LOG_LINE = re.compile(
 )
 # The package of each Keras backend, and the extra of keras-fourier that installs it.
 BACKEND_PACKAGES = {"jax": ("jax", "jax"), "torch": ("torch", "torch")}
-
-
-def is_command_line() -> bool:
-    """Whether this process is the `keras-fourier` command.
-
-    Returns:
-        True for the console script and for ``python -m keras_fourier.cli``.
-
-    Example:
-        >>> is_command_line()  # under pytest
-        False
-    """
-    program = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if os.path.splitext(program)[0] in (COMMAND, f"{COMMAND}-script"):
-        return True
-    arguments = list(getattr(sys, "orig_argv", ()))
-    return any(
-        arguments[index : index + 2] == ["-m", "keras_fourier.cli"]
-        for index in range(len(arguments))
-    )
 
 
 def tensorflow_log_line(line: bytes) -> bool:
@@ -188,10 +168,21 @@ _SET_HERE = "KERAS_FOURIER_SET_TF_LOG_LEVEL"
 _USER_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL" in os.environ and os.environ.get(_SET_HERE) != "1"
 
 
+_show_logs = False
+
+
+def show_tensorflow_logs() -> None:
+    """Leaves TensorFlow's and LiteRT's C++ lines on stderr from now on (``--tf-logs``).
+
+    Example:
+        >>> show_tensorflow_logs()  # doctest: +SKIP
+    """
+    global _show_logs
+    _show_logs = True
+
+
 def _quiet_wanted() -> bool:
-    if _USER_LOG_LEVEL:
-        return False
-    return not (is_command_line() and SHOW_LOGS_FLAG in sys.argv)
+    return not (_USER_LOG_LEVEL or _show_logs)
 
 
 def start_tensorflow() -> None:
@@ -209,17 +200,80 @@ def start_tensorflow() -> None:
         load_tensorflow_quietly()
 
 
-def _start() -> None:
-    message = missing_backend()
-    if message is not None:
-        if is_command_line():
-            print(f"{COMMAND}: error: {message}", file=sys.stderr)
-            raise SystemExit(2)
-        raise ImportError(message)
-    if is_command_line():
-        return  # the command calls start_tensorflow once its arguments are parsed
-    if keras_backend() == "tensorflow":
-        start_tensorflow()
+class _KerasImport(importlib.abc.MetaPathFinder):
+    """Finds the process's first `tensorflow` or `keras` import and wraps its loader.
+
+    TensorFlow then loads quietly (:func:`load_tensorflow_quietly`'s filter,
+    around the module's own code); once `keras` has loaded, `on_keras` runs
+    (the package registers its serializable classes), and the finder leaves
+    `sys.meta_path`.
+    """
+
+    def __init__(self, on_keras: Callable[[], None]) -> None:
+        self.on_keras = on_keras
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name not in ("tensorflow", "keras"):
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is self or find is None else find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _Loader(spec.loader, self)
+                return spec
+        return None
 
 
-_start()
+class _Loader(importlib.abc.Loader):
+    """The loader of `tensorflow` or `keras`, run quietly; then `_KerasImport.on_keras`."""
+
+    def __init__(self, loader: importlib.abc.Loader, finder: _KerasImport) -> None:
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader  # the module's own loader
+        message = missing_backend() if module.__name__ == "keras" else None
+        if message is not None:
+            raise ImportError(message)
+        if "tensorflow" in sys.modules and module.__name__ == "keras":
+            self.loader.exec_module(module)  # TensorFlow is loading (quietly) or loaded
+        elif _quiet_wanted() and (
+            module.__name__ == "tensorflow" or keras_backend() == "tensorflow"
+        ):
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+            os.environ[_SET_HERE] = "1"
+            with native_output_filtered():
+                self.loader.exec_module(module)
+                sys.modules["tensorflow"].config.list_physical_devices()
+        else:
+            self.loader.exec_module(module)
+        if module.__name__ == "keras" and self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+            self.finder.on_keras()
+
+
+def when_keras_loads(on_keras: Callable[[], None]) -> None:
+    """Calls `on_keras` once Keras is loaded (now, if it is); TensorFlow loads quietly.
+
+    `import keras_fourier` registers its serializable classes with Keras
+    this way, so that ``keras.saving.load_model`` finds them whenever Keras
+    is imported, before or after it, without loading Keras itself: Keras
+    resolves a saved object by its registered name and imports the module a
+    config names only for its own packages (``keras.src.saving.
+    serialization_lib._retrieve_class_or_fn``). A KERAS_BACKEND whose
+    package is missing then fails that import with :func:`missing_backend`'s line.
+
+    Args:
+        on_keras: called once, with no arguments.
+
+    Example:
+        >>> when_keras_loads(lambda: importlib.import_module("keras_fourier.layers"))
+    """
+    if "keras" in sys.modules:
+        on_keras()
+    elif not any(isinstance(finder, _KerasImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _KerasImport(on_keras))

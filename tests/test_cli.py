@@ -204,5 +204,4 @@ def test_tensorflow_log_lines_are_told_from_python_output():
     ]
     assert [_startup.tensorflow_log_line(line) for line in log_lines] == [True] * 5
     assert not any(_startup.tensorflow_log_line(line) for line in python_lines)
-    assert not _startup.is_command_line()
     assert build_parser().parse_args(["evaluate", "--model", "m.keras", "--tf-logs"]).tf_logs

@@ -5,9 +5,9 @@ parsed from keras-free tables (`keras_fourier.settings`,
 `keras_fourier.models.names`, `keras_fourier.models.family`), so these
 tests check, from inside the command's own process, that neither
 TensorFlow nor Keras (nor JAX, PyTorch) was imported; and that the help
-lists the names the library knows. Running a subcommand, and ``import
-keras_fourier`` in a program, still load every layer for
-`keras.saving.load_model`.
+lists the names the library knows. ``import keras_fourier`` loads no
+framework either, in any process; Keras still finds every layer for
+`keras.saving.load_model`, whenever it loads.
 """
 
 import json
@@ -124,6 +124,13 @@ def _choices(help_text: str, flag: str) -> tuple[str, ...]:
     return tuple(found.group(1).split(","))
 
 
+def _choices_of_format(help_text: str) -> tuple[str, ...]:
+    """The formats that export's --format help lists."""
+    found = re.search(r"--format FORMAT comma-separated: ([a-z_, ]*) \(default", help_text)
+    assert found, help_text
+    return tuple(found.group(1).split(", "))
+
+
 def test_help_lists_the_names_the_library_knows(capsys):
     train = _help("train", capsys)
     names = re.search(r"--model MODEL one of: ([^(]*) \(or the builder name", train).group(1)
@@ -140,6 +147,7 @@ def test_help_lists_the_names_the_library_knows(capsys):
     for impl in spectral.FFT_IMPLS:
         assert build_parser().parse_args(["bench", "--fft-impl", impl]).fft_impl == [impl]
     exported = _help("export", capsys)
+    assert _choices_of_format(exported) == tuple(export.FORMATS)
     assert _choices(exported, "--output") == signatures.OUTPUTS
     quantizations = ["none" if name is None else name for name in export.QUANTIZATIONS]
     assert f"comma-separated: {quantizations[0]} (float32), {', '.join(quantizations[1:])}" in (
@@ -154,13 +162,16 @@ def test_a_package_model_loads_after_import_and_in_the_command(tmp_path):
         depths=1, dims=8, patch_size=8, input_shape=(16, 16, 3), classes=3
     )
     model.save(tmp_path / "tiny.keras")
-    load = (
-        "import keras, keras_fourier; model = keras.saving.load_model('tiny.keras'); "
-        "print(type(model.get_layer('stage0_block0_mixer')).__module__)"
-    )
-    completed = _python(["-c", load], tmp_path)
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.split() == ["keras_fourier.layers.fourier"]
+    # Keras finds the package's classes by registered name, whether it loads before or after
+    # keras_fourier, or inside TensorFlow's import; it imports no module a config names.
+    for imports in ("keras, keras_fourier", "keras_fourier, keras", "keras_fourier, tensorflow"):
+        load = (
+            f"import {imports}, keras; model = keras.saving.load_model('tiny.keras'); "
+            "print(type(model.get_layer('stage0_block0_mixer')).__module__)"
+        )
+        completed = _python(["-c", load], tmp_path)
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stdout.split() == ["keras_fourier.layers.fourier"]
     completed = _python(["-m", "keras_fourier.cli", "flops", "tiny.keras"], tmp_path)
     assert completed.returncode == 0, completed.stderr
     expected = keras_fourier.flops(keras.saving.load_model(tmp_path / "tiny.keras"))

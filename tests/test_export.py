@@ -17,10 +17,10 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier import GFNetTi, cli, export
-from keras_fourier.commands.arguments import load_model
+from keras_fourier.cli.arguments import model_options
 from keras_fourier.data import eval_transform, load_digits
 from keras_fourier.export import parity
-from keras_fourier.models import VARIANTS, FNet, build_model
+from keras_fourier.models import VARIANTS, FNet, build_model, resolve_model
 from keras_fourier.models.vision import build_vision_model
 from tests.harness import random_input
 
@@ -385,7 +385,7 @@ def test_cli_builds_named_models_with_weights(tmp_path, capsys):
     for name in ("gfnet_ti", "GFNetTi"):
         argv = ["export", name, "--weights", str(tmp_path / "gfnet.weights.h5"), "--out", "o"]
         args = cli.build_parser().parse_args([*argv, "--image-size", "32x48", "--classes", "5"])
-        model = load_model(args)
+        model = resolve_model(args.model, **model_options(args))
         assert model.name == "gfnet_ti"
         assert model.input_shape == (None, 32, 48, 3)
         for actual, expected in zip(model.get_weights(), reference.get_weights(), strict=True):

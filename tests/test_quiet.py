@@ -80,18 +80,16 @@ def test_bench_of_tflite_and_scaling_subprocesses_are_quiet(tmp_path):
 @pytest.mark.parametrize("backend, extra", [("jax", "jax"), ("torch", "torch")])
 def test_a_backend_that_is_not_installed_is_named_in_one_line(tmp_path, backend, extra):
     hide = f"import sys; sys.modules[{backend!r}] = None; "
-    completed = _run(["-c", hide + "import keras_fourier"], tmp_path, KERAS_BACKEND=backend)
-    assert completed.returncode == 1
-    assert completed.stderr.splitlines()[-1] == (
-        f"ImportError: KERAS_BACKEND={backend}, but {'JAX' if backend == 'jax' else 'PyTorch'} "
-        f'is not installed: pip install "keras-fourier[{extra}]" (or unset KERAS_BACKEND for '
-        "TensorFlow)"
+    message = (
+        f"KERAS_BACKEND={backend}, but {'JAX' if backend == 'jax' else 'PyTorch'} is not "
+        f'installed: pip install "keras-fourier[{extra}]" (or unset KERAS_BACKEND for TensorFlow)'
     )
-    command = hide + "sys.argv = ['keras-fourier', 'train']; from keras_fourier.cli import main"
+    # import keras_fourier loads no backend; its first use, or Keras's import, names the extra.
+    for use in ("import keras_fourier; keras_fourier.GFNetTi", "import keras_fourier, keras"):
+        completed = _run(["-c", hide + use], tmp_path, KERAS_BACKEND=backend)
+        assert completed.returncode == 1
+        assert completed.stderr.splitlines()[-1] == f"ImportError: {message}"
+    command = hide + "from keras_fourier.cli import main; sys.exit(main(['train']))"
     completed = _run(["-c", command], tmp_path, KERAS_BACKEND=backend)
     assert completed.returncode == 2
-    assert completed.stderr.splitlines() == [
-        f"keras-fourier: error: KERAS_BACKEND={backend}, but "
-        f"{'JAX' if backend == 'jax' else 'PyTorch'} is not installed: "
-        f'pip install "keras-fourier[{extra}]" (or unset KERAS_BACKEND for TensorFlow)'
-    ]
+    assert completed.stderr.splitlines() == [f"keras-fourier: error: {message}"]

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import keras_fourier
 from keras_fourier.cli import build_parser, main
-from keras_fourier.commands.arguments import load_model
+from keras_fourier.cli.arguments import model_options
 from keras_fourier.models import catalog, resolve_model
 from keras_fourier.run_folder import RunFolder
 
@@ -102,7 +102,8 @@ def test_export_takes_every_reference(saved, tmp_path):
         argv = ["export", reference, "--out", str(tmp_path)]
         if reference in ("GFNetTi", "gfnet_ti"):
             argv += ["--image-size", "32", "--classes", "3"]
-        model = load_model(build_parser().parse_args(argv))
+        args = build_parser().parse_args(argv)
+        model = resolve_model(args.model, **model_options(args))
         assert model.name == name
     assert main(["export", saved["run10"], "--format", "saved_model", "--out", str(tmp_path)]) == 0
     assert os.path.isfile(tmp_path / "gfnet_tiny" / "1" / "saved_model.pb")

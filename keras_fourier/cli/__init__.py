@@ -7,12 +7,19 @@ Running it again with the same ``--out`` resumes an interrupted run, or
 only evaluates a finished one. ``keras-fourier evaluate`` scores a saved
 model.
 
-Each subcommand NAME has two modules: ``keras_fourier.cli.NAME`` declares its
-arguments and ``keras_fourier.commands.NAME`` runs it. This package and the
-tables its arguments read (model names, settings) are keras-free, so the
-command parses its arguments, and answers ``--help`` or an argument error,
-without loading TensorFlow; it loads TensorFlow and the subcommands' code
-(:mod:`keras_fourier.commands`) only to run one.
+Each subcommand NAME is one module, ``keras_fourier.cli.NAME``: its
+`NAME`, `HELP`, `DESCRIPTION`, `SHOW_DEFAULTS` and `add_arguments` at the
+top, keras-free like the tables they read (model names, settings), and
+``run(args)``, which imports the library when it runs and returns the exit
+status. The command parses its arguments, and answers ``--help`` or an
+argument error, without loading TensorFlow.
+
+Every error is one line on stderr, ``keras-fourier NAME: error: MESSAGE``,
+printed by :func:`run`: exit status 2 for a bad argument (argparse's, or a
+`ValueError`, `TypeError` or `FileNotFoundError` of the library, whose
+message names it), 1 for a failure (a :class:`~keras_fourier.cli.arguments.
+CommandError` that `run(args)` raised), and ``keras-fourier NAME:
+interrupted`` with 130 for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Sequence
 
 from keras_fourier import _startup
 from keras_fourier.cli import bench, evaluate, export, flops, predict, train
+from keras_fourier.cli.arguments import CommandError
 
 # The subcommands, in the order `keras-fourier --help` lists them.
 COMMANDS = (train, evaluate, export, flops, bench, predict)
@@ -79,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["evaluate", "--model", "runs/default/model.keras"])  # doctest: +SKIP
         0
     """
+    message = _startup.missing_backend()
+    if message is not None:
+        print(f"keras-fourier: error: {message}", file=sys.stderr)
+        return 2
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
@@ -86,27 +98,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs a parsed subcommand: loads TensorFlow (quietly) and the subcommand's code, then runs it.
+    """Runs a parsed subcommand: loads TensorFlow (quietly), then its module's `run(args)`.
 
     Args:
         args: arguments parsed by :func:`build_parser`, with `argv`, the
             arguments they were parsed from.
 
     Returns:
-        The exit status: the subcommand's, or 2 after printing the message of
-        a `ValueError` (a bad argument or input, which it names).
+        The exit status: the subcommand's, or, after one line on stderr, 2 for
+        a bad argument, 1 for a :class:`CommandError`, 130 for Ctrl-C.
 
     Example:
         >>> run(build_parser().parse_args(["flops", "gfnet_ti"]))  # doctest: +SKIP
         0
     """
-    _startup.start_tensorflow()
-    # The package's one function-level import of its own code (tests/test_imports.py): the
-    # subcommands load TensorFlow, which parsing the arguments and --help never need.
-    from keras_fourier import commands
-
+    if args.tf_logs:
+        _startup.show_tensorflow_logs()
+    status, message = 0, None
     try:
-        return getattr(commands, args.command).run(args)
-    except ValueError as error:  # a bad argument or input: its message names it
-        print(f"keras-fourier {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        _startup.start_tensorflow()
+        status = _COMMANDS[args.command].run(args)
+    except CommandError as error:
+        status, message = error.status, f"error: {error}"
+    except (ValueError, TypeError, FileNotFoundError) as error:  # its message names the argument
+        status, message = 2, f"error: {error}"
+    except KeyboardInterrupt as interrupt:  # its message, if any, says what to do next
+        status, message = 130, "; ".join(["interrupted", *map(str, interrupt.args)])
+    if message is not None:
+        print(f"keras-fourier {args.command}: {message}", file=sys.stderr)
+    return status
+
+
+_COMMANDS = {command.NAME: command for command in COMMANDS}

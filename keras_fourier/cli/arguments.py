@@ -1,4 +1,4 @@
-"""Argument types and the model arguments shared by the subcommands' parsers, keras-free."""
+"""What the subcommands share, keras-free: argument types, the model arguments, error lines."""
 
 from __future__ import annotations
 
@@ -6,7 +6,40 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+DATA_HELP = (
+    "'digits', 'tfds:<name>', 'dir:<path>', or for FNet models 'listops' or 'csv:<path>' (a "
+    ".csv/.tsv file, or a folder of train/validation (or dev)/test files; columns text (or "
+    "sentence, sentence1), optionally text_pair (or sentence2), and label)"
+)
 MODEL_HELP = "a model name (gfnet_ti, GFNetTi, gfnet_tiny, ...), a .keras file or a run folder"
+# The flag of each `resolve_model` argument, for its messages.
+MODEL_FLAGS = {
+    "weights": "--weights",
+    "image_size": "--image-size",
+    "classes": "--classes",
+    "sequence_length": "--sequence-length",
+    "family": "--family",
+}
+
+
+class CommandError(Exception):
+    """A failure that the command reports as one line, ``keras-fourier NAME: error: MESSAGE``.
+
+    A subcommand's `run` raises it for an error of the library that it
+    words for the command line; :func:`keras_fourier.cli.run` prints it and
+    exits with `status`.
+
+    Args:
+        message: the line's MESSAGE.
+        status: the exit status. Default 1 (a failure); 2 for a bad argument.
+
+    Example:
+        >>> raise CommandError("the run folder is busy")  # doctest: +SKIP
+    """
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def comma_list(
@@ -69,7 +102,7 @@ def image_size(text: str) -> tuple[int, int]:
 def add_model_arguments(
     parser: argparse.ArgumentParser, *, model_flag: bool, weights_help: str
 ) -> None:
-    """Adds the model arguments that `commands.arguments.load_model` reads, but `--classes`.
+    """Adds the model arguments that :func:`model_options` reads, but `--classes`.
 
     MODEL (see :data:`MODEL_HELP`), `--weights` and `--image-size` (SIZE or
     HEIGHTxWIDTH), as `keras-fourier export` and `predict` take them.
@@ -91,3 +124,33 @@ def add_model_arguments(
     parser.add_argument(
         "--image-size", type=image_size, default=None, help="names: SIZE or HxW (default 224)"
     )
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of `resolve_model` for the model named on the command line.
+
+    Args:
+        args: parsed arguments; names are built with the `weights`,
+            `image_size`, `classes` and `sequence_length` arguments the
+            subcommand has (None: the builder's default).
+
+    Returns:
+        `resolve_model`'s options, with `names` mapping them to their flags.
+
+    Example:
+        >>> resolve_model(args.model, **model_options(args))  # doctest: +SKIP
+    """
+    return {
+        **{key: getattr(args, key, None) for key in MODEL_FLAGS},
+        "names": MODEL_FLAGS,
+    }
+
+
+def metrics_line(metrics: dict[str, float]) -> str:
+    """Metrics as ``name=value`` pairs, sorted by name, 4 decimals.
+
+    Example:
+        >>> metrics_line({"loss": 0.5, "accuracy": 0.75})
+        'accuracy=0.7500 loss=0.5000'
+    """
+    return " ".join(f"{name}={value:.4f}" for name, value in sorted(metrics.items()))

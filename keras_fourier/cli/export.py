@@ -1,11 +1,23 @@
-"""The arguments of `keras-fourier export` (its run: :mod:`keras_fourier.commands.export`)."""
+"""`keras-fourier export`: SavedModel, TFLite and ONNX files of a model, through `export.export`.
+
+MODEL is a model name (``gfnet_ti`` or ``GFNetTi``, see
+:func:`keras_fourier.models.resolve_model`), a ``.keras`` file or a run
+folder; names are built with ``--weights`` (None, "imagenet" or a weights
+file), ``--image-size`` and ``--classes``. The outputs, their checks and the
+journaled commit are :func:`keras_fourier.export.export`'s; this module adds
+the image batches of ``--data`` and the TF Serving instructions.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from typing import Any
 
-from keras_fourier.cli.arguments import add_model_arguments, comma_list
+from keras_fourier.cli.arguments import CommandError, add_model_arguments, comma_list, model_options
+from keras_fourier.run_folder import RunFolder
 from keras_fourier.settings import OUTPUTS, QUANTIZATIONS
+from keras_fourier.validation import check_positive_int
 
 NAME = "export"
 HELP = "export a model as a TF Serving SavedModel, builtin-only TFLite and ONNX files"
@@ -17,6 +29,7 @@ DESCRIPTION = (
     "--image-size and --classes, a .keras file or a run folder; see export/README.md."
 )
 SHOW_DEFAULTS = False
+# The names of keras_fourier.export.FORMATS (tests/test_cli_startup.py checks them).
 FORMATS = ("saved_model", "tflite", "onnx")
 DEFAULT_FORMATS = ("saved_model", "tflite")
 # --quantize names float32 (no quantization, None) "none".
@@ -36,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         type=comma_list(FORMATS),
         default=DEFAULT_FORMATS,
-        help="comma-separated: saved_model, tflite, onnx (default: saved_model,tflite)",
+        help=f"comma-separated: {', '.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})",
     )
     parser.add_argument(
         "--quantize",
@@ -105,3 +118,144 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="write TFLite files without running them in LiteRT (the 'export' extra)",
     )
+
+
+# How the library's messages name export()'s arguments: by their flags.
+FLAGS = {
+    "formats": "--format",
+    "name": "--name",
+    "version": "--version",
+    "quantizations": "--quantize",
+    "calibration_data": "--data",
+    "crop_pct": "--crop-pct",
+    "max_pixels": "--max-pixels",
+    "overwrite": "--overwrite",
+    "out": "--out",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `keras-fourier export`: the SavedModel, TFLite and ONNX files of one model.
+
+    Args:
+        args: arguments parsed by a parser set up with :func:`add_arguments`.
+
+    Returns:
+        0 on success.
+
+    Raises:
+        ValueError: a bad argument or missing prerequisite (exit status 2,
+            nothing written), such as an existing version without
+            ``--overwrite``, ``--quantize int8`` without ``--data``, or a
+            read-only ``--out``.
+        CommandError: an output failed its parity check against Keras, or a
+            write error (exit status 1, nothing placed).
+
+    Example:
+        >>> run(parser.parse_args(["gfnet_ti", "--weights", "imagenet", "--out", "models"]))
+        0
+    """
+    import keras
+
+    from keras_fourier.data import load_image_dataset
+    from keras_fourier.export import ParityError, export
+    from keras_fourier.export.serving_config import CONTAINER_ROOT
+    from keras_fourier.models.resolve import resolve_model
+    from keras_fourier.training.rundir import read_run_record
+
+    def image_batches(model: keras.Model, split: str) -> Any:
+        """`--num-batches` image batches of `--data`, or None without `--data`."""
+        if args.data is None:
+            return None
+        shape = model.input_shape
+        if not isinstance(shape, tuple) or len(shape) != 4 or shape[-1] != 3:
+            raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
+        _, height, width, _ = shape
+        crop = keras.layers.CenterCrop(height, width)
+        dataset = load_image_dataset(
+            args.data, split, image_size=max(height, width), batch_size=32, training=False
+        )
+        return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
+
+    check_positive_int("--num-batches", args.num_batches)
+    if args.classes is not None:
+        check_positive_int("--classes", args.classes)
+    identity = _identity(args)
+    model = resolve_model(args.model, **model_options(args))
+    quantizations = [None if quantize == "none" else quantize for quantize in args.quantize]
+    if args.data is None and "int8" in quantizations and args.model.endswith(".keras"):
+        # Without --data, int8 calibrates on the images a run folder's model was trained on.
+        record = read_run_record(os.path.dirname(os.path.abspath(args.model))) or {}
+        data = (record.get("identity") or {}).get("data")
+        if isinstance(data, str) and data != "listops":
+            args.data = data
+            note = f"int8 calibration on --data {data!r}, the run's training data"
+            print(f"keras-fourier export: {note}")
+    validation_data = calibration_data = None
+    if "tflite" in args.format or "onnx" in args.format:
+        validation_data = image_batches(model, args.data_split)
+    if "tflite" in args.format and "int8" in quantizations:
+        calibration_data = image_batches(model, "train")
+        if calibration_data is not None and next(iter(calibration_data), None) is None:
+            raise ValueError(f"--data {args.data!r} has no calibration images.")
+    try:
+        result = export(
+            model,
+            args.out,
+            args.format,
+            name=args.name,
+            version=args.version,
+            quantizations=quantizations,
+            output=args.output,
+            crop_pct=args.crop_pct,
+            max_pixels=args.max_pixels,
+            calibration_data=calibration_data,
+            validation_data=validation_data,
+            overwrite=args.overwrite,
+            verify=args.verify,
+            identity=identity,
+            names=FLAGS,
+        )
+    except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
+        raise CommandError(str(error)) from error
+    except ImportError as error:  # LiteRT or tf2onnx missing: its message names the extra
+        raise CommandError(str(error), 2) from error
+    except ValueError as error:  # the library's message names its keyword; the command's a flag
+        raise ValueError(str(error).replace("pass overwrite=True", "pass --overwrite")) from error
+    except OSError as error:
+        raise CommandError(f"{error.strerror or error}: {error.filename or args.out}") from error
+    if result.recovered:
+        print(f"Completed the interrupted export of {result.name!r} into {args.out!r}.")
+    for report in result.reports:
+        print(report.summary())
+    if result.reports and "saved_model" in args.format:
+        saved = result.reports[0]  # the SavedModel is the first output (see export.FORMATS)
+        print(saved.signatures)
+        for signature, diff in saved.max_abs_diff.items():
+            print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+    if result.models_config is not None:
+        print(
+            f"TF Serving: {result.models_config} lists {', '.join(result.served)}; model "
+            f"{result.name!r} is served from {CONTAINER_ROOT}/{result.name} with the export "
+            f"folder mounted at {CONTAINER_ROOT}:\n"
+            f"  docker run --rm -p 8500:8500 -p 8501:8501 --mount type=bind,"
+            f'source="{os.path.abspath(args.out)}",target={CONTAINER_ROOT} tensorflow/serving '
+            f"--model_config_file={CONTAINER_ROOT}/models.config\n"
+            f"  curl http://localhost:8501/v1/models/{result.name}   # ready when its state is "
+            "AVAILABLE"
+        )
+    return 0
+
+
+def _identity(args: argparse.Namespace) -> dict[str, Any]:
+    """What this call is, stored in its journal: its arguments and the model file's identity."""
+    values = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in sorted(vars(args).items())
+        if isinstance(value, (str, int, float, bool, tuple, list, type(None)))
+    }
+    model_file = RunFolder(args.model).model if os.path.isdir(args.model) else args.model
+    if model_file.endswith(".keras") and os.path.isfile(model_file):
+        stat = os.stat(model_file)
+        values["model_file"] = [os.path.abspath(model_file), stat.st_size, stat.st_mtime_ns]
+    return values

@@ -1,4 +1,9 @@
-"""The arguments of `keras-fourier train` (its run: :mod:`keras_fourier.commands.train`).
+"""`keras-fourier train`: the README's main job, and any training run of `keras_fourier.training`.
+
+``keras-fourier train`` with no arguments trains `gfnet_tiny` on the embedded
+digits, evaluates it on the held-out split, saves it and prints
+``test_accuracy=<value>`` as its last line. Running it again with the same
+``--out`` resumes an interrupted run, or only shows a finished one.
 
 Every option with a `TrainConfig` field takes that field's default, read
 from the keras-free :class:`~keras_fourier.settings.TrainSettings`; model,
@@ -10,10 +15,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from typing import Any
 
-from keras_fourier.cli.arguments import sizes
+from keras_fourier.cli.arguments import DATA_HELP, CommandError, metrics_line, sizes
 from keras_fourier.models.family import FFN_NAMES, MIXER_NAMES
 from keras_fourier.models.names import PUBLIC_NAMES, is_model_name, model_names
+from keras_fourier.run_folder import RunFolder
 from keras_fourier.settings import (
     BAD_IMAGE_MODES,
     PRECISIONS,
@@ -51,12 +58,6 @@ FLAGS = {
     "use_ema": "--ema",
     "tensorboard": "--no-tensorboard",
 }
-
-DATA_HELP = (
-    "'digits', 'tfds:<name>', 'dir:<path>', or for FNet models 'listops' or 'csv:<path>' (a "
-    ".csv/.tsv file, or a folder of train/validation (or dev)/test files; columns text (or "
-    "sentence, sentence1), optionally text_pair (or sentence2), and label)"
-)
 
 
 def _model_name(text: str) -> str:
@@ -218,3 +219,77 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dims", type=sizes, default=None, help="channels: 64, or 32,64,128 per stage"
     )
     architecture.add_argument("--patch-size", type=int, default=None, help="stem stride")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `keras-fourier train`; returns the exit status."""
+    from keras_fourier.data import AugmentConfig
+    from keras_fourier.training import NonFiniteLossError, RunFolderBusyError, TrainConfig, train
+    from keras_fourier.training.callbacks import read_checkpoint_record
+
+    options = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(TrainConfig)
+        if hasattr(args, field.name)
+    }
+    options["augment"] = AugmentConfig() if args.augment == "deit" else None
+    options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+    options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
+    try:
+        result = train(TrainConfig(**options), names=FLAGS)
+    except (RunFolderBusyError, NonFiniteLossError) as error:
+        raise CommandError(str(error)) from error
+    except OSError as error:
+        raise CommandError(
+            f"cannot write the run folder {args.out!r} ({error.strerror or error}: "
+            f"{error.filename or args.out}); free space or fix it, then rerun the same command "
+            "to resume."
+        ) from error
+    except KeyboardInterrupt as interrupt:
+        raise KeyboardInterrupt(
+            f"rerun the same command to resume {args.out!r} after its last completed epoch."
+        ) from interrupt
+    record = read_checkpoint_record(result.model_path) or {}
+    print("\n".join(_footer(result, record, args.eval_split)))
+    print(f"test_accuracy={result.metrics['accuracy']:.4f}")
+    return 0
+
+
+def _footer(result: Any, record: dict[str, Any], test_split: str) -> list[str]:
+    """Where the run's files are, which epoch was selected, and the test metrics.
+
+    Args:
+        result: the `TrainResult` of the run.
+        record: the checkpoint record of its model file ({} if none).
+        test_split: the split the model was tested on.
+    """
+    epoch, logs = record.get("epoch"), record.get("logs", {})
+    selected = (
+        f" (epoch {epoch + 1} of {len(result.history)}, val_accuracy={logs['val_accuracy']:.4f})"
+        if isinstance(epoch, int) and "val_accuracy" in logs
+        else ""
+    )
+    folder = RunFolder(result.out)
+    files = {
+        folder.MODEL: f"the model selected on the validation split{selected}",
+        folder.BEST: "checkpoint of the best validation accuracy",
+        folder.LAST: "checkpoint of the last epoch",
+        folder.HISTORY: "one row of metrics per epoch",
+        folder.LOGS + "/": f"TensorBoard logs: tensorboard --logdir {folder.logs}",
+    }
+    done = (
+        f"run folder {result.out} is already finished ({len(result.history)} epochs): nothing "
+        "was trained or written; its stored result follows (start a new run with another --out)"
+        if result.already_finished
+        else f"run folder {result.out}:"
+    )
+    return [
+        done,
+        *(
+            f"  {name:<13} {text}"
+            for name, text in files.items()
+            if os.path.exists(folder.file(name))
+        ),
+        f"test split {test_split!r}, evaluated once on {folder.MODEL}: "
+        f"{metrics_line(result.metrics)}",
+    ]

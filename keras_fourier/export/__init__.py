@@ -1,4 +1,7 @@
-"""Deployment exports: TF Serving SavedModels and builtin-only TFLite files.
+"""Deployment exports: TF Serving SavedModels, builtin-only TFLite files and ONNX files.
+
+* :func:`export` writes several of them in one journaled call, all or
+  nothing, each checked against Keras (one row per format in `FORMATS`).
 
 * :func:`saved_model` writes ``<export_dir>/<version>/`` with a
   ``serving_default`` signature (images in 0-255, or FNet's token ids,
@@ -21,6 +24,7 @@ config, REST and gRPC clients, and the commands to serve the SavedModels.
 """
 
 from keras_fourier.data.checks import header_image_size
+from keras_fourier.export.formats import DEFAULT_FORMATS, FORMATS, ExportResult, export
 from keras_fourier.export.journal import recover
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
 from keras_fourier.export.onnx_export import ONNXReport, onnx
@@ -36,14 +40,18 @@ from keras_fourier.export.signatures import (
 __all__ = [
     "BYTES_INPUT",
     "BYTES_SIGNATURE",
+    "DEFAULT_FORMATS",
     "DEFAULT_SIGNATURE",
+    "FORMATS",
     "MAX_IMAGE_PIXELS",
     "QUANTIZATIONS",
+    "ExportResult",
     "ONNXReport",
     "ParityError",
     "SavedModelReport",
     "TFLiteReport",
     "describe_saved_model",
+    "export",
     "header_image_size",
     "onnx",
     "recover",

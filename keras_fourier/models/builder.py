@@ -83,10 +83,19 @@ def build_model(
         layer_scale: LayerScale init value, or None (default) for none.
         position_embedding: learned position embedding after the stem;
             default True for isotropic models, False for hierarchical ones.
-        include_top, include_preprocessing, weights, input_tensor,
-        input_shape, pooling, classes, classifier_activation: as in the
-            named builders (keras.applications semantics); `weights` is None
-            or a file saved by keras_fourier.
+        include_top: whether to include the classification head. Default True.
+        include_preprocessing: whether the model normalises its 0-255 RGB
+            inputs with the ImageNet mean and std. Default True.
+        weights: None (random init, default) or a `.weights.h5`/`.keras`
+            file saved by keras_fourier.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: (height, width, channels); None for the height and/or
+            width builds an any-size model. Default None: (224, 224, 3).
+        pooling: without the top, None (the final feature map), "avg" or
+            "max".
+        classes: classes of the head. Default 1000.
+        classifier_activation: activation of the head; None returns
+            logits. Default "softmax".
         drop_path_rate: stochastic depth rate. Default 0.
         fft_impl: "auto" (default), "fft" or "matmul".
         name: model name; default "{mixer}_{ffn}".
