@@ -299,8 +299,9 @@ def benchmark_model(
         repeats: timed calls per figure (median). Default 5.
         train: also time `train_on_batch` (classifiers and dense-prediction
             models only). Default True.
-        between: called before each timed phase (e.g. :meth:`HostLimits.measure`,
-            to measure the host's limit interleaved with the model). Default None.
+        between: called before each timed phase (throughput, latency, training
+            step), e.g. :meth:`HostLimits.measure` to measure the host's limit
+            interleaved with the model. Default None.
 
     Returns:
         A dict of the figures (img/s, ms, MiB).
@@ -322,6 +323,7 @@ def benchmark_model(
         seconds = median_seconds(lambda: model.predict_on_batch(inputs), repeats)
     result["predict_img_s"] = batch_size / seconds
     result["predict_peak_mib"] = memory.mib
+    before()
     result["latency_ms"] = 1e3 * median_seconds(lambda: model.predict_on_batch(single), repeats)
     if train and _output_rank(model) in (2, 4):
         labels = _labels(model, batch_size)
