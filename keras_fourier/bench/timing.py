@@ -62,7 +62,8 @@ def named_model_size(name: str) -> tuple[int, int]:
         ((16, 10), (224, 1000))
     """
     if is_model_name(name) and canonical_name(name) in VISION_PRESETS:
-        return default_image_size(name), get_num_classes()
+        data = "digits"  # the default data of `keras-fourier train`
+        return default_image_size(name, data=data), get_num_classes(data)
     return 224, 1000
 
 

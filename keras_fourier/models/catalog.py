@@ -156,31 +156,35 @@ def vision_stride(name: str, **architecture: Any) -> int:
     return options.get("patch_size", 16 if stages == 1 else 4) * 2 ** (stages - 1)
 
 
-def default_image_size(name: str, data: str = "digits", **architecture: Any) -> int:
-    """The image size a model name is trained and benchmarked at unless one is given.
+# The side of the embedded "digits" images' default input (they are 8x8).
+DIGITS_IMAGE_SIZE = 16
 
-    The smallest multiple of the model's stride that is at least 16 on
-    "digits" (8x8 images), else 32 for the small presets of
-    :data:`VISION_PRESETS` and 224 (ImageNet, as the papers measure) for
-    the other names.
+
+def default_image_size(name: str, *, data: str | None = None, **architecture: Any) -> int:
+    """The input size a vision model name is trained and benchmarked at unless one is given.
+
+    The one rule of training (`keras-fourier train`), its tasks and `bench`.
 
     Args:
         name: a vision model name (either spelling).
-        data: the image source it is trained on. Default "digits", the
-            default of `keras-fourier train`.
+        data: the data source, if known: the embedded "digits" (8x8 images)
+            take small inputs. Default None.
         **architecture: `build_model` overrides of a preset (see `create_model`).
 
     Returns:
-        The image size.
+        The smallest multiple of the model's stride (`vision_stride`) that
+        is at least 16 for "digits", else 32 for the presets of
+        :data:`VISION_PRESETS` and 224 for the named models.
 
     Example:
-        >>> default_image_size("gfnet_tiny"), default_image_size("gfnet_h_ti")
-        (16, 32)
-        >>> default_image_size("gfnet_tiny", "tfds:x"), default_image_size("gfnet_ti", "dir:x")
-        (32, 224)
+        >>> default_image_size("gfnet_tiny", data="digits"), default_image_size("gfnet_h_ti")
+        (16, 224)
     """
     stride = vision_stride(name, **architecture)
-    base = 16 if data == "digits" else 32 if canonical_name(name) in VISION_PRESETS else 224
+    if data == "digits":
+        base = DIGITS_IMAGE_SIZE
+    else:
+        base = 32 if canonical_name(name) in VISION_PRESETS else 224
     return stride * math.ceil(base / stride)
 
 
