@@ -24,7 +24,7 @@ import keras
 import numpy as np
 
 import keras_fourier.models as models
-from keras_fourier.models.fnet import FNet
+from keras_fourier.models import FNet
 from keras_fourier.models.vision import build_vision_model
 
 KERAS_FAMILY = "gfnet"

@@ -8,6 +8,7 @@ and read by the package's own PyTorch-free reader.
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import subprocess
@@ -22,12 +23,16 @@ import torch
 
 import keras_fourier.models as km
 from keras_fourier.layers.hornet import GlobalLocalFilter
-from keras_fourier.models import build_model, catalog, checkpoints, download
-from keras_fourier.models.weights import (
+from keras_fourier.models import build_model, catalog
+from keras_fourier.models.vision_weights import (
     imagenet_checkpoint,
-    load_file_weights,
     load_variant_weights,
+    pytorch_key_map,
 )
+from keras_fourier.weights import convert, download, resize
+from keras_fourier.weights.pipeline import READERS
+from keras_fourier.weights.pth import read_pth
+from keras_fourier.weights.saved import load_file_weights
 from tests.harness import random_input, to_numpy
 from tests.release_server import serve
 
@@ -364,42 +369,45 @@ def test_headless_models_ignore_head_and_unused_final_norm(tmp_path, save_pth):
 
 def test_key_map_covers_every_variable_with_the_official_names():
     model = km.GFNetHTi(input_shape=(32, 32, 3))
-    keys = checkpoints.official_key_map(catalog.variant("gfnet_h_ti"), model)
+    mapped, ignored = pytorch_key_map(catalog.variant("gfnet_h_ti"), model)
+    keys = {key: variable.path for key, (variable, _) in mapped.items()}
     official = gfnet_state((64, 128, 256, 512), (3, 3, 10, 3), 4, 8)
     assert keys.keys() == official.keys()
+    assert ignored == set()  # the model has its final norm and head
     assert sorted(keys.values()) == sorted(v.path for v in model.weights)
     assert keys["patch_embed.2.proj.weight"] == "downsample2_conv/kernel"
     assert keys["blocks.3.2.gamma"] == "stage3_block2_ls/gamma"
+    assert mapped["blocks.3.2.mlp.fc1.weight"][1] == "linear"
 
 
 def test_gfnet_filter_resize_matches_direct_bicubic():
     weight = np.random.default_rng(1).standard_normal((14, 8, 3, 2)).astype("float32")
-    resized = checkpoints.resize_global_filter(weight, (24, 13))
+    resized = resize.resize_global_filter(weight, (24, 13))
     expected = reference_resize(weight, (24, 13), (0, 1), "bicubic", align_corners=True)
     assert resized.shape == (24, 13, 3, 2)
     assert resized.dtype == np.float32
     np.testing.assert_allclose(resized, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(resized[0, 0], weight[0, 0])  # corners kept
     np.testing.assert_array_equal(resized[-1, -1], weight[-1, -1])
-    np.testing.assert_array_equal(checkpoints.resize_global_filter(weight, (14, 8)), weight)
+    np.testing.assert_array_equal(resize.resize_global_filter(weight, (14, 8)), weight)
 
 
 def test_pos_embed_resize_is_bicubic_without_align_corners():
     # F.interpolate([[0, 1]], size=4, mode="bicubic", align_corners=False), by hand with
     # A = -0.75: the ends overshoot by W(1.25) = -0.10546875.
     ramp = np.array([0.0, 1.0, 0.0, 1.0], dtype="float32").reshape(1, 4, 1)
-    row = checkpoints.resize_pos_embed(ramp, (4, 4))[0, :, :, 0]
+    row = resize.resize_pos_embed(ramp, (4, 4))[0, :, :, 0]
     np.testing.assert_allclose(row, [[-0.10546875, 0.2265625, 0.7734375, 1.10546875]] * 4)
 
     tokens = np.random.default_rng(2).standard_normal((1, 49, 5)).astype("float32")
-    resized = checkpoints.resize_pos_embed(tokens, (12, 5))
+    resized = resize.resize_pos_embed(tokens, (12, 5))
     grid = tokens.reshape(1, 7, 7, 5)
     expected = reference_resize(grid, (12, 5), (1, 2), "bicubic", align_corners=False)
     assert resized.shape == (1, 12, 5, 5)
     np.testing.assert_allclose(resized, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(checkpoints.resize_pos_embed(tokens, (7, 7)), grid)
+    np.testing.assert_array_equal(resize.resize_pos_embed(tokens, (7, 7)), grid)
     with pytest.raises(ValueError, match=r"\(1, N, C\) with N a square number.*\(1, 48, 5\)"):
-        checkpoints.resize_pos_embed(tokens[:, :48], (7, 7))
+        resize.resize_pos_embed(tokens[:, :48], (7, 7))
 
 
 def test_gfnet_checkpoint_at_224_loads_at_384(tmp_path, save_pth):
@@ -497,30 +505,31 @@ def test_mismatching_checkpoint_raises_and_leaves_the_model_unchanged(
 
 
 def test_checkpoint_of_another_variant_lists_every_problem(small_gfnet):
+    gfnet_ti, hornet_t_7x7 = catalog.variant("gfnet_ti"), catalog.variant("hornet_t_7x7")
     xs = gfnet_state((384,), (12,), 16, 2)
     with pytest.raises(ValueError, match=r"wrong shapes \(114\): .*, \.\.\. and 104 more"):
-        checkpoints.convert_state_dict(catalog.variant("gfnet_ti"), xs, small_gfnet)
+        convert.convert(small_gfnet, xs, functools.partial(pytorch_key_map, gfnet_ti))
     with pytest.raises(ValueError, match=r"variables without a counterpart in the official "):
-        checkpoints.convert_state_dict(catalog.variant("hornet_t_7x7"), xs, small_gfnet)
+        convert.convert(small_gfnet, xs, functools.partial(pytorch_key_map, hornet_t_7x7))
     with pytest.raises(ValueError, match=r"Unknown variant 'gfnet_q'; expected one of \["):
-        checkpoints.official_key_map(catalog.variant("gfnet_q"), small_gfnet)
+        pytorch_key_map(catalog.variant("gfnet_q"), small_gfnet)
 
 
 def test_convert_tensor_layouts_and_errors():
     linear = np.arange(6, dtype="float32").reshape(3, 2)
-    np.testing.assert_array_equal(checkpoints.convert_tensor("linear", linear, (2, 3)), linear.T)
+    np.testing.assert_array_equal(convert.convert_tensor("linear", linear, (2, 3)), linear.T)
     conv = np.arange(2 * 3 * 4 * 5, dtype="float32").reshape(2, 3, 4, 5)
-    out = checkpoints.convert_tensor("conv", conv, (4, 5, 3, 2))
+    out = convert.convert_tensor("conv", conv, (4, 5, 3, 2))
     assert out[1, 2, 0, 1] == conv[1, 0, 1, 2]
     depthwise = np.arange(6 * 9, dtype="float32").reshape(6, 1, 3, 3)
-    out = checkpoints.convert_tensor("depthwise", depthwise, (3, 3, 6, 1))
+    out = convert.convert_tensor("depthwise", depthwise, (3, 3, 6, 1))
     assert out[0, 2, 4, 0] == depthwise[4, 0, 0, 2]
     with pytest.raises(
         ValueError, match=r"a conv tensor must have rank 4; checkpoint shape \(3, 2\)"
     ):
-        checkpoints.convert_tensor("conv", linear, (1, 1, 2, 3))
+        convert.convert_tensor("conv", linear, (1, 1, 2, 3))
     with pytest.raises(ValueError, match=r"`transform` must be one of .*Received: 'transpose'"):
-        checkpoints.convert_tensor("transpose", linear, (2, 3))
+        convert.convert_tensor("transpose", linear, (2, 3))
 
 
 @pytest.mark.single_backend  # Keras's PyTorch backend itself needs torch.
@@ -549,22 +558,26 @@ def test_hostile_checkpoint_is_refused_and_leaves_the_model_unchanged(small_gfne
 
 def test_read_pth_unwraps_and_checks_the_state_dict(tmp_path, save_pth):
     state = {"head.bias": torch.ones(2, dtype=torch.float64)}
+    parallel = {f"module.{key}": value for key, value in state.items()}
     for name, checkpoint in (
         ("flat", state),
         ("model", {"model": state}),
         ("module", {"module": state}),
+        ("mmseg", {"state_dict": state, "meta": {"epoch": 3}}),
+        ("fourcastnet", {"model_state": parallel, "iters": 7}),
+        ("parallel", parallel),
     ):
-        read = checkpoints.read_pth(save_pth(tmp_path / f"{name}.pth", checkpoint))
+        read = read_pth(save_pth(tmp_path / f"{name}.pth", checkpoint))
         assert list(read) == ["head.bias"]
         assert read["head.bias"].dtype == np.float32
     with pytest.raises(ValueError, match=r"not a state dict of tensors; .* not tensors: epoch"):
-        checkpoints.read_pth(save_pth(tmp_path / "mixed.pth", {**state, "epoch": 3}))
+        read_pth(save_pth(tmp_path / "mixed.pth", {**state, "epoch": 3}))
     with pytest.raises(ValueError, match=r"must be a state dict \(a mapping\); received list"):
-        checkpoints.read_pth(save_pth(tmp_path / "list.pth", [state]))
+        read_pth(save_pth(tmp_path / "list.pth", [state]))
     broken = tmp_path / "broken.pth"
     broken.write_bytes(b"PytorchStreamReader failed")
     with pytest.raises(ValueError, match=r"Could not read .*broken\.pth.* not a PyTorch zip"):
-        checkpoints.read_pth(os.fspath(broken))
+        read_pth(os.fspath(broken))
 
 
 def test_unsupported_weights_file_is_refused(small_gfnet, tmp_path):
@@ -664,7 +677,7 @@ def test_imagenet_downloads_and_converts_once(tmp_path, cache, monkeypatch):
         again = km.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
         assert server.requests == ["/gfnet-ti.pth"]  # cached: no second download
     converted = sorted(p.name for p in cache.glob("*.weights.h5"))
-    assert len(converted) == 1 and converted[0].startswith("gfnet_ti_32x32_")
+    assert len(converted) == 1 and converted[0].startswith("gfnet-ti_")
     assert sorted(p.name for p in cache.iterdir()) == sorted(["gfnet-ti.pth", *converted])
     expected = snapshot(model)
     assign_gfnet(model, state, (12,), hierarchical=False)
@@ -721,6 +734,12 @@ def test_each_family_owns_its_release_rows():
     table = catalog.RELEASES
     assert set(table) == set(gfnet.RELEASES) | set(hornet.RELEASES)
     assert afnonet.RELEASES == {}
+    every_row = [
+        row for family in catalog.FAMILIES for rows in family.releases.values() for row in rows
+    ]
+    assert {row.reader for row in every_row} <= set(READERS)  # every release has its reader
+    assert fnet_family.FNET.releases["base"][0].reader == "flax"
+    assert {row.reader for row in gfnet.RELEASES["gfnet_ti"]} == {"pth"}
     assert fnet_family.FNET.releases["base"][0].file_name == "f_net_base_checkpoint"
     assert [family.name for family in catalog.FAMILIES if family.releases.get("gfnet_ti")] == [
         "GFNet"

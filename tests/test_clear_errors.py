@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from keras_fourier import cli
 from keras_fourier.models import build_model
-from keras_fourier.models.weights import load_keras_file, load_weights_file
+from keras_fourier.weights.saved import load_keras_file, load_weights_file
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend

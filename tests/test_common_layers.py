@@ -15,7 +15,7 @@ from keras_fourier.layers import (
     SelfAttention,
     StrideCheck,
 )
-from keras_fourier.models import checkpoints
+from keras_fourier.weights import resize
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
@@ -190,7 +190,7 @@ def test_position_embedding_at_any_size_equals_the_checkpoint_resize(size):
     embedding = random_input((1, 4, 4, 3), seed=2)
     layer.pos_embed.assign(embedding)
     x = random_input((2, *size, 3))
-    expected = x + checkpoints.resize_pos_embed(embedding.reshape(1, 16, 3), size)
+    expected = x + resize.resize_pos_embed(embedding.reshape(1, 16, 3), size)
     np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=1e-6)
     if size == (4, 4):
         np.testing.assert_array_equal(to_numpy(layer(x)), x + embedding)

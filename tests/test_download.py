@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import keras_fourier
 from keras_fourier.cli import main
-from keras_fourier.models.download import (
+from keras_fourier.weights.download import (
     Progress,
     cache_dir,
     download,
@@ -140,7 +140,9 @@ def test_imagenet_weights_of_the_public_builder_come_from_the_mirror(mirror, tmp
     model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
     assert mirror.requests == ["/gfnet-ti.pth"]
     cached = _cached(tmp_path)
-    assert cached[0] == "gfnet-ti.pth" and cached[1].startswith("gfnet_ti_32x32_")
+    # The conversion beside the download: its name and a digest of the model's variables.
+    assert cached[0] == "gfnet-ti.pth" and cached[1].startswith("gfnet-ti_")
+    assert cached[1].endswith(".weights.h5")
     assert len(cached) == 2
     again = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
     assert mirror.requests == ["/gfnet-ti.pth"]  # the converted file is read, offline

@@ -24,7 +24,7 @@ from keras_fourier.data import load_tokenizer, official_sentencepiece_model
 from keras_fourier.data.text import OFFICIAL_SENTENCEPIECE_FILE
 from keras_fourier.models import FNet
 from keras_fourier.models.catalog import TEXT_PRESETS, create_model, create_pretrained_model
-from keras_fourier.models.fnet import fnet_weights_sizes
+from keras_fourier.models.fnet_weights import fnet_weights_sizes
 from keras_fourier.training import (
     RECIPES,
     TrainConfig,

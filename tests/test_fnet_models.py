@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from keras_fourier.layers import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead, FourierMixing
-from keras_fourier.models.fnet import FNET_VARIANTS, FNet, FNetBase, FNetLarge
+from keras_fourier.models import FNet, FNetBase, FNetLarge
+from keras_fourier.models.fnet_family import FNET_VARIANTS
 from tests.harness import (
     KerasTestCase,
     check_dtype_policy,

@@ -8,7 +8,7 @@ import pytest
 
 from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.fourier import low_frequency_mask
-from keras_fourier.models import checkpoints
+from keras_fourier.weights import resize
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
@@ -234,7 +234,7 @@ def test_global_filter_at_any_size_equals_a_filter_built_there_from_resized_weig
     weight = random_input((6, 4, 3, 2), seed=3)
     layer.complex_weight.assign(weight)
     x = random_input((2, *size, 3))
-    resized = checkpoints.resize_global_filter(weight, (size[0], size[1] // 2 + 1))
+    resized = resize.resize_global_filter(weight, (size[0], size[1] // 2 + 1))
     fixed = GlobalFilter()
     fixed.build(x.shape)
     fixed.complex_weight.assign(resized)

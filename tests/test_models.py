@@ -10,8 +10,9 @@ import pytest
 import keras_fourier
 import keras_fourier.models as models
 from keras_fourier import layers
-from keras_fourier.models import catalog, checkpoints
+from keras_fourier.models import catalog, vision_weights
 from keras_fourier.models.vision import BUILT_SIZE, FFNS, MIXERS, build_vision_model
+from keras_fourier.weights import resize
 from tests.harness import random_input, run_model_checks
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
@@ -399,13 +400,13 @@ def _assign_resized(model, values):
     """Loads {path: value} of the any-size model into `model` through the checkpoint resizes."""
     for variable in model.weights:
         value, shape = values[variable.path], tuple(variable.shape)
-        transform = checkpoints.transform_for(variable.path)
+        transform = vision_weights.transform_for(variable.path)
         if transform == "pos_embed":
-            value = checkpoints.resize_pos_embed(value.reshape(1, -1, value.shape[-1]), shape[1:3])
+            value = resize.resize_pos_embed(value.reshape(1, -1, value.shape[-1]), shape[1:3])
         elif transform == "global_filter":
-            value = checkpoints.resize_global_filter(value, shape[:2])
+            value = resize.resize_global_filter(value, shape[:2])
         elif transform == "global_local_filter":
-            value = checkpoints.resize_global_local_filter(value, shape[1:3])
+            value = resize.resize_global_local_filter(value, shape[1:3])
         variable.assign(value)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch  # the test extra installs it; the package does not need it
 
-from keras_fourier.models.pth import CheckpointArgs, UnsafeCheckpointError, read_checkpoint
+from keras_fourier.weights.pth import CheckpointArgs, UnsafeCheckpointError, read_checkpoint
 
 
 class Payload:
@@ -205,7 +205,7 @@ def test_reads_without_torch_importable(tmp_path):
     torch.save({"model": {"head.weight": torch.arange(6.0).reshape(2, 3)}}, path)
     script = (
         "import sys; sys.modules['torch'] = None\n"
-        "from keras_fourier.models.pth import read_checkpoint\n"
+        "from keras_fourier.weights.pth import read_checkpoint\n"
         f"value = read_checkpoint({os.fspath(path)!r})['model']['head.weight']\n"
         "assert 'torch' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
         "print(value.tolist())\n"

@@ -17,7 +17,7 @@ from keras_fourier.data import (
     text_dataset,
 )
 from keras_fourier.models import BUILDERS
-from keras_fourier.models.fnet import FNET_VARIANTS
+from keras_fourier.models.fnet_family import FNET_VARIANTS
 from keras_fourier.training import (
     ResumableCSVLogger,
     TrainConfig,

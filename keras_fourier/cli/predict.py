@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from keras_fourier.imagenet.predict import predict
     from keras_fourier.models.catalog import is_model_name, variant
     from keras_fourier.models.resolve import resolve_model
-    from keras_fourier.models.weights import imagenet_checkpoint
+    from keras_fourier.models.vision_weights import imagenet_checkpoint
     from keras_fourier.run_folder import resolve_model_file
     from keras_fourier.training.callbacks import read_model_record
     from keras_fourier.training.tasks import CLASS_NAMES_KEY, CROP_PCT_KEY, stored_tokenizer

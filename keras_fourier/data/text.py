@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.models import download
+from keras_fourier.weights import download
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -231,7 +231,7 @@ def official_sentencepiece_model() -> str:
     ``c4_bpe_sentencepiece.model`` (32,000 pieces, :data:`OFFICIAL_SENTENCEPIECE_URL`)
     is fetched the first time with a progress bar, whole or not at all, into
     ``$KERAS_HOME/keras_fourier`` (from ``$KERAS_FOURIER_MIRROR`` when set), as
-    the pretrained weights are (:func:`keras_fourier.models.download.download`);
+    the pretrained weights are (:func:`keras_fourier.weights.download.download`);
     later calls return the cached file offline.
 
     Returns:

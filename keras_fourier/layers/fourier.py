@@ -118,7 +118,7 @@ class GlobalFilter(SpectralFilterBase):
     (h, w), the filter is resized to it in the graph, bicubic with
     ``align_corners=True`` over (h, w), as the official GFNet fine-tuning
     code resizes a checkpoint's filter for a new resolution (and as
-    :func:`keras_fourier.models.checkpoints.resize_global_filter` does when
+    :func:`keras_fourier.weights.resize.resize_global_filter` does when
     converting weights). So a layer built for 14 x 14 tokens gives, on
     24 x 20 tokens, the outputs of a layer built for 24 x 20 holding the
     resized filter (to float32 rounding), and at its built size exactly the

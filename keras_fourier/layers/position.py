@@ -24,7 +24,7 @@ class PositionEmbedding(keras.layers.Layer):
     embedding is resized to (H, W) in the graph, bicubic with
     ``align_corners=False``, as the official GFNet and AFNO fine-tuning code
     resizes a checkpoint's embedding (and as
-    :func:`keras_fourier.models.checkpoints.resize_pos_embed` does when
+    :func:`keras_fourier.weights.resize.resize_pos_embed` does when
     converting weights); at (h, w) it is added unchanged. H and W may be
     unknown until run time.
 

@@ -1,7 +1,7 @@
 """Model builders of keras_fourier, in the keras.applications style.
 
 Every public builder name is a key of `catalog.BUILDERS` (the vision ones made
-by `catalog.make_builder`, FNet's in `models.fnet`); tests/test_models.py
+by `catalog.make_builder`, FNet's in `catalog` too); tests/test_models.py
 checks that the two lists are the same.
 
 The builders, and Keras with them, load on first use (PEP 562, as
@@ -17,9 +17,9 @@ from keras_fourier.models.names import BUILDERS, FAMILIES, VARIANTS
 
 # The module of each public name but the vision builders, which catalog.make_builder makes.
 _MODULES = {
-    "FNet": "fnet",
-    "FNetBase": "fnet",
-    "FNetLarge": "fnet",
+    "FNet": "catalog",
+    "FNetBase": "catalog",
+    "FNetLarge": "catalog",
     "FNetPretraining": "fnet",
     "build_model": "builder",
     "feature_extractor": "vision",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from keras_fourier.models.family import Family, VisionSpec
 from keras_fourier.models.keymap import BLOCK, PARAMETERS, common_key, inner_key
-from keras_fourier.models.releases import Release
+from keras_fourier.weights.releases import ImageNetRelease
 
 VARIANTS: dict[str, VisionSpec] = {
     "afnonet_s4": VisionSpec(
@@ -29,7 +29,7 @@ VARIANTS: dict[str, VisionSpec] = {
 }
 
 # NVlabs/AFNO-transformer releases no ImageNet checkpoint.
-RELEASES: dict[str, tuple[Release, ...]] = {}
+RELEASES: dict[str, tuple[ImageNetRelease, ...]] = {}
 
 
 def checkpoint_key(variant: str, path: str) -> str | None:

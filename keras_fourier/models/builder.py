@@ -6,8 +6,8 @@ import keras
 
 from keras_fourier.models.family import VisionSpec
 from keras_fourier.models.vision import FFNS, MIXERS, build_vision_model
-from keras_fourier.models.weights import load_file_weights
 from keras_fourier.validation import check_choice, check_number
+from keras_fourier.weights.saved import load_file_weights
 
 
 def _as_tuple(name: str, value) -> tuple[int, ...]:

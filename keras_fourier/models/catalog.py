@@ -9,7 +9,13 @@ on small images. Everything else is derived from it:
 * :data:`BUILDERS`: public builder name -> :class:`Variant`; the named
   vision builders (``GFNetS``, ``HorNetTGF``, ...) are made here by
   :func:`make_builder`, one signature (that of
-  :func:`~keras_fourier.models.vision.build_vision_model`), one docstring;
+  :func:`~keras_fourier.models.vision.build_vision_model`), one docstring,
+  each given its family's weight loader
+  (:func:`~keras_fourier.models.vision_weights.load_variant_weights`), and
+  :data:`FNet`, :data:`FNetBase`, :data:`FNetLarge`: the FNet architecture
+  (:func:`~keras_fourier.models.fnet.build_fnet`) given FNet's loader
+  (:func:`~keras_fourier.models.fnet_weights.load_fnet_weights`): the
+  architecture modules read no file, and the loaders build no model;
 * :func:`model_names`: the snake-case names (``gfnet_ti``, ``gfnet_tiny``,
   ``fnet_base``, ...) that `train`, `flops` and `bench` print;
 * :func:`canonical_name`: either spelling (``GFNetTi`` or ``gfnet_ti``) to
@@ -35,6 +41,11 @@ import keras
 
 from keras_fourier.models import fnet
 from keras_fourier.models.builder import build_model
+from keras_fourier.models.fnet_weights import (
+    fnet_weights_sizes,
+    load_fnet_weights,
+    load_pretrained_encoder,
+)
 from keras_fourier.models.names import (
     ARCHITECTURE_OPTIONS,
     BUILDERS,
@@ -50,12 +61,9 @@ from keras_fourier.models.names import (
     variant,
 )
 from keras_fourier.models.vision import build_vision_model
-from keras_fourier.models.weights import (
-    copy_weights_except,
-    head_classes,
-    load_keras_file,
-    load_variant_weights,
-)
+from keras_fourier.models.vision_weights import load_variant_weights
+from keras_fourier.weights.convert import copy_weights_except
+from keras_fourier.weights.saved import head_classes, load_keras_file
 
 __all__ = [
     "ARCHITECTURE_OPTIONS",
@@ -66,6 +74,9 @@ __all__ = [
     "TEXT_PRESETS",
     "VARIANTS",
     "VISION_PRESETS",
+    "FNet",
+    "FNetBase",
+    "FNetLarge",
     "canonical_name",
     "check_architecture",
     "create_model",
@@ -291,6 +302,12 @@ def make_builder(public: str) -> Callable[..., keras.Model]:
     return builder
 
 
+# The public FNet constructors: the architecture with FNet's weight loader.
+FNet = fnet.public_builder("FNet", load_fnet_weights)
+FNetBase = fnet.public_builder("FNetBase", load_fnet_weights, "base")
+FNetLarge = fnet.public_builder("FNetLarge", load_fnet_weights, "large")
+
+
 def _text_classifier(
     name: str,
     *,
@@ -301,7 +318,7 @@ def _text_classifier(
     max_sequence_length: int | None = None,
     num_segments: int = 4,
 ) -> keras.Model:
-    encoder = fnet.FNet(
+    encoder = fnet.build_fnet(
         TEXT_PRESETS[name],
         vocabulary_size=vocabulary_size,
         max_sequence_length=max_sequence_length or sequence_length,
@@ -423,7 +440,7 @@ def check_text_weights(
             weights' word table. Default None: not checked.
 
     Returns:
-        The weights' sizes (`keras_fourier.models.fnet.fnet_weights_sizes`).
+        The weights' sizes (`keras_fourier.models.fnet_weights.fnet_weights_sizes`).
 
     Raises:
         ValueError: naming what differs: the model's sizes, a sequence
@@ -434,7 +451,7 @@ def check_text_weights(
         4
     """
     name = canonical_name(name)
-    sizes = fnet.fnet_weights_sizes(weights)
+    sizes = fnet_weights_sizes(weights)
     preset = TEXT_PRESETS[name]
     differing = [
         f"{key} {sizes[key]}, model {preset[key]}" for key in preset if sizes[key] != preset[key]
@@ -523,7 +540,7 @@ def create_pretrained_model(
             num_segments=sizes["num_segments"],
             dropout=dropout,
         )
-        fnet.load_pretrained_encoder(model, weights)
+        load_pretrained_encoder(model, weights)
         return model
     model = create_model(
         name,

@@ -3,10 +3,10 @@
 A :class:`Family` is one row of the catalog (:mod:`keras_fourier.models.catalog`):
 GFNet, GFNet-H, HorNet and AFNONet (rows of the generic vision builder),
 FNet (text encoders) and the `build_model` compositions (small presets).
-The loading code (:mod:`keras_fourier.models.weights`,
-:mod:`keras_fourier.models.checkpoints`) takes a :class:`Variant` (a family
-and one of its keys) instead of looking the family up, so it depends on
-this data module only and never on the family modules.
+The vision families' loader (:mod:`keras_fourier.models.vision_weights`)
+takes a :class:`Variant` (a family and one of its keys) instead of looking
+the family up, so it depends on this data module only and never on the
+family modules.
 
 The vision families' rows are :class:`VisionSpec` (built by
 :func:`keras_fourier.models.vision.build_vision_model`), naming their token

@@ -14,9 +14,12 @@ sublayers are replaced by the parameter-free Fourier mixing
 * a pooler, ``tanh(Dense(hidden)(x[:, 0]))``, on the first token.
 
 Sizes are data: :data:`FNET_VARIANTS` maps a variant name to its hidden size,
-number of layers and intermediate size, and :func:`FNet` builds any of them
-(or a custom size). :func:`FNetBase` and :func:`FNetLarge` are :func:`FNet`
-with the variant fixed.
+number of layers and intermediate size, and :func:`build_fnet` builds any of
+them (or a custom size). The public ``FNet``, ``FNetBase`` and ``FNetLarge``
+(:mod:`keras_fourier.models.catalog`) are :func:`build_fnet` with the weight
+loader of :mod:`keras_fourier.models.fnet_weights` bound
+(:func:`public_builder`), the latter two with the variant fixed. This module
+holds the architecture only; it reads no file.
 
 Padding mask
 ------------
@@ -70,17 +73,13 @@ Reference:
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
 
-from keras_fourier.fileio import atomic_save
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fnet import (
     FNetEmbeddings,
@@ -88,13 +87,8 @@ from keras_fourier.layers.fnet import (
     FNetMaskedLMHead,
     initializer,
 )
-from keras_fourier.models import download, flax_weights
-from keras_fourier.models.flax_msgpack import FlaxCheckpointError
-from keras_fourier.models.fnet_family import FNET_VARIANTS, OFFICIAL_TABLES, RELEASES
-from keras_fourier.models.weights import _tensor_shapes, copy_weights_except, load_weights_file
+from keras_fourier.models.fnet_family import FNET_VARIANTS, SIZE_KEYS, check_fnet_weights
 from keras_fourier.validation import check_positive_int, check_rate
-
-_SIZE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
 
 
 def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
@@ -102,34 +96,18 @@ def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
         if variant not in FNET_VARIANTS:
             raise ValueError(
                 f"`variant` must be one of {sorted(FNET_VARIANTS)} or a mapping with keys "
-                f"{_SIZE_KEYS}. Received: variant={variant!r}"
+                f"{SIZE_KEYS}. Received: variant={variant!r}"
             )
         return dict(FNET_VARIANTS[variant])
-    if not isinstance(variant, Mapping) or set(variant) != set(_SIZE_KEYS):
+    if not isinstance(variant, Mapping) or set(variant) != set(SIZE_KEYS):
         raise ValueError(
             f"`variant` must be one of {sorted(FNET_VARIANTS)} or a mapping with exactly the "
-            f"keys {_SIZE_KEYS}. Received: variant={variant!r}"
+            f"keys {SIZE_KEYS}. Received: variant={variant!r}"
         )
     sizes = dict(variant)
-    for key in _SIZE_KEYS:
+    for key in SIZE_KEYS:
         check_positive_int(key, sizes[key])
     return sizes
-
-
-_TABLE_KEYS = tuple(OFFICIAL_TABLES)
-
-
-def _check_weights(weights: Any) -> None:
-    if weights is None or weights in RELEASES:
-        return
-    if isinstance(weights, (str, os.PathLike)) and os.path.exists(weights):
-        return
-    raise ValueError(
-        f"`weights` must be None, a release name {sorted(RELEASES)}, or the path of an "
-        "existing file or folder: a `.weights.h5` saved by keras_fourier, an official FNet "
-        "checkpoint (Flax msgpack) or a keras-hub FNet preset folder. "
-        f"Received: weights={weights!r}"
-    )
 
 
 def _check_heads(heads: Any, num_classes: int | None) -> None:
@@ -231,312 +209,14 @@ class FNetPretraining(keras.Model):
         return cls(encoder, **config)
 
 
-def _encoder_of(model: keras.Model) -> keras.Model:
+def encoder_of(model: keras.Model) -> keras.Model:
+    """The FNet encoder of `model`: itself, or the encoder of an :class:`FNetPretraining`."""
     return model.encoder if isinstance(model, FNetPretraining) else model
 
 
-def _num_layers(encoder: keras.Model) -> int:
+def num_layers(encoder: keras.Model) -> int:
+    """The number of encoder blocks (``encoder_layer_{i}``) of an FNet encoder."""
     return sum(layer.name.startswith("encoder_layer_") for layer in encoder.layers)
-
-
-def official_key_map(
-    model: keras.Model, checkpoint_keys: Iterable[str] = ()
-) -> tuple[dict[str, tuple[Any, str]], set[str]]:
-    """The official Flax parameter keys of an FNet model built here.
-
-    The tree of the official ``PreTrainingModel`` / ``SequenceClassificationModel``
-    (google-research ``f_net/models.py``, ``layers.py``): ``encoder/embedder/
-    {word,type,position}/embedding`` (position (1, L, E)),
-    ``encoder/embedder/{layer_norm,hidden_mapping_in}``,
-    ``encoder/encoder_{i}/{mixing,output}_layer_norm``,
-    ``encoder/feed_forward_{i}/{intermediate,output}``, ``encoder/pooler``,
-    the masked-LM head ``predictions_dense``, ``predictions_layer_norm``,
-    ``predictions_output/output_bias``, and ``classification/{output_kernel
-    (n, D), output_bias}`` (the NSP head of a pretraining checkpoint, the
-    classifier of a fine-tuned one).
-
-    Args:
-        model: built by :func:`FNet` (any head) or an :class:`FNetPretraining`.
-        checkpoint_keys: the checkpoint's keys; they tell a pretraining
-            checkpoint (with ``predictions_*``) from a fine-tuned one.
-
-    Returns:
-        (key -> (variable, transform), keys of the checkpoint the model
-        leaves unused). A classifier loading a pretraining checkpoint keeps
-        its fresh head, as the official fine-tuning code does; an encoder
-        ignores the heads.
-
-    Example:
-        >>> keys, _ = official_key_map(FNetBase())
-        >>> keys["encoder/pooler/kernel"][0].path
-        'pooler/kernel'
-    """
-    encoder = _encoder_of(model)
-    embeddings = encoder.get_layer("embeddings")
-    keys: dict[str, tuple[Any, str]] = {}
-
-    def dense(prefix: str, layer) -> None:
-        keys[f"{prefix}/kernel"] = (layer.kernel, "copy")
-        keys[f"{prefix}/bias"] = (layer.bias, "copy")
-
-    def norm(prefix: str, layer) -> None:
-        keys[f"{prefix}/scale"] = (layer.gamma, "copy")
-        keys[f"{prefix}/bias"] = (layer.beta, "copy")
-
-    embedder = "encoder/embedder"
-    keys[f"{embedder}/word/embedding"] = (embeddings.word.embeddings, "copy")
-    keys[f"{embedder}/type/embedding"] = (embeddings.segment.embeddings, "copy")
-    keys[f"{embedder}/position/embedding"] = (embeddings.position.embeddings, "squeeze_leading")
-    norm(f"{embedder}/layer_norm", embeddings.norm)
-    dense(f"{embedder}/hidden_mapping_in", embeddings.projection)
-    for index in range(_num_layers(encoder)):
-        block = encoder.get_layer(f"encoder_layer_{index}")
-        norm(f"encoder/encoder_{index}/mixing_layer_norm", block.mixing_norm)
-        norm(f"encoder/encoder_{index}/output_layer_norm", block.output_norm)
-        dense(f"encoder/feed_forward_{index}/intermediate", block.intermediate)
-        dense(f"encoder/feed_forward_{index}/output", block.output_dense)
-    dense("encoder/pooler", encoder.get_layer("pooler"))
-
-    checkpoint_keys = set(checkpoint_keys)
-    mlm = {
-        "predictions_dense/kernel",
-        "predictions_dense/bias",
-        "predictions_layer_norm/scale",
-        "predictions_layer_norm/bias",
-        "predictions_output/output_bias",
-    }
-    classification = {"classification/output_kernel", "classification/output_bias"}
-    pretraining_checkpoint = bool(mlm & checkpoint_keys)
-    ignored: set[str] = set()
-    head = None
-    if isinstance(model, FNetPretraining):
-        lm = model.masked_lm_head
-        dense("predictions_dense", lm.dense)
-        norm("predictions_layer_norm", lm.norm)
-        keys["predictions_output/output_bias"] = (lm.output_bias, "copy")
-        head = model.next_sentence_head
-    elif "classifier" in {layer.name for layer in encoder.layers}:
-        ignored |= mlm
-        if pretraining_checkpoint:
-            # The NSP head is no classifier: the classifier starts fresh (official fine-tuning).
-            ignored |= classification
-        else:
-            head = encoder.get_layer("classifier")
-    else:
-        ignored |= mlm | classification
-    if head is not None:
-        keys["classification/output_kernel"] = (head.kernel, "transpose")
-        keys["classification/output_bias"] = (head.bias, "copy")
-    return keys, ignored
-
-
-def load_official_checkpoint(model: keras.Model, path: str | os.PathLike) -> None:
-    """Loads an official FNet Flax checkpoint into `model`, all or nothing.
-
-    Reads its parameters (``target``) without its optimizer moments and
-    without JAX or Flax (:func:`keras_fourier.models.flax_weights.read_flax_params`).
-
-    Args:
-        model: built by :func:`FNet` with the checkpoint's sizes.
-        path: the checkpoint file.
-
-    Raises:
-        ValueError: the file is not a Flax checkpoint of arrays, or does not
-            match the model (missing, unexpected, wrong-shape keys listed);
-            the model is unchanged.
-
-    Example:
-        >>> load_official_checkpoint(FNetBase(), "f_net_checkpoint")  # doctest: +SKIP
-    """
-    path = os.fspath(path)
-
-    def load():
-        params = flax_weights.read_flax_params(path)
-        keys, ignored = official_key_map(model, params)
-        return flax_weights.convert(
-            keys, params, ignored=ignored, description=f"model {model.name!r}"
-        )
-
-    flax_weights.assign_all(model, load, path)
-
-
-def keras_hub_key_map(model: keras.Model) -> dict[str, tuple[Any, str]]:
-    """keras-hub ``FNetBackbone`` weight paths (in its preset's ``model.weights.h5``) -> variables.
-
-    Keras stores a functional model's layers under their class names in
-    snake case, numbered in layer order: ``reversible_embedding`` (word),
-    ``position_embedding``, ``embedding`` (segment), ``layer_normalization``
-    and ``dense`` (the embedding projection), ``f_net_encoder``,
-    ``f_net_encoder_1``, ... (``_mixing_layer_norm``, ``_intermediate_dense``,
-    ``_output_dense``, ``_output_layer_norm``), and ``dense_1`` (the pooler);
-    ``vars/0`` is a kernel, embedding table or LayerNorm scale, ``vars/1``
-    a bias or LayerNorm offset.
-
-    Args:
-        model: an FNet encoder built by :func:`FNet` (a classifier's head and
-            pretraining heads are not in keras-hub's backbone preset).
-
-    Returns:
-        HDF5 dataset path -> (variable, transform).
-
-    Example:
-        >>> keys = keras_hub_key_map(FNetBase())
-        >>> keys["layers/dense_1/vars/0"][0].path
-        'pooler/kernel'
-    """
-    encoder = _encoder_of(model)
-    embeddings = encoder.get_layer("embeddings")
-    keys: dict[str, tuple[Any, str]] = {}
-
-    def pair(prefix: str, first, second) -> None:
-        keys[f"{prefix}/vars/0"] = (first, "copy")
-        keys[f"{prefix}/vars/1"] = (second, "copy")
-
-    keys["layers/reversible_embedding/vars/0"] = (embeddings.word.embeddings, "copy")
-    keys["layers/position_embedding/vars/0"] = (embeddings.position.embeddings, "copy")
-    keys["layers/embedding/vars/0"] = (embeddings.segment.embeddings, "copy")
-    pair("layers/layer_normalization", embeddings.norm.gamma, embeddings.norm.beta)
-    pair("layers/dense", embeddings.projection.kernel, embeddings.projection.bias)
-    for index in range(_num_layers(encoder)):
-        block = encoder.get_layer(f"encoder_layer_{index}")
-        prefix = "layers/f_net_encoder" + (f"_{index}" if index else "")
-        pair(f"{prefix}/_mixing_layer_norm", block.mixing_norm.gamma, block.mixing_norm.beta)
-        pair(f"{prefix}/_intermediate_dense", block.intermediate.kernel, block.intermediate.bias)
-        pair(f"{prefix}/_output_dense", block.output_dense.kernel, block.output_dense.bias)
-        pair(f"{prefix}/_output_layer_norm", block.output_norm.gamma, block.output_norm.beta)
-    pooler = encoder.get_layer("pooler")
-    pair("layers/dense_1", pooler.kernel, pooler.bias)
-    return keys
-
-
-def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None:
-    """Loads a keras-hub FNet preset folder (``f_net_base_en``, ...) into `model`, all or nothing.
-
-    The folder's ``config.json`` must describe an ``FNetBackbone`` whose
-    sizes match the model; its weights file is read with h5py (keras-hub is
-    not needed). The backbone has no classifier or pretraining heads: those
-    of `model` keep their initialisation.
-
-    Args:
-        model: built by :func:`FNet` with the preset's sizes.
-        folder: the preset folder.
-
-    Raises:
-        ValueError: not an FNet preset, other sizes (listed), or weights
-            that do not match; the model is unchanged.
-
-    Example:
-        >>> load_keras_hub_preset(FNetBase(), "f_net_base_en")  # doctest: +SKIP
-    """
-    folder = os.fspath(folder)
-
-    def load():
-        config, tensors = flax_weights.read_keras_hub_preset(folder)
-        encoder = _encoder_of(model)
-        embeddings = encoder.get_layer("embeddings")
-        block = encoder.get_layer("encoder_layer_0")
-        ours = {
-            "vocabulary_size": embeddings.vocabulary_size,
-            "hidden_dim": embeddings.hidden_size,
-            "num_layers": _num_layers(encoder),
-            "intermediate_dim": block.intermediate_size,
-            "max_sequence_length": embeddings.max_sequence_length,
-            "num_segments": embeddings.num_segments,
-        }
-        differing = [
-            f"{key}: preset {config.get(key)!r}, model {value!r}"
-            for key, value in ours.items()
-            if config.get(key) != value
-        ]
-        if differing:
-            raise ValueError(
-                f"the preset is not an FNet backbone of the model's sizes ({'; '.join(differing)})"
-            )
-        return flax_weights.convert(
-            keras_hub_key_map(model), tensors, description=f"model {model.name!r}"
-        )
-
-    flax_weights.assign_all(model, load, folder)
-
-
-def _cache_path(checkpoint_path: str, model: keras.Model) -> str:
-    """`.weights.h5` next to the downloaded checkpoint, keyed by the model's variables."""
-    layout = "\n".join(f"{v.path} {tuple(v.shape)}" for v in model.weights)
-    digest = hashlib.sha256(layout.encode()).hexdigest()[:12]
-    stem = os.path.basename(checkpoint_path)
-    return os.path.join(os.path.dirname(checkpoint_path), f"{stem}_{digest}.weights.h5")
-
-
-def load_release(model: keras.Model, name: str) -> None:
-    """Loads the official release `name` into `model`: downloaded once, converted once.
-
-    The first call downloads the checkpoint into the Keras cache
-    (:func:`keras_fourier.models.download.download`: whole and checked, or
-    nothing), converts it and saves the model's weights as a
-    ``.weights.h5`` beside it; later calls read that file, offline.
-
-    Args:
-        model: built by :func:`FNet` with the release's sizes.
-        name: a key of :data:`RELEASES`.
-
-    Raises:
-        ValueError: the download failed (the message says how to work
-            offline), the file is not a Flax checkpoint, or it does not
-            match the model; the model is unchanged.
-
-    Example:
-        >>> load_release(FNetBase(sequence_length=128), "f_net_base")  # doctest: +SKIP
-    """
-    release = RELEASES[name]
-    try:
-        path = download.download(release.url, release.file_name, release.sha256)
-    except ValueError as error:
-        raise ValueError(
-            f"weights={name!r} needs network access the first time. {error}"
-        ) from error
-    cache = _cache_path(path, model)
-    if os.path.exists(cache):
-        load_weights_file(model, cache)
-        return
-    try:
-        load_official_checkpoint(model, path)
-    except FlaxCheckpointError as error:
-        raise ValueError(
-            f"The cached official checkpoint {path!r} cannot be read ({error}); delete it to "
-            "download it again."
-        ) from error
-    atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
-
-
-def load_fnet_weights(model: keras.Model, weights: str | os.PathLike) -> None:
-    """Loads any weights `FNet(weights=...)` accepts into `model`, all or nothing.
-
-    Args:
-        model: built by :func:`FNet`.
-        weights: a release name (:data:`RELEASES`), a ``.weights.h5`` saved
-            by keras_fourier, a keras-hub FNet preset folder (its
-            ``config.json`` and weights), or an official Flax checkpoint file.
-
-    Raises:
-        ValueError: the weights do not match the model (listed); the model
-            is unchanged.
-    """
-    if isinstance(weights, str) and weights in RELEASES:
-        load_release(model, weights)
-        return
-    path = os.fspath(weights)
-    if os.path.isdir(path):
-        load_keras_hub_preset(model, path)
-    elif path.endswith(".weights.h5"):
-        load_weights_file(model, path)
-    else:
-        try:
-            load_official_checkpoint(model, path)
-        except FlaxCheckpointError as error:
-            raise ValueError(
-                f"Cannot load weights={path!r}: not a `.weights.h5` file, a keras-hub preset "
-                f"folder or an official FNet Flax checkpoint ({error})."
-            ) from error
 
 
 def _check_classifier_activation(classifier_activation: Any) -> None:
@@ -549,7 +229,7 @@ def _check_classifier_activation(classifier_activation: Any) -> None:
         ) from error
 
 
-def FNet(
+def build_fnet(
     variant: str | Mapping[str, int] = "base",
     *,
     vocabulary_size: int = 32000,
@@ -564,12 +244,14 @@ def FNet(
     fft_impl: str = "auto",
     weights: str | os.PathLike | None = None,
     name: str = "fnet",
+    load_weights: Callable[[keras.Model, Any], None] | None = None,
 ) -> keras.Model:
     """Builds an FNet text encoder of any size as a functional `keras.Model`.
 
-    The one builder behind :func:`FNetBase` and :func:`FNetLarge`; see the
-    module docstring for the wiring, the layer names and what the padding
-    mask does.
+    The one builder behind the public ``FNet``, ``FNetBase`` and
+    ``FNetLarge`` (made by :func:`public_builder` with the package's weight
+    loader); see the module docstring for the wiring, the layer names and
+    what the padding mask does.
 
     Args:
         variant: a key of :data:`FNET_VARIANTS` ("base" or "large"), or a
@@ -616,6 +298,10 @@ def FNet(
             unchanged. A classifier loading a pretraining checkpoint keeps a
             fresh classifier, as the official fine-tuning does.
         name: model name. Default "fnet".
+        load_weights: ``load_weights(model, weights)`` loads non-None
+            `weights`; the public builders pass
+            :func:`keras_fourier.models.fnet_weights.load_fnet_weights` and
+            do not take this argument. Default None: no loader.
 
     Returns:
         A `keras.Model` with inputs ``{"token_ids": (B, L) int32,
@@ -660,7 +346,9 @@ def FNet(
         _check_classifier_activation(classifier_activation)
     _check_heads(heads, num_classes)
     spectral.validate_fft_impl(fft_impl)
-    _check_weights(weights)
+    check_fnet_weights(weights)
+    if weights is not None and load_weights is None:
+        raise ValueError(f"This model has no weight loader. Received: weights={weights!r}")
 
     inputs = {
         "token_ids": keras.Input((sequence_length,), dtype="int32", name="token_ids"),
@@ -707,7 +395,7 @@ def FNet(
     if heads == "pretraining":
         model = FNetPretraining(model, name=name)
     if weights is not None:
-        load_fnet_weights(model, weights)
+        load_weights(model, weights)
     return model
 
 
@@ -747,209 +435,49 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
     """
 
 
-def _variant_builder(variant: str, public: str) -> Callable[..., keras.Model]:
-    """The public constructor `public` of one entry of :data:`FNET_VARIANTS`.
+def public_builder(
+    public: str, load_weights: Callable[[keras.Model, Any], None], variant: str | None = None
+) -> Callable[..., keras.Model]:
+    """A public FNet constructor: :func:`build_fnet` with its weight loader bound.
 
-    Its signature is :func:`FNet`'s without `variant`, the default name
-    "fnet_<variant>".
+    Args:
+        public: its name, "FNet", "FNetBase" or "FNetLarge".
+        load_weights: the loader it passes to :func:`build_fnet`.
+        variant: None (default) for the generic ``FNet``, whose signature is
+            :func:`build_fnet`'s without `load_weights`; or a key of
+            :data:`FNET_VARIANTS`, fixed, without the `variant` argument and
+            with the default name "fnet_<variant>".
+
+    Returns:
+        The constructor.
+
+    Example:
+        >>> FNetBase = public_builder("FNetBase", load_fnet_weights, "base")
+        >>> FNetBase(sequence_length=128).name  # doctest: +SKIP
+        'fnet_base'
     """
+    fixed = {} if variant is None else {"variant": variant}
 
-    def builder(**kwargs) -> keras.Model:
-        bound = builder.__signature__.bind(**kwargs)
+    def builder(*args, **kwargs) -> keras.Model:
+        bound = builder.__signature__.bind(*args, **kwargs)
         bound.apply_defaults()
-        return FNet(variant, **bound.arguments)
+        return build_fnet(**fixed, **bound.arguments, load_weights=load_weights)
 
     parameters = [
-        parameter.replace(default=f"fnet_{variant}") if parameter.name == "name" else parameter
-        for parameter in inspect.signature(FNet).parameters.values()
-        if parameter.name != "variant"
+        parameter.replace(default=f"fnet_{variant}")
+        if parameter.name == "name" and variant is not None
+        else parameter
+        for parameter in inspect.signature(build_fnet).parameters.values()
+        if parameter.name != "load_weights" and parameter.name not in fixed
     ]
     builder.__signature__ = inspect.Signature(parameters, return_annotation=keras.Model)
     builder.__name__ = builder.__qualname__ = public
-    builder.__doc__ = _VARIANT_DOCSTRING.format(
-        title=variant.capitalize(),
-        variant=variant,
-        **FNET_VARIANTS[variant],
+    builder.__module__ = "keras_fourier"
+    builder.__doc__ = (
+        build_fnet.__doc__
+        if variant is None
+        else _VARIANT_DOCSTRING.format(
+            title=variant.capitalize(), variant=variant, **FNET_VARIANTS[variant]
+        )
     )
     return builder
-
-
-def is_official_weights(weights: str | os.PathLike) -> bool:
-    """Whether FNet `weights` are official: a release, a Flax checkpoint or a keras-hub preset.
-
-    Those were pretrained with the official 32,000-piece SentencePiece
-    vocabulary; a ``.weights.h5`` saved by this package may hold anything.
-
-    Example:
-        >>> is_official_weights("f_net_base"), is_official_weights("mine.weights.h5")
-        (True, False)
-    """
-    if isinstance(weights, str) and weights in RELEASES:
-        return True
-    return not os.fspath(weights).endswith(".weights.h5")
-
-
-def _h5_sizes(path: str) -> tuple[dict[str, int], str, int | None]:
-    """Sizes of the FNet in a `.weights.h5`, its kind ("encoder", "pretraining",
-    "classifier") and a classifier's class count."""
-    shapes = _tensor_shapes(path)
-
-    def find(pattern: str) -> dict[str, tuple[int, ...]]:
-        return {name: shape for name, shape in shapes.items() if re.search(pattern, name)}
-
-    tables = {
-        key: find(rf"(?:^|/)f_net_embeddings/{table}/vars/0$")
-        for key, table in (
-            ("vocabulary_size", "word"),
-            ("max_sequence_length", "position"),
-            ("num_segments", "segment"),
-        )
-    }
-    blocks = find(r"(?:^|/)f_net_encoder_block(?:_\d+)?/intermediate/vars/0$")
-    if not blocks or any(len(found) != 1 for found in tables.values()):
-        raise ValueError(
-            f"{path!r} holds no FNet weights saved by keras_fourier (no f_net_embeddings and "
-            "f_net_encoder_block tensors)."
-        )
-    word = next(iter(tables["vocabulary_size"].values()))
-    intermediate = next(iter(blocks.values()))
-    sizes = {
-        "hidden_size": word[1],
-        "num_layers": len(blocks),
-        "intermediate_size": intermediate[1],
-        **{key: next(iter(found.values()))[0] for key, found in tables.items()},
-    }
-    if any(name.startswith("encoder/") for name in shapes):
-        return sizes, "pretraining", None
-    classifier = shapes.get("layers/dense_1/vars/1")
-    if classifier is not None:
-        return sizes, "classifier", classifier[0]
-    return sizes, "encoder", None
-
-
-def _flax_sizes(path: str) -> dict[str, int]:
-    shapes = flax_weights.read_flax_shapes(path)
-    embedder = "encoder/embedder"
-    needed = {
-        "word": f"{embedder}/word/embedding",
-        "position": f"{embedder}/position/embedding",
-        "type": f"{embedder}/type/embedding",
-        "intermediate": "encoder/feed_forward_0/intermediate/kernel",
-    }
-    missing = [key for key in needed.values() if key not in shapes]
-    if missing:
-        raise ValueError(f"{path!r} is a Flax checkpoint but not of an FNet (no {missing[0]}).")
-    layers = {int(m[1]) for key in shapes if (m := re.match(r"encoder/encoder_(\d+)/", key))}
-    return {
-        "hidden_size": shapes[needed["word"]][-1],
-        "num_layers": len(layers),
-        "intermediate_size": shapes[needed["intermediate"]][-1],
-        "vocabulary_size": shapes[needed["word"]][0],
-        "max_sequence_length": shapes[needed["position"]][-2],
-        "num_segments": shapes[needed["type"]][0],
-    }
-
-
-def _preset_sizes(folder: str) -> dict[str, int]:
-    config_path = os.path.join(folder, flax_weights.PRESET_CONFIG)
-    try:
-        with open(config_path, encoding="utf-8") as file:
-            config = json.load(file).get("config", {})
-    except (OSError, ValueError, AttributeError) as error:
-        raise ValueError(f"{folder!r} is not a keras-hub preset folder: {error}") from error
-    keys = {
-        "hidden_size": "hidden_dim",
-        "num_layers": "num_layers",
-        "intermediate_size": "intermediate_dim",
-        "vocabulary_size": "vocabulary_size",
-        "max_sequence_length": "max_sequence_length",
-        "num_segments": "num_segments",
-    }
-    sizes = {ours: config.get(theirs) for ours, theirs in keys.items()}
-    absent = [keys[key] for key, value in sizes.items() if not isinstance(value, int)]
-    if absent:
-        raise ValueError(
-            f"{config_path!r} does not describe an FNet backbone (no {', '.join(absent)})."
-        )
-    return sizes
-
-
-def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
-    """The sizes of the FNet that `weights` hold, read without loading the weights.
-
-    Args:
-        weights: anything :func:`FNet` takes as `weights`: a release name,
-            a ``.weights.h5`` saved by keras_fourier (an encoder, an
-            :class:`FNetPretraining` or a classifier), a keras-hub FNet preset
-            folder (its ``config.json``) or an official Flax checkpoint (its
-            array headers; the data is skipped).
-
-    Returns:
-        {"hidden_size", "num_layers", "intermediate_size", "vocabulary_size",
-        "max_sequence_length", "num_segments"}.
-
-    Raises:
-        ValueError: not FNet weights, or a file that cannot be read, naming it.
-
-    Example:
-        >>> fnet_weights_sizes("f_net_base")["vocabulary_size"]
-        32000
-    """
-    if isinstance(weights, str) and weights in RELEASES:
-        return {**FNET_VARIANTS[RELEASES[weights].variant], **OFFICIAL_TABLES}
-    _check_weights(weights)
-    path = os.fspath(weights)
-    if os.path.isdir(path):
-        return _preset_sizes(path)
-    if path.endswith(".weights.h5"):
-        return _h5_sizes(path)[0]
-    try:
-        return _flax_sizes(path)
-    except FlaxCheckpointError as error:
-        raise ValueError(
-            f"Cannot read weights={path!r}: not a `.weights.h5` file, a keras-hub preset "
-            f"folder or an official FNet Flax checkpoint ({error})."
-        ) from error
-
-
-def _pretrained_encoder(weights: str | os.PathLike, sizes: Mapping[str, int]) -> keras.Model:
-    """An FNet encoder of `sizes` holding the encoder weights of `weights`."""
-    variant = {key: sizes[key] for key in _SIZE_KEYS}
-    tables = {key: sizes[key] for key in _TABLE_KEYS}
-    kind, classes = "encoder", None
-    if os.fspath(weights).endswith(".weights.h5"):
-        _, kind, classes = _h5_sizes(os.fspath(weights))
-    if kind == "pretraining":
-        return FNet(variant, **tables, heads="pretraining", weights=weights).encoder
-    return FNet(variant, **tables, num_classes=classes, weights=weights)
-
-
-def load_pretrained_encoder(model: keras.Model, weights: str | os.PathLike) -> None:
-    """Loads the encoder of FNet `weights` into `model`; its classifier keeps its own weights.
-
-    What fine-tuning starts from, as the official fine-tuning code does
-    (``run_classifier.py`` restores the pretrained model "with fresh output
-    layer"): every encoder variable (embeddings, blocks, pooler) comes from
-    `weights`, whatever heads they were saved with (pretraining heads, another
-    classifier, none); the ``classifier`` is left as it was built.
-
-    Args:
-        model: an FNet classifier (or encoder) whose encoder has the sizes of
-            `weights` (:func:`fnet_weights_sizes`), any static sequence
-            length.
-        weights: see :func:`fnet_weights_sizes`.
-
-    Raises:
-        ValueError: the weights do not fit the model, listing the variables;
-            the model is then unchanged.
-
-    Example:
-        >>> model = FNet("base", sequence_length=128, num_classes=2)
-        >>> load_pretrained_encoder(model, "f_net_base")  # doctest: +SKIP
-    """
-    encoder = _pretrained_encoder(weights, fnet_weights_sizes(weights))
-    copy_weights_except(model, encoder, "classifier", os.fspath(weights))
-
-
-FNetBase = _variant_builder("base", "FNetBase")
-FNetLarge = _variant_builder("large", "FNetLarge")

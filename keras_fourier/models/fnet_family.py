@@ -1,15 +1,22 @@
 """FNet text encoders as data: the sizes and official releases of FNetBase and FNetLarge.
 
-The encoders are built by :mod:`keras_fourier.models.fnet` (`FNet`,
-`FNetBase`, `FNetLarge`); this keras-free module holds the family's rows,
-which the catalog and the command line read without loading TensorFlow.
+The encoders are built by :mod:`keras_fourier.models.fnet` and loaded by
+:mod:`keras_fourier.models.fnet_weights`; this keras-free module holds the
+family's rows, which the catalog and the command line read without loading
+TensorFlow.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from typing import Any
 
 from keras_fourier.models.family import Family
+from keras_fourier.weights.releases import Release
+
+# The keys of a size row, and of a custom `variant` of `FNet`.
+SIZE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
 
 # With vocabulary_size=32000 and the other defaults, "base" has 82,861,056
 # parameters and "large" 236,945,408 (no classifier head).
@@ -19,30 +26,15 @@ FNET_VARIANTS: dict[str, dict[str, int]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class FNetRelease:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FNetRelease(Release):
     """One official pretrained FNet checkpoint (a Flax msgpack optimizer checkpoint).
 
     Attributes:
         variant: the key of :data:`FNET_VARIANTS` it was trained as.
-        file_name: its name in the Keras cache.
-        url: download link (google-research ``f_net/README.md``).
-        source: the repository that publishes it.
-        license: that repository's licence.
-        sha256: hex digest checked after downloading, or None: the README
-            publishes none and these rows were written without network
-            access to compute one.
-        size: approximate size in bytes, as the README gives it (Base "~1 GB",
-            Large "3-4 GB").
     """
 
     variant: str
-    file_name: str
-    url: str
-    source: str = "https://github.com/google-research/google-research/tree/master/f_net"
-    license: str = "Apache-2.0"
-    sha256: str | None = None
-    size: int | None = None
 
 
 # The tables of every official release (google-research f_net/configs/base.py: type_vocab_size
@@ -55,14 +47,42 @@ OFFICIAL_TABLES: dict[str, int] = {
 _GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_net_checkpoint"
 # Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
 # 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).
+_SOURCE = "https://github.com/google-research/google-research/tree/master/f_net"
+# Sizes as the README gives them: Base "~1 GB", Large "3-4 GB". No sha256 is published, and
+# these rows were written without network access to compute one.
 RELEASES: dict[str, FNetRelease] = {
-    "f_net_base": FNetRelease(
-        "base", "f_net_base_checkpoint", _GRESEARCH.format("base"), size=10**9
-    ),
-    "f_net_large": FNetRelease(
-        "large", "f_net_large_checkpoint", _GRESEARCH.format("large"), size=35 * 10**8
-    ),
+    f"f_net_{variant}": FNetRelease(
+        f"f_net_{variant}_checkpoint",
+        _GRESEARCH.format(variant),
+        _SOURCE,
+        "Apache-2.0",
+        reader="flax",
+        size=size,
+        variant=variant,
+    )
+    for variant, size in (("base", 10**9), ("large", 35 * 10**8))
 }
+
+
+def check_fnet_weights(weights: Any) -> None:
+    """Checks the `weights` argument of `FNet`: None, a release name, or an existing path.
+
+    Raises:
+        ValueError: anything else, naming what is accepted.
+
+    Example:
+        >>> check_fnet_weights("f_net_base")
+    """
+    if weights is None or weights in RELEASES:
+        return
+    if isinstance(weights, (str, os.PathLike)) and os.path.exists(weights):
+        return
+    raise ValueError(
+        f"`weights` must be None, a release name {sorted(RELEASES)}, or the path of an "
+        "existing file or folder: a `.weights.h5` saved by keras_fourier, an official FNet "
+        "checkpoint (Flax msgpack) or a keras-hub FNet preset folder. "
+        f"Received: weights={weights!r}"
+    )
 
 
 FNET = Family(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from keras_fourier.models.family import Family, VisionSpec
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
-from keras_fourier.models.releases import ModelZoo, Release
+from keras_fourier.weights.releases import ImageNetRelease, ModelZoo
 
 _FILTER = ("global_filter", {})
 
@@ -60,7 +60,7 @@ VARIANTS: dict[str, VisionSpec] = {
 _ZOO = ModelZoo("https://github.com/raoyongming/GFNet", "MIT")
 
 # The model zoo of the official README (ImageNet-1k, 224 pixels).
-RELEASES: dict[str, tuple[Release, ...]] = {
+RELEASES: dict[str, tuple[ImageNetRelease, ...]] = {
     "gfnet_ti": (_ZOO.release("gfnet-ti.pth", "3d0c1579aa524a0a99dd", 74.6),),
     "gfnet_xs": (_ZOO.release("gfnet-xs.pth", "e0ab5b1583954a1fa9b2", 78.6),),
     "gfnet_s": (_ZOO.release("gfnet-s.pth", "e5561fa070c44d9399bf", 80.0),),

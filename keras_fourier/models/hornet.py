@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from keras_fourier.models.family import Family, VisionSpec
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
-from keras_fourier.models.releases import ModelZoo, Release
+from keras_fourier.weights.releases import ImageNetRelease, ModelZoo
 
 _SCALE = 1.0 / 3.0
 
@@ -56,7 +56,7 @@ VARIANTS: dict[str, VisionSpec] = {
 _ZOO = ModelZoo("https://github.com/raoyongming/HorNet", "MIT", uncropped_from=384)
 
 # The model zoo of the official README: ImageNet-1k (T/S/B) and ImageNet-22k (L) checkpoints.
-RELEASES: dict[str, tuple[Release, ...]] = {
+RELEASES: dict[str, tuple[ImageNetRelease, ...]] = {
     "hornet_t_7x7": (_ZOO.release("hornet_tiny_7x7.pth", "bac9690c72944d19aca1", 82.8),),
     "hornet_t_gf": (_ZOO.release("hornet_tiny_gf.pth", "460e759c82324ea6bfa3", 83.0),),
     "hornet_s_7x7": (_ZOO.release("hornet_small_7x7.pth", "8ef64277da0e469ea857", 83.8),),

@@ -23,8 +23,8 @@ from typing import Any
 import keras
 
 from keras_fourier.models.catalog import PUBLIC_NAMES, create_model, is_model_name, model_names
-from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import resolve_model_file
+from keras_fourier.weights.saved import load_keras_file
 
 WEIGHTS_SUFFIXES = (".weights.h5", ".pth", ".pt")
 

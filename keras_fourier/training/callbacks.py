@@ -19,8 +19,8 @@ from typing import Any
 import keras
 
 from keras_fourier.fileio import atomic_save, atomic_write_text, warn
-from keras_fourier.models.weights import assign_atomically
 from keras_fourier.run_folder import read_history, write_history
+from keras_fourier.weights.convert import assign_atomically
 
 # Member of a checkpoint's .keras zip holding the epoch and logs it was saved with.
 CHECKPOINT_RECORD = "keras_fourier_checkpoint.json"

@@ -24,7 +24,6 @@ from keras_fourier.models.catalog import (
     is_model_name,
     vision_stride,
 )
-from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.settings import (
     BAD_IMAGE_MODES,
@@ -38,6 +37,7 @@ from keras_fourier.training.rundir import normalize
 from keras_fourier.training.strategy import check_strategy_name
 from keras_fourier.training.tasks import TASKS, Task, task_for_data, task_for_model
 from keras_fourier.validation import check_bool, check_choice, check_number, check_positive_int
+from keras_fourier.weights.saved import load_keras_file
 
 # Settings that do not change what a run computes: they may differ when resuming.
 NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "data_dir")

@@ -62,7 +62,7 @@ from keras_fourier.data.text_files import (
     text_training_splits,
 )
 from keras_fourier.models.catalog import check_text_weights, modality, vision_stride
-from keras_fourier.models.fnet import is_official_weights
+from keras_fourier.models.fnet_weights import is_official_weights
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig

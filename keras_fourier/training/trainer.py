@@ -61,7 +61,6 @@ from keras_fourier.models.catalog import (
     is_model_name,
 )
 from keras_fourier.models.resolve import resolve_model
-from keras_fourier.models.weights import load_keras_file
 from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file, write_history
 from keras_fourier.training.callbacks import (
     EpochBackup,
@@ -93,6 +92,7 @@ from keras_fourier.training.tasks import (
     stored_tokenizer,
     task_for_data,
 )
+from keras_fourier.weights.saved import load_keras_file
 
 # Training reports the cross-entropy without label smoothing under this name.
 CROSS_ENTROPY = "cross_entropy"

@@ -349,3 +349,61 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def _parameters(tree: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The parameter tree of a checkpoint: its ``target`` or ``params`` if it has one."""
+    return next(
+        (tree[key] for key in ("target", "params") if isinstance(tree.get(key), Mapping)), tree
+    )
+
+
+def read_flax_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The parameters of a Flax msgpack checkpoint, flattened to slash-joined keys.
+
+    An optimizer checkpoint (``{"target": params, "state": moments}``, what
+    Flax's ``save_checkpoint`` wrote for ``flax.optim`` optimizers) gives its
+    ``target``, its ``state`` skipped unread; a bare parameter tree (or
+    ``{"params": ...}``) is read whole.
+
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        ``"encoder/pooler/kernel"`` -> array, for every array of the parameters.
+
+    Raises:
+        FlaxCheckpointError: not a Flax msgpack checkpoint of arrays
+            (see the module docstring).
+
+    Example:
+        >>> read_flax_params("f_net_checkpoint")["encoder/pooler/kernel"].shape  # doctest: +SKIP
+        (768, 768)
+    """
+    return flatten(_parameters(read_flax_checkpoint(path, skip=("state",))))
+
+
+def read_flax_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """The shapes of a Flax msgpack checkpoint's parameters, without reading their data.
+
+    The parameters of :func:`read_flax_params` (the ``target`` of an
+    optimizer checkpoint), each array's header checked and its data skipped.
+
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        ``"encoder/pooler/kernel"`` -> shape, for every array of the parameters.
+
+    Raises:
+        FlaxCheckpointError: not a Flax msgpack checkpoint of arrays.
+
+    Example:
+        >>> read_flax_shapes("f_net_checkpoint")["encoder/pooler/kernel"]  # doctest: +SKIP
+        (768, 768)
+    """
+    tree = _parameters(read_flax_checkpoint(path, skip=("state",), shapes_only=True))
+    return {
+        key: value.shape if isinstance(value, ArrayShape) else np.shape(value)
+        for key, value in flatten(tree).items()
+    }

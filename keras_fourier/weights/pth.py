@@ -26,6 +26,11 @@ size says, its tensors' layouts must fit it, and a storage larger than what
 its tensors reach (plus 4 KiB) is refused, naming the entry, all before any
 storage is read. Each storage is then read once (a bounded read) and its
 tensors are read-only NumPy views of it.
+
+:func:`read_pth` is the reader of the release pipeline: the state dict of a
+checkpoint (unnested from ``model``, ``module``, ``state_dict`` or
+``model_state``, without a ``module.`` prefix; :func:`unwrap_state_dict`)
+as float32 arrays.
 """
 
 from __future__ import annotations
@@ -348,3 +353,89 @@ def read_checkpoint(path: str | os.PathLike) -> Any:
             return _resolve(result, archive, {})
         except (ValueError, OSError, zipfile.BadZipFile, RecursionError) as error:
             raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
+
+
+# Where training scripts nest the state dict: timm/DeiT ("model"), some wrappers ("module"),
+# mmsegmentation/mmcv ("state_dict"), FourCastNet ("model_state").
+STATE_DICT_KEYS = ("model", "module", "state_dict", "model_state")
+# The prefix torch.nn.DataParallel and DistributedDataParallel give every key.
+PARALLEL_PREFIX = "module."
+_MAX_LISTED = 10
+
+
+def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
+    """The state dict inside a checkpoint, unnested and without a ``module.`` prefix.
+
+    A state dict nested under one of :data:`STATE_DICT_KEYS` is taken out of
+    the checkpoint (the first found); when every key starts with
+    ``module.`` (a model saved inside ``DataParallel``), the prefix is
+    removed.
+
+    Args:
+        checkpoint: what :func:`read_checkpoint` (or ``torch.load``) returned.
+
+    Returns:
+        The mapping of parameter names to tensors.
+
+    Raises:
+        ValueError: `checkpoint` is not a mapping.
+
+    Example:
+        >>> unwrap_state_dict({"model_state": {"module.head.bias": 0}, "epoch": 299})
+        {'head.bias': 0}
+    """
+    if not isinstance(checkpoint, Mapping):
+        raise ValueError(
+            f"A checkpoint must be a state dict (a mapping); received {type(checkpoint).__name__}."
+        )
+    state_dict = next(
+        (checkpoint[key] for key in STATE_DICT_KEYS if isinstance(checkpoint.get(key), Mapping)),
+        checkpoint,
+    )
+    if state_dict and all(str(key).startswith(PARALLEL_PREFIX) for key in state_dict):
+        return {str(key)[len(PARALLEL_PREFIX) :]: value for key, value in state_dict.items()}
+    return state_dict
+
+
+def read_pth(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Reads a PyTorch checkpoint's state dict into float32 NumPy arrays, without PyTorch.
+
+    The file is read by :func:`read_checkpoint`, whose unpickler accepts
+    only tensors and plain containers (the training arguments some
+    checkpoints keep, an ``argparse.Namespace``, are read as a dict), so no
+    code in the file runs; the state dict is unwrapped by
+    :func:`unwrap_state_dict`.
+
+    Args:
+        path: a ``.pth``/``.pt``/``.tar`` file written by ``torch.save``.
+
+    Returns:
+        Official key -> float32 NumPy array.
+
+    Raises:
+        ValueError: the file cannot be read as a state dict of tensors, or
+            its pickle refers to anything else (:class:`UnsafeCheckpointError`).
+
+    Example:
+        >>> read_pth("hornet_tiny_7x7.pth")["head.weight"].shape
+        (1000, 512)
+    """
+    path = os.fspath(path)
+    try:
+        checkpoint = read_checkpoint(path)
+    except UnsafeCheckpointError as error:
+        raise UnsafeCheckpointError(f"{path!r}: {error}") from error
+    except (OSError, ValueError) as error:
+        raise ValueError(f"Could not read {path!r} as a PyTorch checkpoint: {error}") from error
+    state_dict = unwrap_state_dict(checkpoint)
+    not_tensors = sorted(
+        str(key) for key, value in state_dict.items() if not isinstance(value, np.ndarray)
+    )
+    if not_tensors:
+        shown = ", ".join(not_tensors[:_MAX_LISTED])
+        more = len(not_tensors) - _MAX_LISTED
+        raise ValueError(
+            f"{path!r} is not a state dict of tensors; entries that are not tensors: "
+            f"{shown}{f', ... and {more} more' if more > 0 else ''}"
+        )
+    return {str(key): value.astype(np.float32) for key, value in state_dict.items()}

@@ -1,9 +1,16 @@
-"""Official checkpoint releases as data: the file, its source and licence, how it was evaluated.
+"""Official checkpoint releases as data: where the file is, who publishes it, which reader reads it.
 
+A :class:`Release` row is what the pipeline (:func:`keras_fourier.weights.pipeline.load_release`)
+needs for every family: the file's name in the cache, its URL, its source
+and licence, its format (a key of ``pipeline.READERS``), and its size and
+sha256 where recorded. A family adds what it publishes about the file in a
+subclass (:class:`ImageNetRelease`: the evaluation of an ImageNet
+classifier; ``fnet_family.FNetRelease``: the variant it was trained as).
 Each family module keeps the rows of its own releases (``gfnet.RELEASES``,
-``hornet.RELEASES``), as timm keeps ``default_cfgs`` beside a model, each row
-made by its family's :class:`ModelZoo`; this module holds the record types.
-The table of all families is :data:`keras_fourier.models.catalog.RELEASES`.
+``hornet.RELEASES``, ``fnet_family.RELEASES``), as timm keeps
+``default_cfgs`` beside a model, and names its key map beside them. This
+module is keras-free: the command line reads the rows without loading
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -22,6 +29,29 @@ class Release:
         url: download link (from the official README).
         source: the repository that publishes it.
         license: the licence of that repository (and of its released weights).
+        reader: the file's format, a key of ``pipeline.READERS``: "pth" (a
+            PyTorch ``torch.save`` zip, default) or "flax" (a Flax msgpack
+            checkpoint).
+        sha256: hex digest of the file, checked after downloading; None where
+            none is recorded (the official READMEs publish none, and the rows
+            were written without network access to compute one).
+        size: approximate size in bytes as the publisher gives it, or None.
+    """
+
+    file_name: str
+    url: str
+    source: str
+    license: str
+    reader: str = "pth"
+    sha256: str | None = None
+    size: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageNetRelease(Release):
+    """An official ImageNet classifier checkpoint, with how it was evaluated.
+
+    Attributes:
         classes: classes of its head: 1000 (ImageNet-1k) or 21841 (ImageNet-22k).
         resolution: image size it was trained and evaluated at.
         crop_pct: the evaluation's centre crop: images resized to
@@ -30,21 +60,13 @@ class Release:
         interpolation: the evaluation resize's interpolation.
         top1: published ImageNet-1k top-1 accuracy (%) of this file, or None
             (ImageNet-22k checkpoints, which the README gives no top-1 for).
-        sha256: hex digest of the file, checked after downloading; None where
-            none is recorded (the official READMEs publish none, and the rows
-            were written without network access to compute one).
     """
 
-    file_name: str
-    url: str
-    source: str
-    license: str
     classes: int = 1000
     resolution: int = 224
     crop_pct: float = 0.875
     interpolation: str = "bicubic"
     top1: float | None = None
-    sha256: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +100,8 @@ class ModelZoo:
         top1: float | None,
         classes: int = 1000,
         resolution: int = 224,
-    ) -> Release:
-        """One row of the zoo: a :class:`Release` of `file_name`, downloaded by `code`.
+    ) -> ImageNetRelease:
+        """One row of the zoo: an :class:`ImageNetRelease` of `file_name`, downloaded by `code`.
 
         Args:
             file_name: name of the downloaded file in the cache.
@@ -89,10 +111,10 @@ class ModelZoo:
             resolution: image size it was trained and evaluated at. Default 224.
 
         Returns:
-            The :class:`Release`, bicubic, without a recorded sha256.
+            The :class:`ImageNetRelease`, bicubic, without a recorded sha256.
         """
         uncropped = self.uncropped_from is not None and resolution >= self.uncropped_from
-        return Release(
+        return ImageNetRelease(
             file_name,
             self.url.format(code),
             source=self.source,

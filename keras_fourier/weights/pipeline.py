@@ -1,0 +1,140 @@
+"""One pipeline for every family's releases: download once, convert once, load from the cache.
+
+:func:`load_release` takes a :class:`~keras_fourier.weights.releases.Release`
+row and the family's key map. The first call downloads the file into the
+Keras cache (:func:`keras_fourier.weights.download.download`: whole and
+checked, or nothing; ``KERAS_FOURIER_MIRROR``; a progress bar), reads it
+with the release's reader (:data:`READERS`), converts it through the key map
+all or nothing (:func:`keras_fourier.weights.convert.load_tensors`) and
+saves the model's weights beside the download (:func:`converted_path`);
+later calls load that file, offline. :func:`load_checkpoint` is the same
+read-and-convert for a file the user names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+
+import keras
+import numpy as np
+
+from keras_fourier.fileio import atomic_save
+from keras_fourier.weights import download
+from keras_fourier.weights.convert import KeyMapFunction, load_tensors
+from keras_fourier.weights.flax_msgpack import read_flax_params
+from keras_fourier.weights.pth import read_pth
+from keras_fourier.weights.releases import Release
+from keras_fourier.weights.saved import load_weights_file
+
+# A release's format -> its reader: path -> {checkpoint key: array}; ValueError if unreadable.
+READERS: dict[str, Callable[[str], dict[str, np.ndarray]]] = {
+    "pth": read_pth,
+    "flax": read_flax_params,
+}
+
+
+def converted_path(checkpoint_path: str, model: keras.Model) -> str:
+    """Where the conversion of a downloaded checkpoint for `model` is cached.
+
+    A `.weights.h5` beside the download, named after it and a digest of the
+    model's variables (paths and shapes): a model of another input size
+    (other filter and position-embedding shapes) or another head gets its
+    own conversion, models of the same layout share one.
+
+    Args:
+        checkpoint_path: the downloaded file.
+        model: the model it is converted for.
+
+    Returns:
+        The path, e.g. ``~/.keras/keras_fourier/gfnet-ti_3f9c0a1b2c3d.weights.h5``.
+    """
+    layout = "\n".join(f"{v.path} {tuple(v.shape)}" for v in model.weights)
+    digest = hashlib.sha256(layout.encode()).hexdigest()[:12]
+    stem = os.path.splitext(os.path.basename(checkpoint_path))[0]
+    return os.path.join(os.path.dirname(checkpoint_path), f"{stem}_{digest}.weights.h5")
+
+
+def read(path: str, reader: str) -> dict[str, np.ndarray]:
+    """The tensors of the checkpoint at `path`, read by ``READERS[reader]``.
+
+    Raises:
+        ValueError: an unknown reader, or a file it cannot read.
+    """
+    if reader not in READERS:
+        raise ValueError(f"`reader` must be one of {sorted(READERS)}. Received: reader={reader!r}")
+    return READERS[reader](path)
+
+
+def load_checkpoint(
+    model: keras.Model,
+    path: str | os.PathLike,
+    reader: str,
+    key_map: KeyMapFunction,
+    *,
+    description: str | None = None,
+) -> None:
+    """Reads a checkpoint file and loads it into `model` through `key_map`, all or nothing.
+
+    Args:
+        model: the model to load.
+        path: the checkpoint file.
+        reader: its format, a key of :data:`READERS`.
+        key_map: the family's key map (:func:`keras_fourier.weights.convert.convert`).
+        description: names the model in a mismatch message. Default None.
+
+    Raises:
+        ValueError: the file cannot be read (the reader's error, e.g.
+            :class:`~keras_fourier.weights.pth.UnsafeCheckpointError`), or
+            does not match the model; the model is unchanged.
+    """
+    path = os.fspath(path)
+    load_tensors(model, read(path, reader), key_map, source=path, description=description)
+
+
+def load_release(
+    model: keras.Model,
+    release: Release,
+    key_map: KeyMapFunction,
+    *,
+    label: str,
+    description: str | None = None,
+) -> None:
+    """Loads the official release into `model`: downloaded once, converted once, then offline.
+
+    Args:
+        model: the model to load.
+        release: the release row (its URL, file name, reader, sha256).
+        key_map: the family's key map for its checkpoints.
+        label: what the user asked for, to begin the network error, e.g.
+            ``"weights='imagenet' for 'gfnet_ti'"``.
+        description: names the model in a mismatch message. Default None.
+
+    Raises:
+        ValueError: the download failed (the message says how to work
+            offline), the cached download cannot be read (the message says
+            to delete it), or it does not match the model; the model is
+            then unchanged and no conversion is cached.
+
+    Example:
+        >>> load_release(model, gfnet.RELEASES["gfnet_ti"][0], key_map,
+        ...              label="weights='imagenet'")  # doctest: +SKIP
+    """
+    try:
+        path = download.download(release.url, release.file_name, release.sha256)
+    except ValueError as error:
+        raise ValueError(f"{label} needs network access the first time. {error}") from error
+    cache = converted_path(path, model)
+    if os.path.exists(cache):
+        load_weights_file(model, cache)
+        return
+    try:
+        tensors = read(path, release.reader)
+    except ValueError as error:
+        raise ValueError(
+            f"The cached official checkpoint {path!r} cannot be read ({error}); "
+            "delete it to download it again."
+        ) from error
+    load_tensors(model, tensors, key_map, source=path, description=description)
+    atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
