@@ -27,6 +27,7 @@ _API = {
             "FNetBase",
             "FNetLarge",
             "FNetPretraining",
+            "FourCastNet",
             "GFNetB",
             "GFNetHB",
             "GFNetHS",

@@ -42,6 +42,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 
 SHOW_LOGS_FLAG = "--tf-logs"
+_PACKAGE = __name__.rpartition(".")[0]
 # absl/TSL lines ("I0000 00:00:1795431198.319884    5289 file.cc:31] ..."), the older
 # "2026-01-01 12:00:00.000000: I tensorflow/..." form, absl's pre-initialisation banner and
 # the second line of TensorFlow's CPU feature note.
@@ -206,14 +207,22 @@ class _KerasImport(importlib.abc.MetaPathFinder):
     TensorFlow then loads quietly (:func:`load_tensorflow_quietly`'s filter,
     around the module's own code); once `keras` has loaded, `on_keras` runs
     (the package registers its serializable classes), and the finder leaves
-    `sys.meta_path`.
+    `sys.meta_path`. Until then it also wraps the loaders of the package's own
+    modules, to count those being executed: Keras imported by one of them
+    (``import keras_fourier.layers`` first in a process) runs `on_keras` once
+    that outermost module is complete, since `on_keras` imports the package's
+    modules and would otherwise meet the importing one half-initialised.
     """
 
     def __init__(self, on_keras: Callable[[], None]) -> None:
         self.on_keras = on_keras
+        # keras_fourier modules being executed now; `on_keras` waits until none is (it
+        # imports them: run inside one, it would meet that module half-initialised).
+        self.package_depth = 0
+        self.pending = False
 
     def find_spec(self, name: str, path=None, target=None):
-        if name not in ("tensorflow", "keras"):
+        if name not in ("tensorflow", "keras") and not name.startswith(_PACKAGE + "."):
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -224,18 +233,38 @@ class _KerasImport(importlib.abc.MetaPathFinder):
                 return spec
         return None
 
+    def finish(self) -> None:
+        """Leaves `sys.meta_path` and calls `on_keras`, once."""
+        self.pending = False
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+            self.on_keras()
+
 
 class _Loader(importlib.abc.Loader):
-    """The loader of `tensorflow` or `keras`, run quietly; then `_KerasImport.on_keras`."""
+    """The loader of `tensorflow`, `keras` (run quietly; then `on_keras`) or a package module."""
 
     def __init__(self, loader: importlib.abc.Loader, finder: _KerasImport) -> None:
         self.loader, self.finder = loader, finder
+
+    def __getattr__(self, name: str):
+        # The rest of the wrapped loader's interface: runpy's get_code, resource readers.
+        return getattr(self.loader, name)
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self.loader  # the module's own loader
+        if module.__name__.startswith(_PACKAGE + "."):
+            self.finder.package_depth += 1
+            try:
+                self.loader.exec_module(module)
+            finally:
+                self.finder.package_depth -= 1
+            if self.finder.package_depth == 0 and self.finder.pending:
+                self.finder.finish()
+            return
         message = missing_backend() if module.__name__ == "keras" else None
         if message is not None:
             raise ImportError(message)
@@ -251,9 +280,11 @@ class _Loader(importlib.abc.Loader):
                 sys.modules["tensorflow"].config.list_physical_devices()
         else:
             self.loader.exec_module(module)
-        if module.__name__ == "keras" and self.finder in sys.meta_path:
-            sys.meta_path.remove(self.finder)
-            self.finder.on_keras()
+        if module.__name__ == "keras":
+            if self.finder.package_depth:
+                self.finder.pending = True  # after the package's module that imported Keras
+            else:
+                self.finder.finish()
 
 
 def when_keras_loads(on_keras: Callable[[], None]) -> None:

@@ -17,9 +17,8 @@ argument error, without loading TensorFlow.
 Every error is one line on stderr, ``keras-fourier NAME: error: MESSAGE``,
 printed by :func:`run`: exit status 2 for a bad argument (argparse's, or a
 `ValueError`, `TypeError` or `FileNotFoundError` of the library, whose
-message names it), 1 for a failure (a :class:`~keras_fourier.cli.arguments.
-CommandError` that `run(args)` raised), and ``keras-fourier NAME:
-interrupted`` with 130 for Ctrl-C.
+message names it), 1 for a failure (a `CommandError` that `run(args)`
+raised, or an `OSError`), and ``keras-fourier NAME: interrupted`` with 130 for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: the subcommand's, or, after one line on stderr, 2 for
-        a bad argument, 1 for a :class:`CommandError`, 130 for Ctrl-C.
+        a bad argument, 1 for a :class:`CommandError` or an `OSError`, 130 for Ctrl-C.
 
     Example:
         >>> run(build_parser().parse_args(["flops", "gfnet_ti"]))  # doctest: +SKIP
@@ -122,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         status, message = error.status, f"error: {error}"
     except (ValueError, TypeError, FileNotFoundError) as error:  # its message names the argument
         status, message = 2, f"error: {error}"
+    except OSError as error:  # a read or write that failed: what, and where
+        where = f": {error.filename}" if error.filename else ""
+        status, message = 1, f"error: {error.strerror or error}{where}"
     except KeyboardInterrupt as interrupt:  # its message, if any, says what to do next
         status, message = 130, "; ".join(["interrupted", *map(str, interrupt.args)])
     if message is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from keras_fourier.cli.arguments import DATA_HELP, CommandError, metrics_line
+from keras_fourier.model_record import CLASS_NAMES_KEY, read_model_record
+from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.settings import TrainSettings
 from keras_fourier.validation import check_positive_int
 
@@ -62,10 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from keras_fourier.data.text_files import is_text_source, read_text_split
     from keras_fourier.models import resolve_model
     from keras_fourier.models.catalog import is_model_name
-    from keras_fourier.run_folder import resolve_model_file
     from keras_fourier.training import NonFiniteLossError, evaluate, task_for_data
-    from keras_fourier.training.callbacks import read_model_record
-    from keras_fourier.training.tasks import CLASS_NAMES_KEY, stored_tokenizer
+    from keras_fourier.training.tasks import stored_tokenizer
 
     check_positive_int("--batch-size", args.batch_size)
     check_positive_int("--eval-examples", args.eval_examples)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from keras_fourier.cli.arguments import add_model_arguments, model_options
+from keras_fourier.model_record import CLASS_NAMES_KEY, CROP_PCT_KEY, read_model_record
+from keras_fourier.run_folder import resolve_model_file
 
 NAME = "predict"
 HELP = "print the top classes of images or texts, with probabilities"
@@ -89,9 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from keras_fourier.models.catalog import is_model_name, variant
     from keras_fourier.models.resolve import resolve_model
     from keras_fourier.models.vision_weights import imagenet_checkpoint
-    from keras_fourier.run_folder import resolve_model_file
-    from keras_fourier.training.callbacks import read_model_record
-    from keras_fourier.training.tasks import CLASS_NAMES_KEY, CROP_PCT_KEY, stored_tokenizer
+    from keras_fourier.training.tasks import stored_tokenizer
 
     named = is_model_name(args.model) and not os.path.exists(args.model)
     if args.text is not None:

@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from keras_fourier.cli.arguments import DATA_HELP, CommandError, metrics_line, sizes
+from keras_fourier.model_record import read_checkpoint_record
 from keras_fourier.models.family import FFN_NAMES, MIXER_NAMES
 from keras_fourier.models.names import PUBLIC_NAMES, is_model_name, model_names
 from keras_fourier.run_folder import RunFolder
@@ -225,7 +226,6 @@ def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier train`; returns the exit status."""
     from keras_fourier.data import AugmentConfig
     from keras_fourier.training import NonFiniteLossError, RunFolderBusyError, TrainConfig, train
-    from keras_fourier.training.callbacks import read_checkpoint_record
 
     options = {
         field.name: getattr(args, field.name)

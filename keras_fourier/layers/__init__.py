@@ -4,14 +4,20 @@ from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.ffn import GLU, Mlp
 from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead
+from keras_fourier.layers.fno import FNO1D, FNO2D
 from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
+from keras_fourier.layers.fourier1d import AFNO1D, GlobalFilter1D
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
+from keras_fourier.layers.padding import PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
 
 __all__ = [
     "AFBO",
+    "AFNO1D",
     "AFNO2D",
+    "FNO1D",
+    "FNO2D",
     "GLU",
     "SCFBO",
     "DropPath",
@@ -20,10 +26,12 @@ __all__ = [
     "FNetMaskedLMHead",
     "FourierMixing",
     "GlobalFilter",
+    "GlobalFilter1D",
     "GlobalLocalFilter",
     "GnConv",
     "LayerScale",
     "Mlp",
+    "PeriodicPad2D",
     "PositionEmbedding",
     "SelfAttention",
     "StrideCheck",

@@ -20,7 +20,12 @@ from keras import ops
 from keras_fourier.layers import spectral
 from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.layers.interpolation import resize_axis_tensor
-from keras_fourier.validation import check_optional_size, check_positive_int, is_static_size
+from keras_fourier.validation import (
+    check_choice,
+    check_optional_size,
+    check_positive_int,
+    is_static_size,
+)
 
 
 def _image_shape(layer: str, input_shape) -> tuple[int | None, int | None, int]:
@@ -211,57 +216,49 @@ def _low_frequency_mask_tensor(height, width, fraction: float):
     return ops.cast(ops.logical_and(keep_h, keep_w), "float32")
 
 
-@keras.saving.register_keras_serializable(package="keras_fourier")
-class AFNO2D(keras.layers.Layer):
-    """Adaptive Fourier Neural Operator token mixer.
+# The rules that pick the modes AFNO2D keeps below hard_thresholding_fraction 1 (see AFNO2D).
+MODE_SLICINGS = ("low_frequency", "fourcastnet")
 
-    rfft2 (ortho) over space; per frequency, a two-layer complex MLP with a
-    block-diagonal weight (``num_blocks`` blocks) and complex ReLU; soft
-    thresholding (``sparsity_threshold``) for sparsity; irfft2; plus the
-    input, as the official AFNO2D adds its own residual.
 
-    Weights follow the official layout, with real and imaginary parts on the
-    first axis, all initialised N(0, 0.02): ``w1`` (2, num_blocks,
-    block_size, block_size * hidden_size_factor), ``b1`` (2, num_blocks,
-    block_size * hidden_size_factor), ``w2`` (2, num_blocks, block_size *
-    hidden_size_factor, block_size), ``b2`` (2, num_blocks, block_size).
+def fourcastnet_mode_mask(height: int, width: int, fraction: float) -> np.ndarray:
+    """(H, W // 2 + 1) mask of the modes NVlabs/FourCastNet's AFNO2D keeps.
 
-    ``hard_thresholding_fraction`` keeps the lowest fraction of modes along
-    both H and W and zeroes the rest (see :func:`low_frequency_mask`). The
-    official NVlabs code slices only the W axis, and counts its modes from
-    the number of tokens N // 2 + 1 rather than W // 2 + 1, so below 1.0 it
-    keeps far more modes than intended; this layer implements the paper's
-    intent, "truncating" high frequencies in both directions. At 1.0 (the
-    default) the two agree exactly.
+    With ``T = H // 2 + 1`` and ``K = int(T * fraction)``, FourCastNet
+    processes the half spectrum's rows ``T - K`` to ``T + K - 1`` (clipped
+    to H) and its columns below K, and zeroes the rest. Both bounds come
+    from the height: at fraction 1 every row is kept, but on a grid wider
+    than tall only the columns below H // 2 + 1 (on 90 x 180 tokens, 46 of
+    the 91); below 1 the row window is centred on the Nyquist row, so it
+    keeps the highest row frequencies and drops the lowest.
+    """
+    if not is_static_size(height, width):
+        return _fourcastnet_mode_mask_tensor(height, width, fraction)
+    total = height // 2 + 1
+    kept = int(total * fraction)
+    rows = np.arange(height)
+    keep_rows = (rows >= total - kept) & (rows < total + kept)
+    keep_cols = np.arange(width // 2 + 1) < kept
+    return (keep_rows[:, None] & keep_cols[None, :]).astype("float32")
 
-    No weight depends on the input size, so one layer runs at any H and W
-    (known or not when tracing); the mask follows the inputs' size.
 
-    Args:
-        num_blocks: number of diagonal blocks, must divide C. Default 8.
-        sparsity_threshold: soft-shrink lambda. Default 0.01.
-        hard_thresholding_fraction: fraction of modes kept, in (0, 1].
-            Default 1.0.
-        hidden_size_factor: width multiplier of the MLP's hidden layer.
-            Default 1.
-        fft_impl: "auto" (default), "fft" or "matmul".
-        **kwargs: base `keras.layers.Layer` arguments.
+def _fourcastnet_mode_mask_tensor(height, width, fraction: float):
+    """:func:`fourcastnet_mode_mask` from sizes known only at run time, as a float32 tensor."""
+    total = height // 2 + 1
+    kept = ops.cast(ops.floor(ops.cast(total, "float64") * fraction), "int32")
+    rows = ops.arange(height)
+    keep_rows = ops.logical_and(
+        ops.greater_equal(rows, total - kept), ops.less(rows, total + kept)
+    )[:, None]
+    keep_cols = ops.less(ops.arange(width // 2 + 1), kept)[None, :]
+    return ops.cast(ops.logical_and(keep_rows, keep_cols), "float32")
 
-    Call arguments:
-        inputs: (B, H, W, C) tensor with the C the layer was built for and
-            any H and W.
 
-    Returns:
-        Tensor of the same shape and the layer's compute dtype.
+class AFNOBase(keras.layers.Layer):
+    """Arguments, weights and the spectral MLP shared by AFNO2D and AFNO1D.
 
-    Example:
-        >>> layer = AFNO2D(num_blocks=4)
-        >>> layer(keras.ops.ones((2, 8, 8, 32))).shape
-        TensorShape([2, 8, 8, 32])
-
-    Reference:
-        Guibas et al., "Adaptive Fourier Neural Operators: Efficient Token
-        Mixers for Transformers", ICLR 2022, Eq. (6)-(7).
+    Subclasses transform their inputs, call :meth:`_spectral_mlp` on the
+    half spectrum (channels last) with their mode mask, transform back and
+    add the input.
     """
 
     def __init__(
@@ -301,11 +298,12 @@ class AFNO2D(keras.layers.Layer):
         self.hidden_size_factor = hidden_size_factor
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
 
-    def build(self, input_shape):
-        _, _, channels = _image_shape("AFNO2D", input_shape)
+    def _build_weights(self, channels: int) -> None:
+        """``w1``, ``b1``, ``w2``, ``b2`` in the official layout, N(0, 0.02)."""
+        layer = type(self).__name__
         if channels % self.num_blocks:
             raise ValueError(
-                f"AFNO2D needs channels divisible by `num_blocks`; received {channels} "
+                f"{layer} needs channels divisible by `num_blocks`; received {channels} "
                 f"channels with num_blocks={self.num_blocks}."
             )
         self._channels = channels
@@ -332,26 +330,29 @@ class AFNO2D(keras.layers.Layer):
         out_imag = _block_matmul(imag, weight[0]) + _block_matmul(real, weight[1]) + bias[1]
         return out_real, out_imag
 
-    def call(self, inputs):
-        check_channels("AFNO2D", self._channels, inputs)
+    def _spectral_mlp(self, real, imag, spectrum_shape, mask):
+        """Block MLP, mode mask and soft shrink of a (..., C) half spectrum.
+
+        Args:
+            real, imag: float32 half spectrum, channels last.
+            spectrum_shape: its shape, -1 for the batch.
+            mask: None or a float32 mask broadcastable to the spectrum
+                without its channel axis (the modes kept), as a NumPy array
+                or tensor.
+        """
         channels = self._channels
-        height, width = spectral.spatial_dims(inputs, (1, 2))
-        real, imag = spectral.rfft2(inputs, self.fft_impl)
-        spectrum_shape = (-1, height, width // 2 + 1, channels)
         block_shape = (*spectrum_shape[:-1], self.num_blocks, channels // self.num_blocks)
         real = ops.reshape(real, block_shape)
         imag = ops.reshape(imag, block_shape)
         real, imag = self._complex_block_linear(real, imag, self.w1, self.b1)
         real, imag = ops.relu(real), ops.relu(imag)
         real, imag = self._complex_block_linear(real, imag, self.w2, self.b2)
-        if self.hard_thresholding_fraction < 1:
-            mask = low_frequency_mask(height, width, self.hard_thresholding_fraction)
-            mask = ops.convert_to_tensor(mask)[:, :, None, None]
+        if mask is not None:
+            mask = ops.convert_to_tensor(mask)[..., None, None]
             real, imag = real * mask, imag * mask
         real = ops.reshape(_soft_shrink(real, self.sparsity_threshold), spectrum_shape)
         imag = ops.reshape(_soft_shrink(imag, self.sparsity_threshold), spectrum_shape)
-        out = spectral.irfft2(real, imag, width, self.fft_impl)
-        return ops.cast(out, self.compute_dtype) + ops.cast(inputs, self.compute_dtype)
+        return real, imag
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -365,6 +366,124 @@ class AFNO2D(keras.layers.Layer):
             "hidden_size_factor": self.hidden_size_factor,
             "fft_impl": self.fft_impl,
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class AFNO2D(AFNOBase):
+    """Adaptive Fourier Neural Operator token mixer.
+
+    rfft2 (ortho) over space; per frequency, a two-layer complex MLP with a
+    block-diagonal weight (``num_blocks`` blocks) and complex ReLU; soft
+    thresholding (``sparsity_threshold``) for sparsity; irfft2; plus the
+    input, as the official AFNO2D adds its own residual.
+
+    Weights follow the official layout, with real and imaginary parts on the
+    first axis, all initialised N(0, 0.02): ``w1`` (2, num_blocks,
+    block_size, block_size * hidden_size_factor), ``b1`` (2, num_blocks,
+    block_size * hidden_size_factor), ``w2`` (2, num_blocks, block_size *
+    hidden_size_factor, block_size), ``b2`` (2, num_blocks, block_size).
+    The MLP runs on every mode; the modes not kept are zeroed after it
+    (which gives the numbers of official code that computes the kept modes
+    only).
+
+    Which modes are kept (``mode_slicing``):
+
+    * ``"low_frequency"`` (default): the lowest ``hard_thresholding_fraction``
+      of the modes along both H and W, the rest zeroed (see
+      :func:`low_frequency_mask`): the paper's "truncating" of high
+      frequencies in both directions. At 1.0 every mode is kept, which is
+      exactly NVlabs/AFNO-transformer's AFNO2D at 1.0 (the value its
+      training scripts use) on any grid. Below 1.0 that code slices the W
+      axis only, and counts its modes from the number of tokens N // 2 + 1
+      rather than W // 2 + 1, so it keeps far more modes than intended; this
+      rule does not reproduce it there.
+    * ``"fourcastnet"``: NVlabs/FourCastNet's AFNO2D exactly, at every
+      fraction and grid (see :func:`fourcastnet_mode_mask`): rows
+      ``[T - K : T + K]`` and columns ``[:K]`` of the half spectrum, with
+      ``T = H // 2 + 1`` and ``K = int(T * hard_thresholding_fraction)``.
+      At 1.0 this keeps every mode only when W // 2 <= H // 2: on
+      FourCastNet's 90 x 180 token grid it keeps the columns 0-45 of 0-90,
+      so the default rule and FourCastNet agree at 1.0 on square grids (and
+      grids taller than wide) only.
+
+    No weight depends on the input size, so one layer runs at any H and W
+    (known or not when tracing); the mask follows the inputs' size.
+
+    Args:
+        num_blocks: number of diagonal blocks, must divide C. Default 8.
+        sparsity_threshold: soft-shrink lambda. Default 0.01.
+        hard_thresholding_fraction: fraction of modes kept, in (0, 1].
+            Default 1.0.
+        hidden_size_factor: width multiplier of the MLP's hidden layer.
+            Default 1.
+        fft_impl: "auto" (default), "fft" or "matmul".
+        mode_slicing: "low_frequency" (default) or "fourcastnet", the rule
+            that picks the kept modes (above).
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: (B, H, W, C) tensor with the C the layer was built for and
+            any H and W.
+
+    Returns:
+        Tensor of the same shape and the layer's compute dtype.
+
+    Example:
+        >>> layer = AFNO2D(num_blocks=4)
+        >>> layer(keras.ops.ones((2, 8, 8, 32))).shape
+        TensorShape([2, 8, 8, 32])
+        >>> AFNO2D(num_blocks=4, mode_slicing="fourcastnet")(keras.ops.ones((1, 4, 8, 8))).shape
+        TensorShape([1, 4, 8, 8])
+
+    Reference:
+        Guibas et al., "Adaptive Fourier Neural Operators: Efficient Token
+        Mixers for Transformers", ICLR 2022, Eq. (6)-(7); Pathak et al.,
+        "FourCastNet: A Global Data-driven High-resolution Weather Model
+        using Adaptive Fourier Neural Operators", arXiv:2202.11214.
+    """
+
+    def __init__(
+        self,
+        num_blocks: int = 8,
+        sparsity_threshold: float = 0.01,
+        hard_thresholding_fraction: float = 1.0,
+        hidden_size_factor: int = 1,
+        fft_impl: str = "auto",
+        mode_slicing: str = "low_frequency",
+        **kwargs,
+    ):
+        super().__init__(
+            num_blocks=num_blocks,
+            sparsity_threshold=sparsity_threshold,
+            hard_thresholding_fraction=hard_thresholding_fraction,
+            hidden_size_factor=hidden_size_factor,
+            fft_impl=fft_impl,
+            **kwargs,
+        )
+        self.mode_slicing = check_choice("mode_slicing", mode_slicing, MODE_SLICINGS)
+
+    def build(self, input_shape):
+        _, _, channels = _image_shape("AFNO2D", input_shape)
+        self._build_weights(channels)
+
+    def _mode_mask(self, height, width):
+        if self.mode_slicing == "fourcastnet":
+            return fourcastnet_mode_mask(height, width, self.hard_thresholding_fraction)
+        if self.hard_thresholding_fraction < 1:
+            return low_frequency_mask(height, width, self.hard_thresholding_fraction)
+        return None
+
+    def call(self, inputs):
+        check_channels("AFNO2D", self._channels, inputs)
+        height, width = spectral.spatial_dims(inputs, (1, 2))
+        real, imag = spectral.rfft2(inputs, self.fft_impl)
+        spectrum_shape = (-1, height, width // 2 + 1, self._channels)
+        real, imag = self._spectral_mlp(real, imag, spectrum_shape, self._mode_mask(height, width))
+        out = spectral.irfft2(real, imag, width, self.fft_impl)
+        return ops.cast(out, self.compute_dtype) + ops.cast(inputs, self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "mode_slicing": self.mode_slicing}
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")

@@ -41,6 +41,11 @@ Conventions follow the official PyTorch code of the papers:
   bin. The FFT path makes those columns Hermitian before the call
   (:func:`_hermitian_edge_columns`), so every backend's kernel, cuFFT
   included, gets a valid half spectrum and gives the same numbers.
+* :func:`rfft` / :func:`irfft` are ``torch.fft.rfft`` / ``irfft`` over axis 1
+  of a channels-last sequence ``(B, L, C)`` with ``norm="ortho"`` (the
+  official AFNO1D); the inverse ignores the imaginary parts of the DC and,
+  for even L, the Nyquist bin, as numpy and PyTorch do (the FFT path zeroes
+  them before the call, so every backend's kernel agrees).
 * :func:`fourier_mix_real` is FNet's ``Re(F_seq(F_hidden(x)))``: the real part
   of the unnormalised DFT over every non-batch axis.
 """
@@ -554,3 +559,141 @@ def fourier_mix_real(x, fft_impl: str = "auto"):
     cos, sin = _dft_tables(n, n)
     # Re((r + i q)(cos - i sin)) = r cos + q sin: the last axis needs only the real part.
     return contract_axis(real, cos, axes[-1]) + contract_axis(imag, sin, axes[-1])
+
+
+# ----------------------------------------------------------------------------- 1D
+
+
+def _native_rfft(x):
+    """Orthonormal rfft over axis 1 of float32 (B, L, C) with the backend's FFT."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        spectrum = jnp.fft.rfft(x, axis=1, norm="ortho")
+        return jnp.real(spectrum), jnp.imag(spectrum)
+    if backend == "torch":
+        import torch
+
+        spectrum = torch.fft.rfft(x, dim=1, norm="ortho")
+        return spectrum.real, spectrum.imag
+    if backend == "numpy":
+        spectrum = np.fft.rfft(x, axis=1, norm="ortho").astype(np.complex64)
+        return spectrum.real, spectrum.imag
+    import tensorflow as tf
+
+    (length,) = spatial_dims(x, (1,))
+    scale = _ortho_scale(length, 1)
+
+    @tf.custom_gradient
+    def transform(x):
+        spectrum = tf.transpose(tf.signal.rfft(tf.transpose(x, [0, 2, 1])), [0, 2, 1])
+
+        def gradient(d_real, d_imag):
+            # The adjoint of the orthonormal rfft: the orthonormal irfft of the upstream
+            # gradient with every bin the half spectrum stands for twice halved.
+            halves = 0.5 + 0.5 * _edge_columns(length)[0]
+            return _native_irfft(d_real * halves, d_imag * halves, length)
+
+        return (tf.math.real(spectrum) * scale, tf.math.imag(spectrum) * scale), gradient
+
+    return transform(x)
+
+
+def _native_irfft(real, imag, length):
+    """Orthonormal irfft over axis 1 of a (B, L // 2 + 1, C) spectrum whose edge bins are real."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        return jnp.fft.irfft(jax.lax.complex(real, imag), n=length, axis=1, norm="ortho")
+    if backend == "torch":
+        import torch
+
+        return torch.fft.irfft(torch.complex(real, imag), n=length, dim=1, norm="ortho")
+    if backend == "numpy":
+        out = np.fft.irfft(real + 1j * imag, n=length, axis=1, norm="ortho")
+        return out.astype(np.float32)
+    import tensorflow as tf
+
+    spectrum = tf.complex(tf.transpose(real, [0, 2, 1]), tf.transpose(imag, [0, 2, 1]))
+    out = tf.transpose(tf.signal.irfft(spectrum, fft_length=[length]), [0, 2, 1])
+    return out / _ortho_scale(length, 1)
+
+
+def rfft(x, fft_impl: str = "auto"):
+    """Orthonormal real FFT over axis 1 of a (B, L, C) sequence.
+
+    Args:
+        x: real tensor (B, L, C); cast to float32. L may be unknown when
+            tracing: "auto" then picks "fft" (except on a TPU), and "matmul"
+            builds its DFT tables in the graph from the run-time length.
+        fft_impl: "auto", "fft" or "matmul". "matmul" is one product with
+            the (L, L // 2 + 1) cosine and sine tables per part, which a
+            builtin-only TFLite converter accepts.
+
+    Returns:
+        (real, imag), each float32 (B, L // 2 + 1, C).
+    """
+    (length,) = spatial_dims(x, (1,))
+    static = is_static_size(length)
+    x = _float32(x)
+    if resolve_fft_impl(fft_impl, length if static else None) == "fft":
+        real, imag = _native_rfft(x)
+        if static:
+            return real, imag
+        dims = (*spatial_dims(x, (0,)), length // 2 + 1, *spatial_dims(x, (2,)))
+        return _with_dims(real, dims), _with_dims(imag, dims)
+    scale = _ortho_scale(length, 1)
+    cos, sin = _tables(length, length // 2 + 1)
+    return contract_axis(x, cos * scale, axis=1), contract_axis(x, -sin * scale, axis=1)
+
+
+def irfft(real, imag, length, fft_impl: str = "auto"):
+    """Inverse of :func:`rfft`: (B, L // 2 + 1, C) spectrum to (B, L, C).
+
+    The imaginary parts of the DC bin and (even L) the Nyquist bin are
+    ignored, as by ``numpy.fft.irfft`` and ``torch.fft.irfft``.
+
+    Args:
+        real: real part of the half spectrum, float32.
+        imag: imaginary part, same shape.
+        length: L of the output, an int or, for lengths unknown when
+            tracing, a scalar tensor.
+        fft_impl: "auto", "fft" or "matmul".
+
+    Returns:
+        float32 tensor (B, L, C).
+    """
+    static = is_static_size(length)
+    real = _float32(real)
+    imag = _float32(imag)
+    if resolve_fft_impl(fft_impl, length if static else None) == "fft":
+        batch, channels = spatial_dims(real, (0, 2))
+        imag = imag * (1.0 - _edge_columns(length)[0])
+        out = _native_irfft(real, imag, length)
+        return out if static else _with_dims(out, (batch, length, channels))
+    scale = _ortho_scale(length, 1)
+    cos, sin = _inverse_tables(length)
+    return contract_axis(real, cos * scale, axis=1) - contract_axis(imag, sin * scale, axis=1)
+
+
+def global_filter_1d(x, weight, fft_impl: str = "auto"):
+    """The 1D global filter ``irfft(rfft(x) * K)``, orthonormal, over axis 1 of (B, L, C).
+
+    Args:
+        x: real tensor (B, L, C); cast to float32.
+        weight: the complex filter K as (L // 2 + 1, C, 2), real and
+            imaginary parts last (or broadcastable to it).
+        fft_impl: "auto", "fft" or "matmul".
+
+    Returns:
+        float32 tensor (B, L, C).
+    """
+    real, imag = rfft(x, fft_impl)
+    weight = _float32(weight)
+    w_real, w_imag = weight[..., 0], weight[..., 1]
+    out_real = real * w_real - imag * w_imag
+    out_imag = real * w_imag + imag * w_real
+    return irfft(out_real, out_imag, spatial_dims(x, (1,))[0], fft_impl)

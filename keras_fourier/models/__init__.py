@@ -21,9 +21,11 @@ _MODULES = {
     "FNetBase": "catalog",
     "FNetLarge": "catalog",
     "FNetPretraining": "fnet",
+    "FourCastNet": "fourcastnet",
     "build_model": "builder",
     "feature_extractor": "vision",
     "resolve_model": "resolve",
+    "rollout": "fourcastnet",
 }
 
 
@@ -53,6 +55,7 @@ __all__ = [
     "FNetBase",
     "FNetLarge",
     "FNetPretraining",
+    "FourCastNet",
     "GFNetB",
     "GFNetHB",
     "GFNetHS",
@@ -71,4 +74,5 @@ __all__ = [
     "build_model",
     "feature_extractor",
     "resolve_model",
+    "rollout",
 ]

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-MODALITIES = ("image", "text")
+MODALITIES = ("image", "text", "field")
 # The token mixers and FFNs of a vision row, by name (their layers: models/vision.py MIXERS
 # and FFNS, in this order).
 MIXER_NAMES = ("global_filter", "afno", "fourier", "gnconv", "gnconv_gf", "attention")
@@ -43,7 +43,8 @@ class Family:
             compositions).
         builders: public builder name -> variant key, e.g.
             {"GFNetTi": "gfnet_ti"}.
-        modality: "image" or "text": what the family's models take.
+        modality: "image", "text" or "field" (gridded N-channel fields,
+            FourCastNet): what the family's models take.
         releases: variant (or release) key -> official checkpoint releases.
             Default: none.
         checkpoint_key: ``(variant, variable_path) -> official key or None``

@@ -1,7 +1,7 @@
 """The catalog's tables and its model names, keras-free: every family and every name it builds.
 
 :data:`FAMILIES` lists the model families (GFNet, GFNet-H, HorNet, AFNONet,
-FNet and the `build_model` compositions of :data:`VISION_PRESETS`); the rest
+FNet, FourCastNet and the `build_model` compositions of :data:`VISION_PRESETS`); the rest
 derives from it: :data:`VARIANTS` and :data:`RELEASES` (the vision rows and
 their official checkpoints), :data:`BUILDERS` (public builder name ->
 :class:`~keras_fourier.models.family.Variant`, found by key with
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from keras_fourier.models import afnonet, fnet_family, gfnet, hornet
+from keras_fourier.models import afnonet, fnet_family, fourcastnet_family, gfnet, hornet
 from keras_fourier.models.family import Family, Variant, VisionSpec
 
 # build_model arguments of the small presets; every one takes >= 16x16 images.
@@ -67,6 +67,7 @@ FAMILIES: tuple[Family, ...] = (
     hornet.HORNET,
     afnonet.AFNONET,
     fnet_family.FNET,
+    fourcastnet_family.FOURCASTNET,
     COMPOSITIONS,
 )
 # The families built by the generic vision builder from a VisionSpec row.
