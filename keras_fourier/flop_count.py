@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -216,7 +217,27 @@ def _shapes(structure) -> list[Shape]:
     ]
 
 
-def _dummy_inputs(model: keras.Model):
+def zero_inputs(model: keras.Model) -> Any:
+    """A batch of one all-zero input of `model`, in the structure its call takes.
+
+    The input that :func:`flops` runs the model on; benchmarks run it to
+    record the shapes of the model's products.
+
+    Args:
+        model: a built Keras model with static input shapes besides the batch.
+
+    Returns:
+        One NumPy array per model input (batch 1, the inputs' dtypes), in
+        the structure of the model's inputs.
+
+    Raises:
+        ValueError: an input with a free dimension besides the batch.
+
+    Example:
+        >>> zero_inputs(keras_fourier.GFNetTi()).shape
+        (1, 224, 224, 3)
+    """
+
     def zeros(tensor):
         shape = tuple(tensor.shape)
         if any(d is None for d in shape[1:]):
@@ -294,7 +315,7 @@ def flops(model: keras.Model, by_layer: bool = False) -> int | list[tuple[str, s
         originals[layer] = layer.__dict__.get("call")
         object.__setattr__(layer, "call", wrap(layer))
     try:
-        model(_dummy_inputs(model), training=False)
+        model(zero_inputs(model), training=False)
     finally:
         for layer, original in originals.items():
             if original is None:

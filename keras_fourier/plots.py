@@ -23,7 +23,22 @@ if TYPE_CHECKING:
 PLOTS_EXTRA = 'pip install "keras-fourier[plots]"'
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
+    """A matplotlib Figure on the non-interactive Agg canvas, laid out "constrained".
+
+    Args:
+        width: inches.
+        height: inches.
+
+    Returns:
+        The Figure (draw on ``figure.subplots(...)``, write with :func:`save_png`).
+
+    Raises:
+        ImportError: matplotlib is not installed, naming the extra to install.
+
+    Example:
+        >>> axis = new_figure(4, 3).subplots()
+    """
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -123,7 +138,7 @@ def plot_filters(
             f"HorNet GF); {model_or_layer.name!r} has none."
         )
     columns = min(channels, max(weight.shape[0] for _, weight in filters))
-    figure = _figure(1.2 * columns + 1.5, 1.2 * len(filters) + 0.6)
+    figure = new_figure(1.2 * columns + 1.5, 1.2 * len(filters) + 0.6)
     figure.suptitle("log |global filter| per block (rows: vertical freq. centred)")
     axes = figure.subplots(len(filters), columns, squeeze=False)
     for row, (name, weight) in enumerate(filters):
@@ -177,7 +192,7 @@ def plot_history(run_dir: str | os.PathLike, path: str | os.PathLike | None = No
     names = sorted({key for row in rows for key in row} - {"epoch"})
     metrics = [name for name in names if not name.startswith("val_")]
     metrics += [name[4:] for name in names if name.startswith("val_") and name[4:] not in names]
-    figure = _figure(4.0 * len(metrics), 3.2)
+    figure = new_figure(4.0 * len(metrics), 3.2)
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
     for axis, metric in zip(axes, metrics, strict=True):
         for key, style in ((metric, "-o"), (f"val_{metric}", "--s")):
@@ -194,4 +209,4 @@ def plot_history(run_dir: str | os.PathLike, path: str | os.PathLike | None = No
     return figure
 
 
-__all__ = ["global_filters", "plot_filters", "plot_history", "save_png"]
+__all__ = ["global_filters", "new_figure", "plot_filters", "plot_history", "save_png"]

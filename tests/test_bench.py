@@ -9,6 +9,7 @@ import pytest
 
 import keras_fourier
 from keras_fourier import bench, export
+from keras_fourier.bench import scaling
 from keras_fourier.cli import main
 from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.training import create_model
@@ -104,11 +105,11 @@ def test_bench_refuses_bad_arguments_and_writes_nothing(argv, tmp_path):
 
 def test_attention_points_that_do_not_fit_in_memory_are_skipped(monkeypatch, capsys):
     # Two float32 (heads, tokens, tokens) matrices: 16384 tokens at width 384 need 12 GiB.
-    monkeypatch.setattr(bench, "_available_mib", lambda: 20 * 1024.0)
-    assert bench._attention_fits(16384, 384, 1)
-    assert not bench._attention_fits(16384, 384, 2)
-    monkeypatch.setattr(bench, "_available_mib", lambda: 0.1)  # 64 tokens fit, 128 do not
-    rows = bench._scaling_series(
+    monkeypatch.setattr(scaling, "available_mib", lambda: 20 * 1024.0)
+    assert bench.attention_fits(16384, 384, 1)
+    assert not bench.attention_fits(16384, 384, 2)
+    monkeypatch.setattr(scaling, "available_mib", lambda: 0.1)  # 64 tokens fit, 128 do not
+    rows = bench.scaling_series(
         "attention", "1d", [(64,), (128,)], "-", 16, 1, "auto", 1, "float32"
     )
     assert [row["tokens"] for row in rows] == [64]
@@ -119,10 +120,10 @@ def test_memory_check_reads_this_machines_meminfo():
     # The real query the attention points are skipped by: MemAvailable, in MiB, below MemTotal.
     with open("/proc/meminfo") as file:
         total = next(int(line.split()[1]) for line in file if line.startswith("MemTotal:")) / 1024
-    available = bench._available_mib()
+    available = bench.available_mib()
     assert 0 < available <= total
-    assert bench._attention_fits(64, 16, 1)
-    assert not bench._attention_fits(10**6, 384, 1)  # 2 x 6 x 10^12 floats: no machine has it
+    assert bench.attention_fits(64, 16, 1)
+    assert not bench.attention_fits(10**6, 384, 1)  # 2 x 6 x 10^12 floats: no machine has it
 
 
 def test_bench_bf16_runs_the_mixed_bfloat16_policy_and_reports_agreement(tmp_path):

@@ -27,7 +27,9 @@ DESCRIPTION = (
     "this machine's matmul rate in the compute dtype of --precision (float32, bf16, "
     "int8), with --agreement against float32. Scaling mode (--scaling): one block "
     "(mixer + MLP) at width 384, latency and peak memory against the token count, "
-    "plotted. Writes JSON and CSV (and PNG) into --out."
+    "plotted. A segmenter (output (B, H, W, classes), free input size) runs at 512 and "
+    "1024 px; --max-input finds the largest input within --memory-gib. "
+    "Writes JSON and CSV (and PNG) into --out."
 )
 SHOW_DEFAULTS = True
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -51,16 +53,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--scaling", action="store_true", help="time one block against the token count")
     add(
         "--batch-size",
-        type=int,
+        type=comma_list(None, int),
         default=None,
-        help="inputs per timed call; default 16 for a model, 1 for --scaling",
+        help="inputs per timed call (a comma list for a Keras MODEL); default 16 for a model, "
+        "1,8 for a model of free input size (a segmenter), 1 for --scaling and --max-input",
     )
     add(
         "--image-size",
-        type=int,
+        type=comma_list(None, int),
         default=None,
         help="input size of named models; default: what train builds for the small presets "
-        "(16 for gfnet_tiny on the digits), 224 for the papers' models",
+        "(16 for gfnet_tiny on the digits), 224 for the papers' models; sizes (a comma list) "
+        "of a model of free input size, default 512,1024; the first side of --max-input, "
+        "default 256",
     )
     add(
         "--classes",
@@ -125,17 +130,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="1D sequence lengths (fourier and attention)",
     )
     add("--width", type=int, default=SCALING_WIDTH, help="channels of the scaling block")
+    add(
+        "--max-input",
+        action="store_true",
+        help="the largest square input MODEL runs inference on within --memory-gib (doubling, "
+        "then bisection; each probe in its own process)",
+    )
+    add("--memory-gib", type=float, default=16.0, help="--max-input's memory budget (GiB)")
+    add(
+        "--max-side", type=int, default=None, help="--max-input's largest side tried (default 8192)"
+    )
     add("--out", default=os.path.join("runs", "bench"), help="folder of the JSON/CSV/PNG files")
 
 
 def _check(args: argparse.Namespace) -> None:
+    if args.max_input and not args.model:
+        raise ValueError("--max-input needs a MODEL. Received: --max-input without MODEL")
     if args.scaling == bool(args.model):
         raise ValueError(
             f"give either MODEL or --scaling. Received: MODEL={args.model!r}, "
             f"--scaling={args.scaling}"
         )
-    if args.batch_size is None:
-        args.batch_size = 1 if args.scaling else 16
+    if args.max_input and args.model.endswith(".tflite"):
+        raise ValueError(f"--max-input takes a Keras model. Received: MODEL={args.model!r}")
+    if args.memory_gib <= 0:
+        raise ValueError(f"--memory-gib must be > 0. Received: --memory-gib={args.memory_gib!r}")
     if args.scaling and args.precision == "int8":
         raise ValueError("--precision int8 applies to a MODEL, not --scaling. Received: --scaling")
     if args.reference is not None and not (args.model or "").endswith(".tflite"):
@@ -144,10 +163,21 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--agreement of a .tflite file needs --reference. Received: MODEL={args.model!r}"
         )
-    for name in ("batch_size", "image_size", "classes", "repeats", "width", "examples"):
+    for name in ("classes", "repeats", "width", "examples", "max_side"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={getattr(args, name)!r}")
+    for name in ("batch_size", "image_size"):
+        values = getattr(args, name) or ()
+        if any(value < 1 for value in values):
+            flag = f"--{name.replace('_', '-')}"
+            raise ValueError(f"{flag} must be >= 1. Received: {flag}={','.join(map(str, values))}")
+    one_batch = args.scaling or args.max_input or (args.model or "").endswith(".tflite")
+    if one_batch and args.batch_size and len(args.batch_size) > 1:
+        raise ValueError(
+            "several batch sizes apply to a Keras MODEL's timing. "
+            f"Received: --batch-size={','.join(map(str, args.batch_size))}"
+        )
     for name in ("grids", "sequences"):
         values = getattr(args, name, None) or ()
         if any(value < 1 for value in values):
@@ -165,123 +195,109 @@ def _rerun_on_backend(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier bench`; returns the exit status.
 
-    Its two model modes (a Keras model, a .tflite file) are the inner functions
-    `bench_keras` and `bench_tflite`, which use the library this function imports.
+    Its modes are the inner functions `bench_keras`, `bench_tflite` and
+    `max_input`, which call the library (:mod:`keras_fourier.bench`) this
+    function imports.
     """
     import keras
 
     from keras_fourier.bench import (
         COMPUTE_DTYPES,
+        MAX_INPUT_MAX_SIDE,
+        MAX_INPUT_START,
         agreement_inputs,
-        benchmark_model,
-        benchmark_tflite,
-        cpu_description,
+        bench_keras,
+        bench_tflite,
         format_table,
+        has_free_input_size,
         host_limits,
+        largest_input,
         machine,
-        mlp_matmul_shape,
         named_model_size,
         plot_scaling,
-        precision_agreement,
         run_scaling,
-        tflite_agreement,
-        tflite_is_integer,
-        tflite_matmul_rate,
-        with_precision,
         write_results,
     )
-    from keras_fourier.export.journal import recover_around
-    from keras_fourier.flop_count import flops
     from keras_fourier.models.catalog import is_model_name
-    from keras_fourier.models.clone import clone_with
     from keras_fourier.models.resolve import resolve_model
 
-    def bench_keras(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Rows of a model name, .keras file or run folder at --precision, one per --fft-impl."""
+    def keras_rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Rows of a model name, .keras file or run folder at --precision."""
         keras.mixed_precision.set_global_policy("float32")
+        sizes = args.image_size
         if is_model_name(args.model):
+            if sizes and len(sizes) > 1:
+                raise ValueError(
+                    "--image-size takes one size for a named model (several apply to a model "
+                    f"of free input size). Received: --image-size={','.join(map(str, sizes))}"
+                )
             image_size, classes = named_model_size(args.model)
-            args.image_size = args.image_size or image_size
+            args.image_size = sizes[0] if sizes else image_size
             args.classes = args.classes or classes
+            sizes = None
+        else:
+            args.image_size = None  # the sizes a model of free input size runs at
         base = resolve_model(args.model, **model_options(args))
-        limit = COMPUTE_DTYPES[args.precision]
-        host = host_limits(mlp_matmul_shape(base, args.batch_size), [limit], args.repeats)
-        rates = host["matmul_gmac_s"]
-        train_limit = "float32" if limit == "int8" else limit
-        gflops = flops(base) / 1e9
         inputs = None
         if args.agreement:
-            inputs = agreement_inputs(base, args.data, args.data_split, args.examples)
+            first = (sizes or [512])[0] if has_free_input_size(base) else None
+            inputs = agreement_inputs(base, args.data, args.data_split, args.examples, first)
         if args.precision not in ("float32", "int8"):
             keras.mixed_precision.set_global_policy(args.precision)
-        rows = []
-        for impl in args.fft_impl:
-            reference = base if impl == "auto" else clone_with(base, fft_impl=impl)
-            model = with_precision(reference, args.precision)
-            figures = benchmark_model(
-                model,
-                batch_size=args.batch_size,
-                jit_compile=args.jit,
-                repeats=args.repeats,
-                train=not args.no_train,
-            )
-            row = {
-                "model": base.name,
-                "runtime": keras.backend.backend(),
-                "precision": args.precision,
-                "fft_impl": impl,
-                "batch_size": args.batch_size,
-                "gflops": round(gflops, 4),
-                **_rounded(figures),
-                **_throughput(gflops, figures, rates[limit], rates[train_limit]),
-                **_host_columns(host, limit),
-            }
-            if inputs is not None:
-                agreement = precision_agreement(reference, inputs, args.precision, args.batch_size)
-                row.update(_rounded(agreement))
-            rows.append(row)
-            del model
-        return rows, host
+        return bench_keras(
+            base,
+            precision=args.precision,
+            fft_impls=args.fft_impl,
+            batch_sizes=args.batch_size,
+            image_sizes=sizes,
+            jit_compile=args.jit,
+            repeats=args.repeats,
+            train=not args.no_train,
+            agreement_inputs=inputs,
+        )
 
-    def bench_tflite(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def tflite_rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The row of a .tflite file; FLOPs, host fractions and agreement with --reference."""
-        recover_around(args.model)  # an export killed while placing it is completed first
-        figures = benchmark_tflite(
-            args.model, batch_size=args.batch_size, threads=args.threads, repeats=args.repeats
-        )
-        integer = tflite_is_integer(args.model)
-        row = {
-            "model": os.path.basename(args.model),
-            "runtime": "tflite",
-            "precision": "int8" if integer else "float",
-            "batch_size": args.batch_size,
-            **_rounded(figures),
-        }
-        name, features = cpu_description()
-        host: dict[str, Any] = {"cpu": name, "cpu_features": features}
-        if args.reference is None:
-            return [row], host
-        reference = resolve_model(args.reference)
-        shape = mlp_matmul_shape(reference, args.batch_size)
-        limit = "int8" if integer else "float32"
-        rates = {"float32": tflite_matmul_rate(shape, False, args.threads, args.repeats) / 1e9}
-        if integer:
-            rates["int8"] = tflite_matmul_rate(shape, True, args.threads, args.repeats) / 1e9
-        host.update(
-            matmul_shape="x".join(map(str, shape)),
-            matmul_gmac_s={dtype: round(rate, 2) for dtype, rate in rates.items()},
-            matmul_runtime="tflite",
-        )
-        gflops = flops(reference) / 1e9
-        row.update(
-            gflops=round(gflops, 4),
-            **_throughput(gflops, figures, rates[limit], rates[limit]),
-            **_host_columns(host, limit),
-        )
+        reference = None if args.reference is None else resolve_model(args.reference)
+        inputs = None
         if args.agreement:
             inputs = agreement_inputs(reference, args.data, args.data_split, args.examples)
-            row.update(_rounded(tflite_agreement(args.model, reference, inputs)))
-        return [row], host
+        return bench_tflite(
+            args.model,
+            reference=reference,
+            batch_size=args.batch_size[0] if args.batch_size else 16,
+            threads=args.threads,
+            repeats=args.repeats,
+            agreement_inputs=inputs,
+        )
+
+    def max_input(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+        """--max-input: the largest input within --memory-gib, each probe in its own process."""
+        start = args.image_size[0] if args.image_size else MAX_INPUT_START
+        options = None
+        if is_model_name(args.model):
+            model = args.model
+            options = {"classes": args.classes or named_model_size(args.model)[1]}
+        else:
+            args.image_size = None
+            model = resolve_model(args.model, **model_options(args))
+        report = largest_input(
+            model,
+            memory_gib=args.memory_gib,
+            batch_size=args.batch_size[0] if args.batch_size else 1,
+            start=start,
+            max_side=args.max_side or MAX_INPUT_MAX_SIDE,
+            precision=args.precision,
+            jit_compile=args.jit,
+            build_options=options,
+        )
+        print(format_table(report["rows"]))
+        paths = write_results(args.out, "max_input", {"mode": "max_input", **settings, **report})
+        largest = report["largest_side"]
+        found = f"{largest}x{largest}" if largest else "none (not even the smallest probe fits)"
+        print(f"largest input within {args.memory_gib:g} GiB: {found}")
+        print("wrote " + ", ".join(paths))
+        return 0
 
     _check(args)
     if args.backend and args.backend != keras.backend.backend():
@@ -294,12 +310,13 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.scaling:
         keras.mixed_precision.set_global_policy(args.precision)
+        batch_size = args.batch_size[0] if args.batch_size else 1
         rows = run_scaling(
             mixers=args.mixers,
             grids=args.grids,
             sequences=args.sequences,
             width=args.width,
-            batch_size=args.batch_size,
+            batch_size=batch_size,
             fft_impls=args.fft_impl,
             jit_compile=args.jit,
             repeats=args.repeats,
@@ -307,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(format_table(rows))
         # The limit of the block's MLP at 56x56 tokens (GFNet-XS's first-stage-sized product).
-        shape = (56 * 56 * args.batch_size, args.width, 4 * args.width)
+        shape = (56 * 56 * batch_size, args.width, 4 * args.width)
         settings["host"] = host_limits(shape, [COMPUTE_DTYPES[args.precision]], args.repeats)
         report = {"mode": "scaling", **settings, "rows": rows}
         paths = write_results(args.out, "scaling", report)
@@ -320,42 +337,14 @@ def run(args: argparse.Namespace) -> int:
             paths.append(png)
         print("wrote " + ", ".join(paths))
         return 0
+    if args.max_input:
+        return max_input(args, settings)
     if args.model.endswith(".tflite"):
-        rows, host = bench_tflite(args)
+        rows, host = tflite_rows(args)
     else:
-        rows, host = bench_keras(args)
+        rows, host = keras_rows(args)
     settings["host"] = host
     print(format_table(rows))
     paths = write_results(args.out, "bench", {"mode": "model", **settings, "rows": rows})
     print("wrote " + ", ".join(paths))
     return 0
-
-
-def _rounded(figures: dict[str, Any]) -> dict[str, Any]:
-    """Floats to 5 significant digits."""
-    return {k: float(f"{v:.5g}") if isinstance(v, float) else v for k, v in figures.items()}
-
-
-def _host_columns(host: dict[str, Any], limit: str) -> dict[str, Any]:
-    """The host's rates as row columns, so that the CSV alone names the limits."""
-    columns = {f"host_{dtype}_gmac_s": rate for dtype, rate in host["matmul_gmac_s"].items()}
-    return {**columns, "limit_dtype": limit}
-
-
-def _throughput(
-    gflops: float, figures: dict[str, Any], limit_rate: float, train_rate: float
-) -> dict[str, Any]:
-    """Multiply-adds per second of each phase and its fraction of the phase's limit.
-
-    A training step counts 3 forward passes (forward, and the two products
-    of each layer's backward pass); `train_rate` is its limit (float32 for
-    int8 models, whose gradients are float).
-    """
-    result = {}
-    for phase, passes, limit in (("predict", 1, limit_rate), ("train", 3, train_rate)):
-        if f"{phase}_img_s" in figures:
-            rate = passes * gflops * figures[f"{phase}_img_s"]
-            result[f"{phase}_gmac_s"] = round(rate, 2)
-            # A limit measured as 0 (a tiny matmul, rounded) gives no fraction.
-            result[f"{phase}_fraction"] = round(rate / limit, 4) if limit > 0 else None
-    return result

@@ -60,8 +60,25 @@ def check_output(output: str) -> str:
     return check_choice("output", output, OUTPUTS)
 
 
-def _classifier_head(model: keras.Model) -> keras.layers.Dense | None:
-    """The Dense layer producing the model's single output, if there is one."""
+def classifier_head(model: keras.Model) -> keras.layers.Dense | None:
+    """The Dense layer producing the model's single output, if there is one.
+
+    The classification head of the vision models (``head``) and of FNet
+    with `num_classes` (``classifier``): exports and benchmarks switch its
+    activation to linear to give logits, and keep it in float32 under a
+    mixed precision.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        The Dense layer, or None (several or dict outputs, or a last layer
+        that is not a Dense layer producing the output).
+
+    Example:
+        >>> classifier_head(keras_fourier.GFNetTi()).name
+        'head'
+    """
     if isinstance(model.output, dict) or len(model.outputs) != 1:
         return None
     last = model.layers[-1]
@@ -160,7 +177,7 @@ def serving_model(
                 "for the named builders), and copy the weights: "
                 f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
             )
-    head = _classifier_head(model)
+    head = classifier_head(model)
     if head is None:
         if output == "logits":
             raise ValueError(
