@@ -25,7 +25,7 @@ from keras_fourier import export, training
 from keras_fourier.cli import build_parser
 from keras_fourier.export import signatures
 from keras_fourier.layers import spectral
-from keras_fourier.models import catalog, vision
+from keras_fourier.models import catalog, family
 
 pytestmark = pytest.mark.single_backend
 
@@ -135,15 +135,15 @@ def test_help_lists_the_names_the_library_knows(capsys):
     train = _help("train", capsys)
     names = re.search(r"--model MODEL one of: ([^(]*) \(or the builder name", train).group(1)
     assert names.split(", ") == catalog.model_names()
-    assert _choices(train, "--mixer") == tuple(vision.MIXERS)
-    assert _choices(train, "--ffn") == tuple(vision.FFNS)
+    assert _choices(train, "--mixer") == tuple(family.MIXERS)
+    assert _choices(train, "--ffn") == tuple(family.FFNS)
     assert _choices(train, "--strategy") == training.STRATEGIES
     assert _choices(train, "--mixed-precision") == training.PRECISIONS
     for name in [*catalog.model_names(), *catalog.PUBLIC_NAMES]:
         assert build_parser().parse_args(["train", "--model", name]).model == name
     bench = _help("bench", capsys)
-    assert f"comma-separated, of {', '.join(vision.MIXERS)}" in bench
-    assert set(build_parser().parse_args(["bench", "--scaling"]).mixers) == set(vision.MIXERS)
+    assert f"comma-separated, of {', '.join(family.MIXERS)}" in bench
+    assert set(build_parser().parse_args(["bench", "--scaling"]).mixers) == set(family.MIXERS)
     for impl in spectral.FFT_IMPLS:
         assert build_parser().parse_args(["bench", "--fft-impl", impl]).fft_impl == [impl]
     exported = _help("export", capsys)

@@ -11,7 +11,8 @@ import keras_fourier
 import keras_fourier.models as models
 from keras_fourier import layers
 from keras_fourier.models import catalog, vision_weights
-from keras_fourier.models.vision import BUILT_SIZE, FFNS, MIXERS, build_vision_model
+from keras_fourier.models.family import FFNS, MIXERS
+from keras_fourier.models.vision import BUILT_SIZE, build_vision_model
 from keras_fourier.weights import resize
 from tests.harness import random_input, run_model_checks
 

@@ -15,8 +15,8 @@ from keras_fourier.bench.measure import available_mib, median_seconds, peak_rss_
 from keras_fourier.bench.report import format_row
 from keras_fourier.flop_count import flops
 from keras_fourier.layers import Mlp
-from keras_fourier.models.family import FOURIER_MIXERS, MIXER_NAMES
-from keras_fourier.models.vision import MIXERS
+from keras_fourier.models.family import FOURIER_MIXERS, MIXER_NAMES, MIXERS
+from keras_fourier.models.vision import component_layer
 from keras_fourier.plots import new_figure, save_png
 from keras_fourier.settings import BENCH_JIT, SCALING_GRIDS, SCALING_SEQUENCES, SCALING_WIDTH
 
@@ -51,7 +51,7 @@ def scaling_block(mixer: str, tokens_shape: tuple[int, ...], width: int, fft_imp
         kwargs["num_heads"] = max(1, width // 64)
     inputs = keras.Input((*tokens_shape, width))
     norm = keras.layers.LayerNormalization(epsilon=1e-6)
-    x = inputs + MIXERS[mixer](**kwargs)(norm(inputs))
+    x = inputs + component_layer(MIXERS[mixer], **kwargs)(norm(inputs))
     x = x + Mlp()(keras.layers.LayerNormalization(epsilon=1e-6)(x))
     return keras.Model(inputs, x, name=f"{mixer}_block")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import keras
 
-from keras_fourier.models.family import VisionSpec
-from keras_fourier.models.vision import FFNS, MIXERS, build_vision_model
+from keras_fourier.models.family import FFNS, MIXERS, VisionSpec
+from keras_fourier.models.vision import build_vision_model
 from keras_fourier.validation import check_choice, check_number
 from keras_fourier.weights.saved import load_file_weights
 

@@ -22,11 +22,56 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 MODALITIES = ("image", "text", "field")
-# The token mixers and FFNs of a vision row, by name (their layers: models/vision.py MIXERS
-# and FFNS, in this order).
-MIXER_NAMES = ("global_filter", "afno", "fourier", "gnconv", "gnconv_gf", "attention")
-FOURIER_MIXERS = ("global_filter", "afno", "fourier", "gnconv_gf")
-FFN_NAMES = ("mlp", "glu", "afbo", "scfbo_gc", "scfbo_oc")
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """A token mixer or FFN of the vision builder, by name: its layer and fixed arguments.
+
+    Attributes:
+        layer: the class name in :mod:`keras_fourier.layers`.
+        kwargs: arguments given to every such layer (a row's own override them).
+        fourier: the layer computes a Fourier transform and takes `fft_impl`.
+        filter_size: for a layer holding a filter sized by the token grid, the
+            arguments that fix it from the stage's grid (h, w), so that an
+            any-size model builds it at the training size; None otherwise.
+        any_size: the layer runs on token grids of any size.
+    """
+
+    layer: str
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    fourier: bool = False
+    filter_size: Callable[[int, int], dict[str, Any]] | None = None
+    any_size: bool = True
+
+
+# The one registration point of a mixer or FFN: a row here (its layer exported from
+# keras_fourier.layers) gives the vision builder, `build_model`, --mixer/--ffn and the bench.
+MIXERS: dict[str, Component] = {
+    "global_filter": Component(
+        "GlobalFilter", fourier=True, filter_size=lambda h, w: {"height": h, "width": w // 2 + 1}
+    ),
+    "afno": Component("AFNO2D", fourier=True),
+    "fourier": Component("FourierMixing", fourier=True, any_size=False),
+    "gnconv": Component("GnConv", {"spatial_mixing": "dwconv"}),
+    "gnconv_gf": Component(
+        "GnConv",
+        {"spatial_mixing": "global_local"},
+        fourier=True,
+        filter_size=lambda h, w: {"filter_size": (h, w // 2 + 1)},
+    ),
+    "attention": Component("SelfAttention"),
+}
+FFNS: dict[str, Component] = {
+    "mlp": Component("Mlp"),
+    "glu": Component("GLU"),
+    "afbo": Component("AFBO"),
+    "scfbo_gc": Component("SCFBO", {"channel_mapping": "gccm", "groups": 2}),
+    "scfbo_oc": Component("SCFBO", {"channel_mapping": "occm", "groups": 4}),
+}
+MIXER_NAMES = tuple(MIXERS)
+FOURIER_MIXERS = tuple(name for name, row in MIXERS.items() if row.fourier)
+FFN_NAMES = tuple(FFNS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,21 +26,10 @@ from typing import Any
 import keras
 import numpy as np
 
-from keras_fourier.layers import (
-    AFNO2D,
-    GLU,
-    DropPath,
-    FourierMixing,
-    GlobalFilter,
-    LayerScale,
-    Mlp,
-    SelfAttention,
-    spectral,
-)
-from keras_fourier.layers.afbo import AFBO, SCFBO
-from keras_fourier.layers.hornet import GnConv
+from keras_fourier import layers
+from keras_fourier.layers import DropPath, LayerScale, spectral
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
-from keras_fourier.models.family import FFN_NAMES, FOURIER_MIXERS, MIXER_NAMES, VisionSpec
+from keras_fourier.models.family import FFNS, MIXERS, Component, VisionSpec
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -48,43 +37,24 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # The size an any-size model's filters and position embeddings are built for
 # (H or W given as None): the training size of every official release.
 BUILT_SIZE = 224
-# Mixers whose layers hold a size-dependent filter, by the keyword arguments
-# that fix it for an any-size model from the stage's token grid (h, w).
-_FILTER_KWARGS: dict[str, Callable[[int, int], dict]] = {
-    "global_filter": lambda h, w: {"height": h, "width": w // 2 + 1},
-    "gnconv_gf": lambda h, w: {"filter_size": (h, w // 2 + 1)},
-}
-_FIXED_SIZE_MIXERS = ("fourier",)
 POOLINGS = (None, "avg", "max")
 
-# The layer of each name of MIXER_NAMES and FFN_NAMES (models/family.py), in their order.
-MIXERS: dict[str, Callable[..., keras.layers.Layer]] = dict(
-    zip(
-        MIXER_NAMES,
-        (
-            GlobalFilter,
-            AFNO2D,
-            FourierMixing,
-            lambda **kw: GnConv(spatial_mixing="dwconv", **kw),
-            lambda **kw: GnConv(spatial_mixing="global_local", **kw),
-            SelfAttention,
-        ),
-        strict=True,
-    )
-)
-FFNS: dict[str, Callable[..., keras.layers.Layer]] = dict(
-    zip(
-        FFN_NAMES,
-        (
-            Mlp,
-            GLU,
-            AFBO,
-            lambda **kw: SCFBO(channel_mapping="gccm", **{"groups": 2, **kw}),
-            lambda **kw: SCFBO(channel_mapping="occm", **{"groups": 4, **kw}),
-        ),
-        strict=True,
-    )
-)
+
+def component_layer(row: Component, **kwargs) -> keras.layers.Layer:
+    """The layer of a mixer or FFN row of `models.family.MIXERS`/`FFNS`.
+
+    Args:
+        row: the component's row.
+        **kwargs: the layer's arguments, over the row's own.
+
+    Returns:
+        A new layer.
+
+    Example:
+        >>> component_layer(MIXERS["gnconv"], order=3).spatial_mixing
+        'dwconv'
+    """
+    return getattr(layers, row.layer)(**{**row.kwargs, **kwargs})
 
 
 def _check_input_shape(spec: VisionSpec, input_shape, weights) -> tuple:
@@ -109,9 +79,10 @@ def _check_input_shape(spec: VisionSpec, input_shape, weights) -> tuple:
             f"`input_shape` height and width must be multiples of the model's stride "
             f"{spec.stride}. Received: input_shape={tuple(input_shape)!r}"
         )
-    if None in (height, width) and any(name in _FIXED_SIZE_MIXERS for name, _ in spec.mixers):
+    fixed = [MIXERS[name].layer for name, _ in spec.mixers if not MIXERS[name].any_size]
+    if None in (height, width) and fixed:
         raise ValueError(
-            "FourierMixing mixes over the whole token map and has no any-size form; give "
+            f"{fixed[0]} mixes over the whole token map and has no any-size form; give "
             f"`input_shape` a fixed height and width. Received: input_shape={tuple(input_shape)!r}"
         )
     if weights is not None and channels != 3:
@@ -148,12 +119,13 @@ def _mixer(
     spec: VisionSpec, stage: int, fft_impl: str, name: str, grid: tuple[int, int] | None
 ) -> keras.layers.Layer:
     mixer_name, kwargs = spec.mixers[stage]
+    row = MIXERS[mixer_name]
     kwargs = dict(kwargs)
-    if mixer_name in FOURIER_MIXERS:
+    if row.fourier:
         kwargs["fft_impl"] = fft_impl
-    if grid is not None and mixer_name in _FILTER_KWARGS:
-        kwargs.update(_FILTER_KWARGS[mixer_name](*grid))
-    return MIXERS[mixer_name](name=name, **kwargs)
+    if grid is not None and row.filter_size is not None:
+        kwargs.update(row.filter_size(*grid))
+    return component_layer(row, name=name, **kwargs)
 
 
 def _block(
@@ -178,7 +150,7 @@ def _block(
         return y
 
     ffn_name, ffn_kwargs = spec.ffn
-    ffn = FFNS[ffn_name](name=f"{prefix}_ffn", **ffn_kwargs)
+    ffn = component_layer(FFNS[ffn_name], name=f"{prefix}_ffn", **ffn_kwargs)
     mixer = _mixer(spec, stage, fft_impl, f"{prefix}_mixer", grid)
     if spec.residual == "two":
         x = keras.layers.Add(name=f"{prefix}_add1")([x, branch(mixer(norm("norm1")(x)), "1")])
