@@ -14,38 +14,15 @@ import importlib
 from typing import Any
 
 # First, before anything loads TensorFlow: hides its C++ start-up lines, names a missing backend.
-from keras_fourier import _startup
+from keras_fourier import _startup, models
 
 __version__ = "0.1.0"
 
 # The module of each name of the API that is not a submodule.
 _API = {
+    # The public builders (every row of models.names.BUILDERS) and the rest of models' API.
     **dict.fromkeys(
-        (
-            "AFNONetS4",
-            "FNet",
-            "FNetBase",
-            "FNetLarge",
-            "FNetPretraining",
-            "FourCastNet",
-            "GFNetB",
-            "GFNetHB",
-            "GFNetHS",
-            "GFNetHTi",
-            "GFNetS",
-            "GFNetTi",
-            "GFNetXS",
-            "HorNetB7x7",
-            "HorNetBGF",
-            "HorNetL7x7",
-            "HorNetLGF",
-            "HorNetS7x7",
-            "HorNetSGF",
-            "HorNetT7x7",
-            "HorNetTGF",
-            "build_model",
-            "feature_extractor",
-        ),
+        (name for name in models.__all__ if name not in ("BUILDERS", "FAMILIES", "VARIANTS")),
         "keras_fourier.models",
     ),
     "flops": "keras_fourier.flop_count",
