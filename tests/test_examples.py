@@ -117,11 +117,13 @@ def test_script_runs_with_its_documented_command(script, tmp_path):
             assert re.search(r"^  1\. +[\d.]+%  (food|sport|weather)$", completed.stdout, re.M)
         if script.name == "segmentation_head.py":
             results = re.findall(
-                r"^size (\d+x\d+): loss ([\d.]+) -> ([\d.]+), pixel accuracy ([\d.]+)$",
+                r"^size (\d+x\d+): loss ([\d.]+) -> ([\d.]+), pixel accuracy ([\d.]+), "
+                r"mIoU ([\d.]+)$",
                 completed.stdout,
                 re.MULTILINE,
             )
             assert [size for size, *_ in results] == ["64x64", "96x128"], completed.stdout
-            for _, before, after, accuracy in results:
+            for _, before, after, accuracy, miou in results:
                 assert float(after) < float(before)
                 assert float(accuracy) > 0.9  # background alone is about 0.8
+                assert float(miou) > 0.4  # background alone is about 0.27
