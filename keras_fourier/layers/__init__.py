@@ -2,6 +2,7 @@
 
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.attention import SelfAttention
+from keras_fourier.layers.composite import MaskComposite
 from keras_fourier.layers.decode_heads import (
     ConvModule,
     FCNHead,
@@ -43,6 +44,7 @@ __all__ = [
     "GlobalLocalFilter",
     "GnConv",
     "LayerScale",
+    "MaskComposite",
     "Mlp",
     "MultiScaleNeck",
     "PeriodicPad2D",

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
-from keras import ops
 
 from keras_fourier.data.checks import decode_image_checked
 from keras_fourier.data.images import count_examples, is_image_source, training_splits
@@ -36,34 +35,13 @@ from keras_fourier.data.segmentation import (
     segmentation_splits,
 )
 from keras_fourier.fileio import atomic_write_bytes
+from keras_fourier.layers import MaskComposite
 from keras_fourier.metrics import PSNR, SSIM
 from keras_fourier.tasks.base import PredictRequest, Task, TaskData
 from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS, backbone
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
-
-
-@keras.saving.register_keras_serializable(package="keras_fourier")
-class MaskComposite(keras.layers.Layer):
-    """Visible pixels from the masked image, masked ones from the prediction.
-
-    Call arguments:
-        inputs: [masked image (B, H, W, C), mask (B, H, W, 1), prediction
-            (B, H, W, C) in [-1, 1] units].
-
-    Returns:
-        (B, H, W, C): masked image * (1 - mask) + 127.5 (1 + prediction) * mask.
-    """
-
-    def call(self, inputs):
-        masked_image, mask, prediction = inputs
-        mask = ops.cast(mask, prediction.dtype)
-        pixels = 127.5 * (1.0 + prediction)
-        return ops.cast(masked_image, prediction.dtype) * (1.0 - mask) + pixels * mask
-
-    def compute_output_shape(self, input_shapes):
-        return input_shapes[2]
 
 
 class Inpainting(Task):
