@@ -37,6 +37,7 @@ from keras_fourier.data.segmentation import (
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers import MaskComposite
 from keras_fourier.metrics import PSNR, SSIM
+from keras_fourier.segmentation import UPerNet
 from keras_fourier.tasks.base import PredictRequest, Task, TaskData
 from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS, backbone
 
@@ -81,8 +82,6 @@ class Inpainting(Task):
 
     def build_model(self, config: TrainConfig, num_classes: int = 3) -> keras.Model:
         """UPerNet on `config.model` predicting the masked pixels, composited with the rest."""
-        from keras_fourier.segmentation import UPerNet
-
         size = self.image_size(config)
         network = UPerNet(
             backbone=backbone(config, size),

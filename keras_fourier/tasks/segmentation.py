@@ -44,7 +44,10 @@ from keras_fourier.data.segmentation import (
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.metrics import MeanIoU, PixelAccuracy, SegmentationCrossEntropy
 from keras_fourier.model_record import CLASS_NAMES_KEY
+from keras_fourier.models.builder import build_model
+from keras_fourier.models.names import VISION_PRESETS, canonical_name
 from keras_fourier.run_folder import resolve_model_file
+from keras_fourier.segmentation import UPerNet
 from keras_fourier.tasks.base import PredictRequest, Task, TaskData
 from keras_fourier.weights.saved import load_keras_file
 
@@ -132,9 +135,6 @@ def backbone(config: TrainConfig, size: int) -> str | keras.Model:
     """
     if not config.architecture:
         return config.model
-    from keras_fourier.models.builder import build_model
-    from keras_fourier.models.names import VISION_PRESETS, canonical_name
-
     key = canonical_name(config.model)
     if key not in VISION_PRESETS:
         raise ValueError(
@@ -203,8 +203,6 @@ class Segmentation(Task):
         With `config.weights` (a run folder or `.keras` file), its backbone
         starts the run (:func:`transfer_backbone`).
         """
-        from keras_fourier.segmentation import UPerNet
-
         size = self.image_size(config)
         segmenter = UPerNet(
             backbone=backbone(config, size),
