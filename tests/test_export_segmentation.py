@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier import cli, export, segmentation
-from keras_fourier.export.parity import TOLERANCES
+from keras_fourier.export.parity import TOLERANCES, compare
 from keras_fourier.export.signatures import serving_model
 from keras_fourier.model_record import TASK_KEY
 from keras_fourier.tasks.segmentation import TASK
@@ -112,6 +112,19 @@ def test_onnx_matches_keras_in_onnxruntime(exported):
     images = _images(3, seed=3)
     (logits,) = session.run(["logits"], {"images": images})
     np.testing.assert_allclose(logits, _logits(model, images), atol=1e-4)
+
+    # With validation data, agreement is the fraction of pixels whose class is Keras's.
+    def run(inputs):
+        return {"logits": session.run(["logits"], inputs)[0]}
+
+    def negated(inputs):
+        return {"logits": -run(inputs)["logits"]}
+
+    reference = serving_model(model)
+    assert compare(run, reference, [images], "ONNX")[1:] == (1.0, 3)
+    _, agreement, _ = compare(negated, reference, [images], "ONNX")
+    assert agreement == pytest.approx(np.mean(logits.argmax(-1) == (-logits).argmax(-1)))
+    assert 0 <= agreement < 1
 
 
 def test_training_model_with_auxiliary_head_serves_its_logits_only():
