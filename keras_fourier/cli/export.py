@@ -76,8 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         choices=OUTPUTS,
         default="probabilities",
-        help="what the signatures return: softmax probabilities, or the logits before it "
-        "(default: probabilities)",
+        help="what a classifier's signatures return: softmax probabilities, or the logits "
+        "before it (default: probabilities); segmentation models return per-pixel logits and, "
+        "from serving_bytes, the class map",
     )
     parser.add_argument(
         "--crop-pct",

@@ -7,7 +7,10 @@
   ``serving_default`` signature (images in 0-255, or FNet's token ids,
   segment ids and mask) and, for vision models, ``serving_bytes`` (encoded
   JPEG/PNG/GIF/BMP/WebP up to `MAX_IMAGE_PIXELS`, decoded, resized and centre-cropped in
-  the graph), then reloads it and checks both against Keras.
+  the graph), then reloads it and checks both against Keras. Segmentation
+  models return per-pixel ``logits`` and, from ``serving_bytes``, an int32
+  ``class_map`` at the model's input size (see
+  :mod:`keras_fourier.export.signatures`).
 * :func:`onnx` converts with the matmul DFT and standard ONNX ops only,
   runs the file in onnxruntime and reports its error against Keras.
 * :func:`tflite` converts with the matmul DFT and TFLite builtin ops only

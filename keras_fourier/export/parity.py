@@ -61,9 +61,9 @@ def compare(
 
     Returns:
         (max |converted - Keras| over every output and example, fraction of
-        examples whose arg-max class agrees or None, examples compared).
-        Top-1 agreement is reported only with `validation_data` and a
-        classification output.
+        examples whose arg-max class agrees (of pixels, for a dense model's
+        per-pixel logits) or None, examples compared). Top-1 agreement is
+        reported only with `validation_data` and a classification output.
 
     Raises:
         ParityError: the converted model's output names are not Keras's, or
@@ -80,7 +80,7 @@ def compare(
     else:
         batches = (as_input_dict(reference, batch) for batch in validation_data)
     classify = validation_data is not None and reference.output_name in OUTPUTS
-    max_diff, agree, count = 0.0, 0, 0
+    max_diff, agree, count = 0.0, 0.0, 0
     for inputs in batches:
         actual = run(inputs)
         expected = reference.run(inputs)
@@ -98,7 +98,9 @@ def compare(
             max_diff = diff
         if classify:
             (name,) = expected
-            agree += int(np.sum(actual[name].argmax(-1) == expected[name].argmax(-1)))
+            same = actual[name].argmax(-1) == expected[name].argmax(-1)
+            # per example: 1 or 0 for a classifier, the fraction of its pixels for a dense model
+            agree += float(np.sum(same.reshape(len(same), -1).mean(axis=1)))
         count += len(next(iter(inputs.values())))
     return max_diff, (agree / count if classify and count else None), count
 

@@ -18,10 +18,12 @@ from keras_fourier.export.parity import TOLERANCES, check_tolerance, max_abs_dif
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
+    CLASS_MAP,
     DEFAULT_SIGNATURE,
     MAX_IMAGE_PIXELS,
     ServingModel,
     decode_images,
+    dense_transform,
     sample_inputs,
     serving_model,
 )
@@ -90,10 +92,18 @@ def _add_endpoints(
     if not serving.is_image_model:
         return None
     height, width = serving.image_size
-    transform = eval_transform((height, width), crop_pct)
+    if serving.dense:
+        transform = dense_transform(height, width)
+    else:
+        transform = eval_transform((height, width), crop_pct)
 
     def serve_bytes(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        return serve(decode_images(image_bytes, transform, height, width, max_pixels))
+        outputs = serve(decode_images(image_bytes, transform, height, width, max_pixels))
+        if serving.dense:
+            return {
+                CLASS_MAP: tf.argmax(outputs[serving.output_name], axis=-1, output_type=tf.int32)
+            }
+        return outputs
 
     archive.add_endpoint(
         BYTES_SIGNATURE,
@@ -124,6 +134,8 @@ def _check_parity(
         encoded = _sample_image_bytes(next(iter(samples.values())))
         decoded = decode_images(encoded, transform, *serving.image_size)
         expected = serving.run({serving.input_names[0]: decoded.numpy()})
+        if serving.dense:  # the class map must be the arg-max of Keras's logits, pixel by pixel
+            expected = {CLASS_MAP: expected[serving.output_name].argmax(-1).astype(np.int32)}
         actual = loaded.signatures[BYTES_SIGNATURE](**{BYTES_INPUT: encoded})
         diffs[BYTES_SIGNATURE] = max_abs_diff(actual, expected)
     for name, diff in diffs.items():
@@ -213,13 +225,20 @@ def saved_model(
       models: ``images`` float32 (B, H, W, 3), RGB in 0-255 (the models
       normalise inside when built with ``include_preprocessing=True``).
       FNet: ``token_ids``, ``segment_ids`` and ``padding_mask`` int32 (B, L).
-      Output: ``probabilities`` (B, classes), or ``logits``.
+      Output: ``probabilities`` (B, classes), or ``logits``; for a dense
+      (segmentation) model, ``logits`` (B, H, W, classes) whatever `output`.
     * ``serving_bytes`` (vision models only): ``image_bytes`` string (B,),
       encoded JPEG, PNG, GIF or BMP images of any size up to `max_pixels`
       (read from the header, before decoding; a larger image fails the
       request; so does an empty batch, naming ``image_bytes``), decoded to
       RGB and resized and centre-cropped in the graph as in evaluation
-      (:func:`keras_fourier.data.eval_transform`); same outputs.
+      (:func:`keras_fourier.data.eval_transform`); same outputs. For a
+      dense (segmentation) model, each image is resized (bilinear, no crop:
+      `crop_pct` is not used) to the model's input size and the output is
+      ``class_map``, int32 (B, H, W): the arg-max class of each pixel at the
+      model's input size (scale it to the sent image's size with
+      nearest-neighbour resizing); its parity check requires it to equal the
+      arg-max of Keras's logits on every pixel.
 
     Args:
         model: a functional or Sequential Keras model.

@@ -14,6 +14,15 @@ model's `keras.Input`\\ s (``images`` for vision models, ``token_ids``,
   gives logits as is and probabilities through a softmax;
 * by the model's own output keys for dict outputs (FNet without a head:
   ``sequence_output``, ``pooled_output``);
+* ``logits`` for a dense (segmentation) model: one (B, H, W, 3) image input
+  and one (B, H, W, classes) output at the input's height and width (the
+  models of :mod:`keras_fourier.segmentation`, and the ``model.keras`` of a
+  ``keras-fourier train --task segmentation`` run). Its ``serving_default``
+  returns the per-pixel ``logits`` whatever `output` says (softmax does not
+  change the class map and would only double the work), and its
+  ``serving_bytes`` returns ``class_map``: int32 (B, H, W), the arg-max class
+  of each pixel at the model's input size (see :func:`dense_transform`). A
+  model built with ``auxiliary=True`` exports its ``logits`` output only;
 * ``features`` for a single output that is not a Dense head (vision models
   with ``include_top=False``).
 """
@@ -35,6 +44,8 @@ from keras_fourier.validation import check_choice
 
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
 FEATURES = "features"
+LOGITS = "logits"
+CLASS_MAP = "class_map"
 BYTES_INPUT = "image_bytes"
 DEFAULT_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
@@ -87,6 +98,48 @@ def classifier_head(model: keras.Model) -> keras.layers.Dense | None:
     return None
 
 
+def is_dense_model(model: keras.Model) -> bool:
+    """Whether `model` is a dense (segmentation) model: per-pixel outputs at its input's size.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        True for one (B, H, W, 3) float input and one (B, H, W, C) output
+        with the same, known, H and W.
+
+    Example:
+        >>> is_dense_model(keras_fourier.segmentation.UPerNet(
+        ...     backbone="hornet_tiny", num_classes=3, input_shape=(32, 32, 3)))
+        True
+    """
+    if isinstance(model.output, dict) or len(model.outputs) != 1 or len(model.inputs) != 1:
+        return False
+    image, output = tuple(model.inputs[0].shape), tuple(model.outputs[0].shape)
+    return (
+        len(image) == 4
+        and len(output) == 4
+        and image[-1] == 3
+        and None not in image[1:3]
+        and image[1:3] == output[1:3]
+    )
+
+
+def dense_transform(height: int, width: int) -> keras.layers.Layer:
+    """The ``serving_bytes`` transform of dense models: a bilinear resize to (height, width).
+
+    No crop and no padding: the whole image is stretched to the model's
+    input size, so pixel (i, j) of the returned class map is the class at
+    (i * image_height / height, j * image_width / width) of the sent image;
+    a client scales the map back with nearest-neighbour resizing.
+
+    Example:
+        >>> dense_transform(32, 48)(tf.zeros((40, 60, 3))).shape
+        TensorShape([32, 48, 3])
+    """
+    return keras.layers.Resizing(height, width, interpolation="bilinear")
+
+
 @dataclasses.dataclass(frozen=True)
 class ServingModel:
     """A model ready to trace into signatures.
@@ -98,12 +151,15 @@ class ServingModel:
             with a free batch dimension, in the order of `model.inputs`.
         output_name: the name of a single output; None for dict outputs.
         add_softmax: whether a softmax follows the model's output.
+        dense: a dense (segmentation) model: per-pixel ``logits``, and a
+            ``class_map`` from ``serving_bytes``. Default False.
     """
 
     model: keras.Model
     input_specs: tuple[tf.TensorSpec, ...]
     output_name: str | None
     add_softmax: bool
+    dense: bool = False
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -168,6 +224,10 @@ def serving_model(
     check_output(output)
     if fft_impl is not None:
         spectral.validate_fft_impl(fft_impl)
+    if isinstance(model.output, dict) and set(model.output) == {LOGITS, "auxiliary"}:
+        from keras_fourier.segmentation import without_auxiliary
+
+        model = without_auxiliary(model)
     for tensor in keras.tree.flatten(model.input):
         if len(tensor.shape) == 4 and None in tuple(tensor.shape[1:3]):
             raise ValueError(
@@ -177,8 +237,11 @@ def serving_model(
                 "for the named builders), and copy the weights: "
                 f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
             )
+    dense = is_dense_model(model)
     head = classifier_head(model)
-    if head is None:
+    if dense:
+        output_name, activation = LOGITS, None
+    elif head is None:
         if output == "logits":
             raise ValueError(
                 "output='logits' needs a model whose single output is a Dense classification "
@@ -203,6 +266,7 @@ def serving_model(
         input_specs=specs,
         output_name=output_name,
         add_softmax=output == "probabilities" and activation == "linear",
+        dense=dense,
     )
 
 
