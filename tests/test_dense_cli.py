@@ -100,6 +100,6 @@ def test_inpainting_run_starts_a_segmenter_in_a_fresh_process(tmp_path, capsys):
     # by less than 0.01, where the two initialisations differ by several times that.
     donor = keras_fourier.models.resolve_model(str(pretrained))
     trained = keras_fourier.models.resolve_model(str(segment))
-    start = [v for v in donor.weights if "stem_conv" in v.path][0]
-    end = [v for v in trained.weights if "stem_conv" in v.path][0]
+    start = next(v for v in donor.weights if "stem_conv" in v.path)
+    end = next(v for v in trained.weights if "stem_conv" in v.path)
     assert np.abs(np.asarray(end) - np.asarray(start)).max() < 0.01
