@@ -18,12 +18,8 @@ import pytest
 import torch
 
 from keras_fourier.models import fourcastnet_family
-from keras_fourier.models.fourcastnet import (
-    FourCastNet,
-    build_fourcastnet,
-    load_fourcastnet_checkpoint,
-    rollout,
-)
+from keras_fourier.models.fourcastnet import FourCastNet, build_fourcastnet, rollout
+from keras_fourier.models.fourcastnet_weights import load_fourcastnet_checkpoint
 from tests.harness import random_input, run_model_checks, to_numpy
 
 pytestmark = pytest.mark.multi_backend

@@ -39,6 +39,7 @@ import tensorflow as tf
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
 from keras_fourier.layers import spectral
 from keras_fourier.models.clone import clone_with
+from keras_fourier.segmentation import without_auxiliary
 from keras_fourier.settings import OUTPUTS
 from keras_fourier.validation import check_choice
 
@@ -225,8 +226,6 @@ def serving_model(
     if fft_impl is not None:
         spectral.validate_fft_impl(fft_impl)
     if isinstance(model.output, dict) and set(model.output) == {LOGITS, "auxiliary"}:
-        from keras_fourier.segmentation import without_auxiliary
-
         model = without_auxiliary(model)
     for tensor in keras.tree.flatten(model.input):
         if len(tensor.shape) == 4 and None in tuple(tensor.shape[1:3]):

@@ -28,9 +28,8 @@ Reference:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -39,11 +38,10 @@ from keras import ops
 from keras_fourier.layers import PeriodicPad2D, PositionEmbedding, spectral
 from keras_fourier.layers.fourier import MODE_SLICINGS
 from keras_fourier.models.family import VisionSpec
-from keras_fourier.models.fourcastnet_family import VARIANTS, FourCastNetSpec, checkpoint_key
+from keras_fourier.models.fourcastnet_family import VARIANTS, FourCastNetSpec
+from keras_fourier.models.fourcastnet_weights import load_fourcastnet_checkpoint
 from keras_fourier.models.vision import _block
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
-from keras_fourier.weights.convert import KeyMap, listing, load_tensors
-from keras_fourier.weights.pth import read_pth
 
 # The fields of a row a builder call may override (``precip`` is chosen by the variant).
 OVERRIDABLE = tuple(f.name for f in dataclasses.fields(FourCastNetSpec) if f.name != "precip")
@@ -185,7 +183,8 @@ def FourCastNet(
             "fourcastnet_precip" (20 -> 1, total precipitation).
         weights: None (random init, default), an official checkpoint
             (``backbone.ckpt``/``precip.ckpt`` or a ``.tar`` of ``train.py``,
-            read without PyTorch, see :func:`load_fourcastnet_checkpoint`),
+            read without PyTorch, see
+            :func:`~keras_fourier.models.fourcastnet_weights.load_fourcastnet_checkpoint`),
             or a ``.weights.h5`` file saved by Keras.
         drop_path_rate: stochastic depth rate. Default 0.
         fft_impl: "auto" (default), "fft" or "matmul".
@@ -232,94 +231,6 @@ def FourCastNet(
         else:
             load_fourcastnet_checkpoint(model, path, variant)
     return model
-
-
-def _transform(path: str) -> str:
-    """The layout change from the official tensor to the variable at `path`."""
-    *owners, name = path.split("/")
-    if name != "kernel":
-        return "copy"  # AFNO weights, biases, LayerNorm, the position embedding (laid out)
-    return "conv" if owners[0] in ("stem_conv", "precip_conv") else "linear"
-
-
-def fourcastnet_key_map(
-    variant: str, model: keras.Model, checkpoint_keys: Collection[str] = ()
-) -> tuple[KeyMap, set[str]]:
-    """The official key of every variable of `model`, with its layout change.
-
-    The key-map function of :func:`keras_fourier.weights.convert.convert`
-    (with `variant` bound): Linear and convolution weights are transposed,
-    everything else copied; the keys of the final ``norm``, which the
-    official forward never applies, are ignored.
-
-    Args:
-        variant: the variant the model was built from.
-        model: a model built by :func:`FourCastNet` from it.
-        checkpoint_keys: unused (one layout per variant).
-
-    Returns:
-        (official key -> (variable, transform), ignored official keys).
-
-    Raises:
-        ValueError: a variable without an official counterpart (a model not
-            built by :func:`FourCastNet`).
-    """
-    del checkpoint_keys
-    keys, unmapped = {}, []
-    for variable in model.weights:
-        key = checkpoint_key(variant, variable.path)
-        if key is None:
-            unmapped.append(variable.path)
-        else:
-            keys[key] = (variable, _transform(variable.path))
-    if unmapped:
-        raise ValueError(
-            f"Model {model.name!r} has variables without a counterpart in the official "
-            f"{variant!r} checkpoints; was it built by FourCastNet? Variables: {listing(unmapped)}"
-        )
-    prefix = "backbone." if VARIANTS[variant].precip else ""
-    return keys, {f"{prefix}norm.weight", f"{prefix}norm.bias"}
-
-
-def load_fourcastnet_checkpoint(
-    model: keras.Model, path: str | os.PathLike, variant: str = "fourcastnet"
-) -> None:
-    """Loads an official FourCastNet checkpoint into `model`, all or nothing.
-
-    The file (``backbone.ckpt``, ``precip.ckpt``, or a ``.tar`` saved by
-    ``train.py``: ``{"iters", "epoch", "model_state": {"module.<key>": tensor},
-    "optimizer_state_dict"}``) is read without PyTorch by
-    :func:`keras_fourier.weights.pth.read_pth`, which runs no code from it,
-    takes ``model_state`` and strips ``module.``. The (1, h * w, E) position
-    embedding is laid out row-major on the model's token grid, so the
-    checkpoint must be for the model's grid (the official model runs at its
-    one grid only); Linear and convolution weights are transposed.
-
-    Args:
-        model: a model built by :func:`FourCastNet` from `variant`.
-        path: the checkpoint.
-        variant: the variant the model was built from. Default "fourcastnet".
-
-    Raises:
-        ValueError: the file cannot be read, or does not match the model (the
-            message lists every missing key, unexpected key and wrong shape);
-            the model is then unchanged.
-    """
-    check_choice("variant", variant, tuple(VARIANTS))
-    path = os.fspath(path)
-    tensors = read_pth(path)
-    key = f"{'backbone.' if VARIANTS[variant].precip else ''}pos_embed"
-    pos_embed = tensors.get(key)
-    rows, cols = model.get_layer("pos_embed").pos_embed.shape[1:3]
-    if pos_embed is not None and pos_embed.ndim == 3 and pos_embed.shape[:2] == (1, rows * cols):
-        tensors[key] = pos_embed.reshape(1, rows, cols, pos_embed.shape[2])
-    load_tensors(
-        model,
-        tensors,
-        functools.partial(fourcastnet_key_map, variant),
-        source=path,
-        description=f"FourCastNet variant {variant!r} as built (model {model.name!r})",
-    )
 
 
 def rollout(
