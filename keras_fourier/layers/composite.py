@@ -34,6 +34,9 @@ class MaskComposite(keras.layers.Layer):
         inpainting experiment).
     """
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
     def call(self, inputs):
         masked_image, mask, prediction = inputs
         mask = ops.cast(mask, prediction.dtype)
