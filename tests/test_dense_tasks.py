@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_fourier.layers import MaskComposite
 from keras_fourier.metrics import (
     PSNR,
     SSIM,
@@ -149,3 +150,21 @@ def test_inpainting_backbone_starts_a_segmenter_that_writes_label_maps(tmp_path)
     overlay = tf.io.decode_png(tf.io.read_file(os.path.join(out, "scene_overlay.png"))).numpy()
     assert label_map.shape == (50, 70, 1) and label_map.max() < 11 and overlay.shape == (50, 70, 3)
     assert lines[0].startswith(path)
+
+
+def test_mask_composite_keeps_visible_pixels_and_round_trips(tmp_path):
+    """The inpainting output layer: visible pixels as given, hidden ones from the prediction."""
+    rng = np.random.default_rng(0)
+    masked = rng.uniform(0, 255, (2, 4, 4, 3)).astype("float32")
+    mask = (rng.uniform(size=(2, 4, 4, 1)) < 0.5).astype("float32")
+    prediction = rng.uniform(-1, 1, (2, 4, 4, 3)).astype("float32")
+    inputs = [keras.Input((4, 4, 3)), keras.Input((4, 4, 1)), keras.Input((4, 4, 3))]
+    model = keras.Model(inputs, MaskComposite(name="restore")(inputs))
+    expected = masked * (1 - mask) + 127.5 * (1 + prediction) * mask
+    np.testing.assert_allclose(model.predict([masked, mask, prediction], verbose=0), expected, 1e-6)
+    model.save(tmp_path / "composite.keras")
+    loaded = keras.saving.load_model(tmp_path / "composite.keras")
+    assert loaded.get_layer("restore").get_config() == model.get_layer("restore").get_config()
+    np.testing.assert_allclose(
+        loaded.predict([masked, mask, prediction], verbose=0), expected, 1e-6
+    )
