@@ -16,7 +16,6 @@ every named vision builder.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Collection
 
 import keras
@@ -24,10 +23,9 @@ import keras
 from keras_fourier.models.family import Variant
 from keras_fourier.models.keymap import OPTIONAL_LAYERS
 from keras_fourier.weights.convert import KeyMap, listing
-from keras_fourier.weights.pipeline import load_checkpoint, load_release
+from keras_fourier.weights.pipeline import load_release_or_file
 from keras_fourier.weights.releases import ImageNetRelease
 from keras_fourier.weights.resize import resizable_kind
-from keras_fourier.weights.saved import load_saved_weights
 
 
 def transform_for(path: str) -> str:
@@ -181,22 +179,14 @@ def load_variant_weights(variant: Variant, model: keras.Model, weights: str) -> 
     """
     key_map = functools.partial(pytorch_key_map, variant)
     description = f"{variant.key!r} as built (model {model.name!r})"
-    if weights == "imagenet":
-        load_release(
-            model,
-            imagenet_checkpoint(variant, model),
-            key_map,
-            label=f"weights='imagenet' for {variant.key!r}",
-            description=description,
-        )
-        return
-    path = os.fspath(weights)
-    if load_saved_weights(model, path):
-        return
-    if not path.endswith((".pth", ".pt")):
-        raise ValueError(
-            f"Cannot load weights for {variant.key!r}: expected 'imagenet', a '.weights.h5' or "
-            f"'.keras' file, or an official PyTorch '.pth'/'.pt' checkpoint. "
-            f"Received: weights={weights!r}"
-        )
-    load_checkpoint(model, path, "pth", key_map, description=description)
+    load_release_or_file(
+        model,
+        weights,
+        key_map,
+        release_name="imagenet",
+        release=lambda: imagenet_checkpoint(variant, model),
+        label=f"weights='imagenet' for {variant.key!r}",
+        description=description,
+        refusal=f"Cannot load weights for {variant.key!r}: expected 'imagenet', a '.weights.h5' "
+        "or '.keras' file, or an official PyTorch '.pth'/'.pt' checkpoint.",
+    )

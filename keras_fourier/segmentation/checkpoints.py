@@ -32,8 +32,7 @@ from keras_fourier.models.names import VARIANTS, canonical_name, variant
 from keras_fourier.models.vision_weights import transform_for
 from keras_fourier.segmentation import ade20k
 from keras_fourier.weights.convert import KeyMap, KeyMapFunction, listing
-from keras_fourier.weights.pipeline import load_checkpoint, load_release
-from keras_fourier.weights.saved import load_saved_weights
+from keras_fourier.weights.pipeline import load_release_or_file
 
 _HEAD_LAYERS = ("decode_head", "auxiliary_head", "neck")
 _LIST = re.compile(r"(psp_modules|lateral_convs|fpn_convs|convs|scale_heads)_(\d+)(?:_(\d+))?")
@@ -189,21 +188,14 @@ def load_segmentation_weights(model: keras.Model, weights, backbone: str) -> Non
     key = _variant_key(backbone) or backbone
     key_map = mmseg_key_map(key)
     description = f"model {model.name!r} (backbone {key!r})"
-    if weights == "ade20k":
-        load_release(
-            model,
-            ade20k.RELEASES[key],
-            key_map,
-            label=f"weights='ade20k' for {key!r}",
-            description=description,
-        )
-        return
-    path = os.fspath(weights)
-    if load_saved_weights(model, path):
-        return
-    if not path.endswith((".pth", ".pt")):
-        raise ValueError(
-            "`weights` must be 'ade20k', a '.weights.h5' or '.keras' file, or an "
-            f"mmsegmentation '.pth' checkpoint. Received: weights={weights!r}"
-        )
-    load_checkpoint(model, path, "pth", key_map, description=description)
+    load_release_or_file(
+        model,
+        weights,
+        key_map,
+        release_name="ade20k",
+        release=lambda: ade20k.RELEASES[key],
+        label=f"weights='ade20k' for {key!r}",
+        description=description,
+        refusal="`weights` must be 'ade20k', a '.weights.h5' or '.keras' file, or an "
+        "mmsegmentation '.pth' checkpoint.",
+    )

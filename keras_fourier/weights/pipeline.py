@@ -26,7 +26,7 @@ from keras_fourier.weights.convert import KeyMapFunction, load_tensors
 from keras_fourier.weights.flax_msgpack import read_flax_params
 from keras_fourier.weights.pth import read_pth
 from keras_fourier.weights.releases import Release
-from keras_fourier.weights.saved import load_weights_file
+from keras_fourier.weights.saved import load_saved_weights, load_weights_file
 
 # A release's format -> its reader: path -> {checkpoint key: array}; ValueError if unreadable.
 READERS: dict[str, Callable[[str], dict[str, np.ndarray]]] = {
@@ -138,3 +138,48 @@ def load_release(
         ) from error
     load_tensors(model, tensors, key_map, source=path, description=description)
     atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
+
+
+def load_release_or_file(
+    model: keras.Model,
+    weights: str | os.PathLike,
+    key_map: KeyMapFunction,
+    *,
+    release_name: str,
+    release: Callable[[], Release],
+    label: str,
+    description: str,
+    refusal: str,
+) -> None:
+    """A family's `weights` argument: its release by name, the package's own file, or a `.pth`.
+
+    Args:
+        model: the freshly built model.
+        weights: `release_name` (:func:`load_release` of `release()`), a
+            `.weights.h5`/`.keras` file saved by keras_fourier, or an official
+            PyTorch checkpoint (`.pth`/`.pt`, read through `key_map`).
+        key_map: the family's key map of the official checkpoints.
+        release_name: the name that selects the release, e.g. "imagenet".
+        release: gives the release row (called only when it is selected).
+        label: the release's name in messages.
+        description: the model, for messages.
+        refusal: the message for any other file, before "Received: weights=...".
+
+    Raises:
+        ValueError: another kind of file, or a file that does not fit the
+            model (which is then unchanged).
+
+    Example:
+        >>> load_release_or_file(model, "ade20k", key_map, release_name="ade20k",
+        ...     release=lambda: RELEASES["hornet_t_gf"], label="weights='ade20k'",
+        ...     description="UPerNet", refusal="`weights` must be 'ade20k' or a file.")
+    """
+    if weights == release_name:
+        load_release(model, release(), key_map, label=label, description=description)
+        return
+    path = os.fspath(weights)
+    if load_saved_weights(model, path):
+        return
+    if not path.endswith((".pth", ".pt")):
+        raise ValueError(f"{refusal} Received: weights={weights!r}")
+    load_checkpoint(model, path, "pth", key_map, description=description)
