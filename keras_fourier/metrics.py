@@ -10,6 +10,12 @@
   `tf.image.ssim`: an 11x11 Gaussian window of sigma 1.5, K1 0.01, K2 0.03,
   valid positions only), and :class:`PSNR` and :class:`SSIM` averaging them
   over every image seen.
+* Fields (the forecast task): :class:`FieldMSE` (the loss),
+  :class:`RelativeL2`, :class:`ChannelRMSE` and :class:`AnomalyCorrelation`.
+  Their targets are (B, H, W, 2 C): the true next state, then the
+  climatology (see :mod:`keras_fourier.data.fields`); predictions are
+  (B, H, W, C). Every value is in the normalised (z-score) units the
+  model sees.
 """
 
 from __future__ import annotations
@@ -346,3 +352,147 @@ class SSIM(keras.metrics.MeanMetricWrapper):
 
     def get_config(self) -> dict:
         return {"max_val": self.max_val, "name": self.name, "dtype": self.dtype}
+
+
+def _split_targets(y_true, y_pred):
+    """The true state and the climatology of field targets, for (B, H, W, C) predictions."""
+    channels = y_pred.shape[-1]
+    y_true = ops.convert_to_tensor(y_true, dtype=y_pred.dtype)
+    return y_true[..., :channels], y_true[..., channels:]
+
+
+def relative_l2(y_true, y_pred):
+    """Per example, ||prediction - target||_2 / ||target||_2 over the whole field (B,).
+
+    Args:
+        y_true: (B, H, W, 2 C) field targets, or (B, H, W, C) states.
+        y_pred: (B, H, W, C) predictions.
+
+    Example:
+        >>> relative_l2(np.ones((1, 2, 2, 1)), np.full((1, 2, 2, 1), 1.5)).tolist()
+        [0.5]
+    """
+    y_pred = ops.convert_to_tensor(y_pred)
+    target, _ = _split_targets(y_true, y_pred)
+    error = ops.sqrt(ops.sum(ops.square(y_pred - target), axis=(1, 2, 3)))
+    return error / ops.maximum(ops.sqrt(ops.sum(ops.square(target), axis=(1, 2, 3))), 1e-12)
+
+
+def anomaly_correlation(y_true, y_pred):
+    """Per example, the anomaly correlation (FourCastNet's ACC) averaged over channels (B,).
+
+    Anomalies are departures from the climatology that follows the true
+    state in `y_true`; per channel, ACC = sum(p' t') / sqrt(sum p'^2 sum t'^2)
+    over the grid.
+
+    Example:
+        >>> truth = np.concatenate([np.arange(4.0).reshape(1, 2, 2, 1), np.zeros((1, 2, 2, 1))], -1)
+        >>> anomaly_correlation(truth, 2 * truth[..., :1]).tolist()
+        [1.0]
+    """
+    y_pred = ops.convert_to_tensor(y_pred)
+    target, climatology = _split_targets(y_true, y_pred)
+    predicted, observed = y_pred - climatology, target - climatology
+    covariance = ops.sum(predicted * observed, axis=(1, 2))
+    norms = ops.sqrt(
+        ops.sum(ops.square(predicted), axis=(1, 2)) * ops.sum(ops.square(observed), axis=(1, 2))
+    )
+    return ops.mean(covariance / ops.maximum(norms, 1e-12), axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class FieldMSE(keras.losses.Loss):
+    """Mean squared error of a predicted field against the true state of field targets.
+
+    Args:
+        name: the loss name. Default "field_mse".
+
+    Call arguments:
+        y_true: (B, H, W, 2 C) targets (the state, then the climatology), or (B, H, W, C).
+        y_pred: (B, H, W, C) predictions.
+
+    Example:
+        >>> float(FieldMSE()(np.zeros((1, 2, 2, 2)), np.ones((1, 2, 2, 1))))
+        1.0
+    """
+
+    def __init__(self, name: str = "field_mse", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        y_pred = ops.convert_to_tensor(y_pred)
+        target, _ = _split_targets(y_true, y_pred)
+        return ops.mean(ops.square(y_pred - target), axis=(1, 2, 3))
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class RelativeL2(keras.metrics.MeanMetricWrapper):
+    """The mean over every example seen of its relative L2 error (:func:`relative_l2`).
+
+    Args:
+        name: the metric name. Default "rel_l2".
+        dtype: the dtype of the mean. Default None.
+
+    Example:
+        >>> metric = RelativeL2()
+        >>> metric.update_state(np.ones((2, 2, 2, 1)), np.full((2, 2, 2, 1), 1.5))
+        >>> float(metric.result())
+        0.5
+    """
+
+    def __init__(self, name: str = "rel_l2", dtype=None):
+        super().__init__(relative_l2, name=name, dtype=dtype)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype}
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class AnomalyCorrelation(keras.metrics.MeanMetricWrapper):
+    """The mean over every example seen of its anomaly correlation (:func:`anomaly_correlation`).
+
+    Args:
+        name: the metric name. Default "acc".
+        dtype: the dtype of the mean. Default None.
+    """
+
+    def __init__(self, name: str = "acc", dtype=None):
+        super().__init__(anomaly_correlation, name=name, dtype=dtype)
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype}
+
+
+def _channel_squared_error(y_true, y_pred, channel: int):
+    y_pred = ops.convert_to_tensor(y_pred)
+    target, _ = _split_targets(y_true, y_pred)
+    return ops.mean(ops.square(y_pred[..., channel] - target[..., channel]), axis=(1, 2))
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class ChannelRMSE(keras.metrics.MeanMetricWrapper):
+    """The root mean squared error of one channel over every grid point of every example seen.
+
+    Args:
+        channel: the channel index.
+        name: the metric name. Default None: "rmse_<channel>".
+        dtype: the dtype of the mean. Default None.
+
+    Example:
+        >>> metric = ChannelRMSE(1)
+        >>> metric.update_state(np.zeros((1, 2, 2, 2)), np.full((1, 2, 2, 2), 3.0))
+        >>> float(metric.result())
+        3.0
+    """
+
+    def __init__(self, channel: int, name: str | None = None, dtype=None):
+        super().__init__(
+            _channel_squared_error, name=name or f"rmse_{channel}", dtype=dtype, channel=channel
+        )
+        self.channel = channel
+
+    def result(self):
+        return ops.sqrt(super().result())
+
+    def get_config(self) -> dict:
+        return {"channel": self.channel, "name": self.name, "dtype": self.dtype}

@@ -28,6 +28,9 @@ CLASS_NAMES_KEY = "class_names"
 CROP_PCT_KEY = "eval_crop_pct"
 # The record of the tokenizer of a text model (`keras_fourier.data.text.tokenizer_record`).
 TOKENIZER_KEY = "tokenizer"
+# The normalisation of a field model (the forecast task): per-channel mean and std, channel
+# names and the lead of its training pairs.
+FIELD_STATS_KEY = "field_stats"
 
 
 def read_checkpoint_record(path: str | os.PathLike) -> dict[str, Any] | None:

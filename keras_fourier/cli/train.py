@@ -101,7 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(TASKS),
         help="what the model learns (default: the classification task of the model's kind, "
         "image or text, when it takes --data, else the only task that takes --data; name it "
-        "where several do)",
+        "where several do). A named task that does not take the default --model or --data "
+        "uses its own: --task forecast trains fourcastnet_tiny on the embedded navier_stokes",
     )
     option("out", "output directory; rerun with it to resume")
     option(
@@ -232,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     """Runs `keras-fourier train`; returns the exit status."""
     from keras_fourier.data import AugmentConfig
     from keras_fourier.training import NonFiniteLossError, RunFolderBusyError, run_task, train
+    from keras_fourier.training.plan import task_defaults
 
     options = {
         field.name: getattr(args, field.name)
@@ -241,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     options["augment"] = AugmentConfig() if args.augment == "deit" else None
     options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     options["verbose"] = "auto" if args.verbose == "auto" else int(args.verbose)
-    config = TrainConfig(**options)
+    config = task_defaults(TrainConfig(**options))
     try:
         result = train(config, names=FLAGS)
     except (RunFolderBusyError, NonFiniteLossError) as error:

@@ -46,6 +46,7 @@ from keras_fourier.models.fnet_weights import (
     load_fnet_weights,
     load_pretrained_encoder,
 )
+from keras_fourier.models.fourcastnet import field_model
 from keras_fourier.models.names import (
     ARCHITECTURE_OPTIONS,
     BUILDERS,
@@ -328,8 +329,8 @@ def _text_classifier(
 def create_model(
     name: str,
     *,
-    num_classes: int,
-    image_size: int | tuple[int, int] = 224,
+    num_classes: int | None,
+    image_size: int | tuple[int, int] | None = 224,
     drop_path_rate: float | None = None,
     sequence_length: int = 512,
     vocabulary_size: int = 32000,
@@ -342,9 +343,10 @@ def create_model(
     Args:
         name: a name from `model_names()`, or a public builder name
             ("GFNetTi"); the model is named with the snake-case name.
-        num_classes: number of classes.
+        num_classes: number of classes (a field model's channels; None: its row's).
         image_size: input height and width of vision models (an int, or
-            (height, width)), multiples of `vision_stride(name)`. Default 224.
+            (height, width)), multiples of `vision_stride(name)`; a field
+            model's grid (None: its row's). Default 224.
         drop_path_rate: stochastic depth rate of vision models. Default None:
             the builder's default (the official training config for named
             variants, 0 for presets).
@@ -373,6 +375,15 @@ def create_model(
     """
     name = canonical_name(name)
     overrides = check_architecture(name, architecture)
+    if modality(name) == "field":
+        if weights is not None:
+            raise ValueError(
+                f"`weights` of field model {name!r} are loaded with keras_fourier.models."
+                f"FourCastNet(weights=...). Received: weights={weights!r}"
+            )
+        return field_model(
+            name, image_size=image_size, channels=num_classes, drop_path_rate=drop_path_rate
+        )
     if name in TEXT_PRESETS:
         if weights is not None:
             raise ValueError(

@@ -40,6 +40,7 @@ from keras_fourier.layers.fourier import MODE_SLICINGS
 from keras_fourier.models.family import VisionSpec
 from keras_fourier.models.fourcastnet_family import VARIANTS, FourCastNetSpec
 from keras_fourier.models.fourcastnet_weights import load_fourcastnet_checkpoint
+from keras_fourier.models.names import FIELD_PRESETS
 from keras_fourier.models.vision import _block
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
@@ -292,3 +293,61 @@ def rollout(
     trajectory = ops.zeros((ops.shape(state)[0], steps, *ops.shape(state)[1:]), dtype=dtype)
     _, trajectory = ops.fori_loop(0, steps, body, (state, trajectory))
     return trajectory
+
+
+def field_model(
+    name: str,
+    *,
+    image_size: int | tuple[int, int] | None = None,
+    channels: int | None = None,
+    drop_path_rate: float | None = None,
+    weights: str | os.PathLike | None = None,
+    fft_impl: str = "auto",
+) -> keras.Model:
+    """Builds a field model by its training name (a row of `FIELD_PRESETS`).
+
+    "fourcastnet" and "fourcastnet_precip" are the official rows;
+    "fourcastnet_tiny" is a small operator that predicts the increment
+    (its output is the input plus the operator's), as
+    ``keras-fourier train --task forecast`` trains it.
+
+    Args:
+        name: a key of :data:`~keras_fourier.models.names.FIELD_PRESETS`.
+        image_size: the grid (H, W), or an int for a square one. Default
+            None: the row's (720 x 1440).
+        channels: the input channels (and the output channels but for the
+            precipitation row, which outputs 1). Default None: the row's (20).
+        drop_path_rate: stochastic depth rate. Default None: 0.
+        weights: as :func:`FourCastNet`'s. Default None.
+        fft_impl: "auto" (default), "fft" or "matmul".
+
+    Returns:
+        A `keras.Model` from (B, H, W, channels) fields named ``fields``.
+
+    Example:
+        >>> field_model("fourcastnet_tiny", image_size=(16, 32), channels=2).output_shape
+        (None, 16, 32, 2)
+    """
+    preset = dict(FIELD_PRESETS[name])
+    variant = preset.pop("variant")
+    residual = preset.pop("residual", False)
+    if image_size is not None:
+        preset["image_size"] = (
+            (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+        )
+    if channels is not None:
+        preset["in_channels"] = channels
+        if not VARIANTS[variant].precip:
+            preset["out_channels"] = channels
+    model = FourCastNet(
+        variant,
+        weights=weights,
+        drop_path_rate=drop_path_rate or 0.0,
+        fft_impl=fft_impl,
+        name=name,
+        **preset,
+    )
+    if not residual:
+        return model
+    outputs = keras.layers.Add(dtype="float32", name="residual")([model.input, model.output])
+    return keras.Model(model.input, outputs, name=name)

@@ -94,6 +94,20 @@ TEXT_PRESETS: dict[str, dict[str, int]] = {
     "fnet_tiny": {"hidden_size": 64, "num_layers": 2, "intermediate_size": 128},
     **{f"fnet_{key}": dict(sizes) for key, sizes in fnet_family.FNET.variants.items()},
 }
+# Training names of the field operators (FourCastNet's builder, modality "field"): the full
+# rows of fourcastnet_family.VARIANTS, and a small preset that `keras-fourier train --task
+# forecast` trains on the embedded Navier-Stokes data; the grid and channels come from the data.
+FIELD_PRESETS: dict[str, dict[str, Any]] = {
+    "fourcastnet_tiny": {
+        "variant": "fourcastnet",
+        "patch_size": 2,
+        "embed_dim": 64,
+        "depth": 4,
+        "num_blocks": 4,
+        "residual": True,
+    },
+    **{key: {"variant": key} for key in fourcastnet_family.VARIANTS},
+}
 ARCHITECTURE_OPTIONS = ("mixer", "ffn", "depths", "dims", "patch_size")
 
 
@@ -128,7 +142,7 @@ def variant(key: str) -> Variant:
 
 
 def model_names() -> list[str]:
-    """Every snake-case model name: the named vision variants, the presets and FNet.
+    """Every snake-case model name: the named vision variants, the presets, FNet and FourCastNet.
 
     Returns:
         Sorted names, e.g. "gfnet_ti", "gfnet_tiny", "fnet_base".
@@ -137,7 +151,7 @@ def model_names() -> list[str]:
         >>> "gfnet_tiny" in model_names() and "hornet_t_gf" in model_names()
         True
     """
-    return sorted({*VARIANTS, *VISION_PRESETS, *TEXT_PRESETS})
+    return sorted({*VARIANTS, *VISION_PRESETS, *TEXT_PRESETS, *FIELD_PRESETS})
 
 
 def is_model_name(reference: object) -> bool:
@@ -176,10 +190,13 @@ def canonical_name(name: str) -> str:
 
 
 def modality(name: str) -> str:
-    """What a model name (either spelling) takes: "text" (FNet) or "image".
+    """What a model name (either spelling) takes: "text" (FNet), "field" (FourCastNet) or "image".
 
     Example:
-        >>> modality("FNetBase"), modality("gfnet_xs")
-        ('text', 'image')
+        >>> modality("FNetBase"), modality("gfnet_xs"), modality("fourcastnet_tiny")
+        ('text', 'image', 'field')
     """
-    return "text" if canonical_name(name) in TEXT_PRESETS else "image"
+    key = canonical_name(name)
+    if key in FIELD_PRESETS:
+        return "field"
+    return "text" if key in TEXT_PRESETS else "image"

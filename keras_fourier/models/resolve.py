@@ -23,6 +23,7 @@ from typing import Any
 import keras
 
 from keras_fourier.models.catalog import PUBLIC_NAMES, create_model, is_model_name, model_names
+from keras_fourier.models.names import modality
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.weights.saved import load_keras_file
 
@@ -94,6 +95,14 @@ def resolve_model(
         return reference
     reference = os.fspath(reference)
     if is_model_name(reference) and not os.path.exists(reference):
+        if modality(reference) == "field":  # the grid and channels default to the row's
+            return create_model(
+                reference,
+                num_classes=classes,
+                image_size=image_size,
+                weights=weights,
+                **build_options,
+            )
         return create_model(
             reference,
             num_classes=1000 if classes is None else classes,

@@ -27,6 +27,7 @@ TASKS: dict[str, str] = {
     "text_classification": "keras_fourier.tasks.text_classification",
     "segmentation": "keras_fourier.tasks.segmentation",
     "inpainting": "keras_fourier.tasks.inpainting",
+    "forecast": "keras_fourier.tasks.forecast",
 }
 
 __all__ = [

@@ -108,7 +108,8 @@ class PredictRequest:
         crop_pct: the centre crop of images; None: the stored one, else the
             task's default. Default None.
         out: folder for tasks whose predictions are files (label maps,
-            images). Default None.
+            images, forecasts). Default None.
+        steps: autoregressive steps of a forecast. Default 1.
     """
 
     inputs: Sequence[str]
@@ -116,6 +117,7 @@ class PredictRequest:
     top: int = 5
     crop_pct: float | None = None
     out: str | None = None
+    steps: int = 1
 
 
 class Task(abc.ABC):
@@ -132,6 +134,10 @@ class Task(abc.ABC):
         selection_metric: the validation metric that selects ``best.keras``
             (a key of `metrics`, logged as ``val_<name>``).
         selection_mode: "max" or "min" for `selection_metric`.
+        default_model: the model of a run that names this task but no
+            model (its `TrainConfig.model` left at the default, which the
+            task does not take). Default None: the config's.
+        default_data: the same for the data source. Default None.
     """
 
     name: str
@@ -141,6 +147,8 @@ class Task(abc.ABC):
     default: bool = False
     selection_metric: str
     selection_mode: str = "max"
+    default_model: str | None = None
+    default_data: str | None = None
 
     @property
     def monitor(self) -> str:

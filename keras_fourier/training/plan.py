@@ -4,6 +4,7 @@
 task; a task (:mod:`keras_fourier.tasks`) reads the settings. This module
 sits above both:
 
+* `task_defaults`: the named task's model and data in place of defaults it does not take;
 * `run_task`: the run's task, named by `TrainConfig.task` or told by the
   model and data (`keras_fourier.tasks.select_task`);
 * `resolve_config`: the settings with the recipe's values in place of the
@@ -24,7 +25,7 @@ from keras_fourier.data.augment import AugmentConfig
 from keras_fourier.models.catalog import check_architecture
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.settings import BAD_IMAGE_MODES
-from keras_fourier.tasks import Task, all_tasks, select_task
+from keras_fourier.tasks import Task, all_tasks, get_task, select_task
 from keras_fourier.training.config import TrainConfig, check_precision
 from keras_fourier.training.recipe import RECIPE_FIELDS, RECIPES
 from keras_fourier.training.rundir import normalize
@@ -62,6 +63,37 @@ def run_task(config: TrainConfig, names: Mapping[str, str] | None = None) -> Tas
         task=config.task,
         argument=(names or {}).get("task", "task"),
     )
+
+
+def task_defaults(config: TrainConfig) -> TrainConfig:
+    """`config` with the named task's own model and data where it left the defaults it cannot take.
+
+    ``train(task="forecast")`` (``keras-fourier train --task forecast``)
+    trains the forecast task's small model on its embedded data, not the
+    default `gfnet_tiny` on the digits, which it does not take.
+
+    Example:
+        >>> task_defaults(TrainConfig(task="forecast")).model
+        'fourcastnet_tiny'
+    """
+    if config.task is None:
+        return config
+    task = get_task(config.task)
+    defaults = TrainConfig()
+    changes = {}
+    if (
+        task.default_data is not None
+        and config.data == defaults.data
+        and not task.accepts(config.data)
+    ):
+        changes["data"] = task.default_data
+    if (
+        task.default_model is not None
+        and config.model == defaults.model
+        and not task.accepts_model(config.model)
+    ):
+        changes["model"] = task.default_model
+    return dataclasses.replace(config, **changes) if changes else config
 
 
 def resolve_config(config: TrainConfig, names: Mapping[str, str] | None = None) -> TrainConfig:

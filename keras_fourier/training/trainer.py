@@ -89,7 +89,13 @@ from keras_fourier.training.optimizer import (
     warmup_cosine_schedule,
     warmup_linear_schedule,
 )
-from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
+from keras_fourier.training.plan import (
+    resolve_config,
+    run_identity,
+    run_task,
+    task_defaults,
+    validate_config,
+)
 from keras_fourier.training.recipe import get_recipe
 from keras_fourier.training.rundir import (
     RunLock,
@@ -426,7 +432,7 @@ def train(
         >>> 0 <= result.metrics["accuracy"] <= 1  # doctest: +SKIP
         True
     """
-    config = dataclasses.replace(config or TrainConfig(), **overrides)
+    config = task_defaults(dataclasses.replace(config or TrainConfig(), **overrides))
     names = dict(names or {})
     validate_config(config, names)
     config = resolve_config(config)

@@ -1,0 +1,489 @@
+"""Gridded fields for forecasting: (state_t, state_t+lead) pairs from NumPy and HDF5 arrays.
+
+Sources (data spec strings):
+
+* ``"navier_stokes"``: the embedded 2D Navier-Stokes vorticity and tracer
+  (:mod:`keras_fourier.data.navier_stokes`), generated in memory, no
+  download;
+* ``"fields:PATH"``: an array shaped (time, channel, lat, lon), as
+  FourCastNet's data are (or (time, lat, lon) for one channel), in a
+  ``.npy`` file (memory-mapped), a ``.npz`` archive (its only array, or the
+  one named ``fields``; at most :data:`MAX_NPZ_BYTES`, loaded) or an HDF5
+  file (``.h5``/``.hdf5``: its only dataset, or ``fields``; read lazily,
+  frame by frame, with h5py).
+
+Options follow the source after ``?``, joined by ``&``:
+``fields:era5.h5?dataset=fields&lead=2&channels=0,1,5&stats=STATS_DIR&splits=0.8,0.1``.
+
+* ``lead``: the steps between input and target. Default 1.
+* ``dataset``: the array's name in a ``.npz`` or HDF5 file.
+* ``channels``: the channels kept, by index. Default: all.
+* ``stats``: a folder holding FourCastNet's ``global_means.npy`` and
+  ``global_stds.npy`` (shape (1, C, 1, 1) or (C,), indexed by the
+  original channels). Default: the mean and standard deviation of each
+  channel over the train split.
+* ``splits``: the train and validation shares of the frames. Default
+  0.7,0.15: the first 70% of the frames train, the next 15% validate
+  ("validation") and the rest test ("test"); pairs never cross a split.
+
+Every state is normalised per channel, ``(x - mean) / std``, channels
+last (B, lat, lon, C). The batches are (state_t, targets) with targets
+(B, lat, lon, 2 C): the normalised state `lead` steps later, then the
+normalised climatology (the time mean of the train split at each grid
+point), from which the forecast task's anomaly correlation is computed.
+
+Files are only read: a bad file, shape, option or split is a one-line
+`ValueError` naming the source; nothing is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.navier_stokes import CHANNELS as NAVIER_STOKES_CHANNELS
+from keras_fourier.data.navier_stokes import navier_stokes
+
+FIELDS_PREFIX = "fields:"
+EMBEDDED = "navier_stokes"
+SPLITS = ("train", "validation", "test")
+DEFAULT_SHARES = (0.7, 0.15)
+DATASET_NAME = "fields"  # FourCastNet's HDF5 dataset name
+STATS_FILES = ("global_means.npy", "global_stds.npy")
+# The largest array a .npz may hold (it is decompressed into memory; .npy and HDF5 are not).
+MAX_NPZ_BYTES = 2 << 30
+# Frames read per chunk when the train split's statistics are computed.
+_CHUNK = 64
+_OPTIONS = ("lead", "dataset", "channels", "stats", "splits")
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def is_field_source(source: object) -> bool:
+    """Whether `source` names field data ("navier_stokes" or "fields:PATH", with options).
+
+    Example:
+        >>> is_field_source("navier_stokes?lead=2"), is_field_source("digits")
+        (True, False)
+    """
+    if not isinstance(source, str):
+        return False
+    base = source.split("?", 1)[0]
+    return base == EMBEDDED or base.startswith(FIELDS_PREFIX)
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldSpec:
+    """A parsed field source (see the module docstring).
+
+    Attributes:
+        path: the file, or None for the embedded data.
+        lead: steps between input and target.
+        dataset: the array's name in a .npz or HDF5 file; None: the only one or "fields".
+        channels: the channel indices kept; None: all.
+        stats: the folder of global_means.npy and global_stds.npy; None: the train split's.
+        shares: the train and validation shares of the frames.
+    """
+
+    path: str | None
+    lead: int = 1
+    dataset: str | None = None
+    channels: tuple[int, ...] | None = None
+    stats: str | None = None
+    shares: tuple[float, float] = DEFAULT_SHARES
+
+
+def _bad(source: str, reason: str) -> ValueError:
+    return ValueError(f"Field data {source!r}: {reason}. Received: data={source}")
+
+
+def parse_field_source(source: str) -> FieldSpec:
+    """Parses a field source string into a :class:`FieldSpec`.
+
+    Raises:
+        ValueError: not a field source, an unknown option or a bad value.
+
+    Example:
+        >>> parse_field_source("fields:x.h5?lead=2&channels=0,3").channels
+        (0, 3)
+    """
+    if not is_field_source(source):
+        raise ValueError(
+            f"`data` must be 'navier_stokes' or 'fields:PATH' for field data. Received: "
+            f"data={source!r}"
+        )
+    base, _, query = source.partition("?")
+    path = None if base == EMBEDDED else base[len(FIELDS_PREFIX) :]
+    if path == "":
+        raise _bad(source, "no file after 'fields:'")
+    options: dict[str, Any] = {}
+    for item in query.split("&") if query else []:
+        key, equals, value = item.partition("=")
+        if key not in _OPTIONS or not equals or not value or key in options:
+            raise _bad(source, f"option {item!r} is not one of {', '.join(_OPTIONS)}=VALUE")
+        try:
+            if key == "lead":
+                options[key] = int(value)
+                if options[key] < 1:
+                    raise ValueError
+            elif key == "channels":
+                options[key] = tuple(int(part) for part in value.split(","))
+                if any(index < 0 for index in options[key]) or len(set(options[key])) != len(
+                    options[key]
+                ):
+                    raise ValueError
+            elif key == "splits":
+                shares = tuple(float(part) for part in value.split(","))
+                if len(shares) != 2 or min(shares) <= 0 or sum(shares) >= 1:
+                    raise ValueError
+                options["shares"] = shares
+            else:
+                options[key] = value
+        except ValueError:
+            expected = {
+                "lead": "a positive int",
+                "channels": "distinct non-negative channel indices, comma-separated",
+                "splits": "the train and validation shares, two numbers > 0 summing below 1",
+            }[key]
+            raise _bad(source, f"option {key} must be {expected}, not {value!r}") from None
+    return FieldSpec(path, **options)
+
+
+class _Frames:
+    """Lazy (time, channel, lat, lon) frames of an array in memory, a .npy or an HDF5 dataset."""
+
+    def __init__(self, source: str, spec: FieldSpec) -> None:
+        self.source = source
+        self._file = None
+        array = navier_stokes() if spec.path is None else self._open(spec)
+        shape = tuple(int(size) for size in array.shape)
+        if len(shape) == 3:
+            shape = (shape[0], 1, *shape[1:])
+            self._add_channel = True
+        else:
+            self._add_channel = False
+        if len(shape) != 4 or min(shape) < 1:
+            raise _bad(
+                source,
+                f"the array has shape {tuple(array.shape)}; expected (time, channel, lat, lon) "
+                "or (time, lat, lon)",
+            )
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            raise _bad(source, f"the array's dtype {array.dtype} is not numeric")
+        self.array = array
+        self.num_frames, channels, self.height, self.width = shape
+        chosen = spec.channels if spec.channels is not None else tuple(range(channels))
+        if any(index >= channels for index in chosen):
+            raise _bad(source, f"channels {list(chosen)} outside the file's {channels}")
+        self.channels = chosen
+        self.all_channels = channels
+
+    def _open(self, spec: FieldSpec) -> Any:
+        path = spec.path
+        if not os.path.isfile(path):
+            raise _bad(self.source, f"no such file {path!r}")
+        suffix = os.path.splitext(path)[1].lower()
+        try:
+            if suffix == ".npy":
+                if spec.dataset is not None:
+                    raise _bad(self.source, "a .npy file holds one array: no dataset option")
+                with open(path, "rb") as file:
+                    if file.read(6) != b"\x93NUMPY":
+                        raise _bad(self.source, f"{path!r} is not a .npy file (no NumPy header)")
+                return np.load(path, mmap_mode="r", allow_pickle=False)
+            if suffix == ".npz":
+                return self._open_npz(path, spec.dataset)
+            if suffix in (".h5", ".hdf5"):
+                return self._open_hdf5(path, spec.dataset)
+        except ValueError as error:
+            if str(error).startswith("Field data"):
+                raise
+            raise _bad(self.source, f"cannot read {path!r} ({error})") from None
+        except OSError as error:
+            raise _bad(self.source, f"cannot read {path!r} ({error})") from None
+        raise _bad(self.source, f"{path!r} is not a .npy, .npz, .h5 or .hdf5 file")
+
+    def _open_npz(self, path: str, name: str | None) -> np.ndarray:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = [m[: -len(".npy")] for m in archive.namelist() if m.endswith(".npy")]
+                name = self._choose(path, members, name)
+                with archive.open(name + ".npy") as member:
+                    version = np.lib.format.read_magic(member)
+                    header = {
+                        (1, 0): np.lib.format.read_array_header_1_0,
+                        (2, 0): np.lib.format.read_array_header_2_0,
+                    }.get(version)
+                    if header is None:
+                        raise ValueError(f"unsupported .npy version {version}")
+                    shape, _, dtype = header(member)
+        except zipfile.BadZipFile as error:
+            raise _bad(self.source, f"{path!r} is not a readable .npz ({error})") from None
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size > MAX_NPZ_BYTES:
+            raise _bad(
+                self.source,
+                f"array {name!r} of {path!r} takes {size:,} bytes, over the .npz limit of "
+                f"{MAX_NPZ_BYTES:,}: store it as .npy (memory-mapped) or HDF5 (read lazily)",
+            )
+        with np.load(path, allow_pickle=False) as archive:
+            return archive[name]
+
+    def _open_hdf5(self, path: str, name: str | None) -> Any:
+        import h5py  # a Keras dependency; imported when an HDF5 source is read
+
+        self._file = h5py.File(path, "r")
+        datasets: list[str] = []
+        self._file.visititems(
+            lambda key, item: datasets.append(key) if isinstance(item, h5py.Dataset) else None
+        )
+        return self._file[self._choose(path, datasets, name)]
+
+    def _choose(self, path: str, names: list[str], name: str | None) -> str:
+        if name is not None:
+            if name not in names:
+                raise _bad(self.source, f"{path!r} has no array {name!r} (it has {names})")
+            return name
+        if DATASET_NAME in names:
+            return DATASET_NAME
+        if len(names) != 1:
+            raise _bad(
+                self.source,
+                f"{path!r} holds {len(names)} arrays {names}: name one with ?dataset=NAME",
+            )
+        return names[0]
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """float32 (stop - start, channels kept, lat, lon)."""
+        block = np.asarray(self.array[start:stop], dtype=np.float32)
+        if self._add_channel:
+            block = block[:, None]
+        return block[:, list(self.channels)]
+
+
+@dataclasses.dataclass
+class FieldSource:
+    """A field source opened, split and with its normalisation.
+
+    Attributes:
+        source: the source string.
+        spec: its parsed options.
+        frames: the lazy frames.
+        splits: {split: (first frame, end frame)}.
+        mean: float32 (C,) per-channel mean of the normalisation.
+        std: float32 (C,) per-channel standard deviation.
+        climatology: float32 (lat, lon, C), the train split's time mean, normalised.
+        channel_names: a name per kept channel.
+    """
+
+    source: str
+    spec: FieldSpec
+    frames: _Frames
+    splits: dict[str, tuple[int, int]]
+    mean: np.ndarray
+    std: np.ndarray
+    climatology: np.ndarray
+    channel_names: tuple[str, ...]
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(lat, lon, C) of a state."""
+        return self.frames.height, self.frames.width, len(self.frames.channels)
+
+    def pairs(self, split: str) -> int:
+        """The (state_t, state_t+lead) pairs of `split`."""
+        start, stop = self.splits[split]
+        return max(0, stop - start - self.spec.lead)
+
+    def normalise(self, states: np.ndarray) -> np.ndarray:
+        """(..., C) physical states to z-scores."""
+        return (states - self.mean) / self.std
+
+    def denormalise(self, states: np.ndarray) -> np.ndarray:
+        """(..., C) z-scores to physical states."""
+        return states * self.std + self.mean
+
+
+def _split_bounds(source: str, frames: int, spec: FieldSpec) -> dict[str, tuple[int, int]]:
+    train = round(frames * spec.shares[0])
+    validation = round(frames * (spec.shares[0] + spec.shares[1]))
+    bounds = {"train": (0, train), "validation": (train, validation), "test": (validation, frames)}
+    for split, (start, stop) in bounds.items():
+        if stop - start <= spec.lead:
+            raise _bad(
+                source,
+                f"its {frames} frames leave split {split!r} {stop - start} frames, too few for "
+                f"one pair {spec.lead} step(s) apart",
+            )
+    return bounds
+
+
+def _train_statistics(frames: _Frames, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-channel mean and std over frames [0, stop), and the time mean per grid point."""
+    total = np.zeros((len(frames.channels), frames.height, frames.width), np.float64)
+    squares = np.zeros(len(frames.channels), np.float64)
+    for start in range(0, stop, _CHUNK):
+        block = frames.read(start, min(stop, start + _CHUNK)).astype(np.float64)
+        total += block.sum(0)
+        squares += np.square(block).sum((0, 2, 3))
+    count = stop * frames.height * frames.width
+    mean = total.sum((1, 2)) / count
+    std = np.sqrt(np.maximum(squares / count - np.square(mean), 0.0))
+    return mean, std, total / stop
+
+
+def _given_statistics(source: str, folder: str, frames: _Frames) -> tuple[np.ndarray, np.ndarray]:
+    values = []
+    for name in STATS_FILES:
+        path = os.path.join(folder, name)
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise _bad(source, f"cannot read the statistics file {path!r} ({error})") from None
+        array = np.asarray(array, np.float64).reshape(-1)
+        if array.size != frames.all_channels:
+            raise _bad(
+                source,
+                f"{path!r} holds {array.size} values for the file's {frames.all_channels} channels",
+            )
+        values.append(array[list(frames.channels)])
+    return values[0], values[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _open_source(source: str, stamp: tuple) -> FieldSource:
+    del stamp  # part of the cache key only: a changed file is read again
+    spec = parse_field_source(source)
+    frames = _Frames(source, spec)
+    splits = _split_bounds(source, frames.num_frames, spec)
+    mean, std, time_mean = _train_statistics(frames, splits["train"][1])
+    if spec.stats is not None:
+        mean, std = _given_statistics(source, spec.stats, frames)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+        raise _bad(
+            source,
+            "a channel's mean or standard deviation is not finite or its standard deviation is "
+            f"0 (means {mean.tolist()}, stds {std.tolist()}): drop constant channels with "
+            "?channels=",
+        )
+    if spec.path is None:
+        names = tuple(NAVIER_STOKES_CHANNELS[index] for index in frames.channels)
+    else:
+        names = tuple(f"channel{index}" for index in frames.channels)
+    climatology = (np.moveaxis(time_mean, 0, -1) - mean) / std
+    return FieldSource(
+        source,
+        spec,
+        frames,
+        splits,
+        mean.astype(np.float32),
+        std.astype(np.float32),
+        climatology.astype(np.float32),
+        names,
+    )
+
+
+def load_field_source(source: str) -> FieldSource:
+    """Opens, splits and normalises a field source (cached per source and file state).
+
+    Args:
+        source: "navier_stokes" or "fields:PATH", with options (see the
+            module docstring).
+
+    Returns:
+        A :class:`FieldSource`.
+
+    Raises:
+        ValueError: a bad source, option, file, array shape or split, naming
+            the source.
+
+    Example:
+        >>> load_field_source("navier_stokes").shape
+        (32, 32, 2)
+    """
+    spec = parse_field_source(source)
+    stamp: tuple = ()
+    if spec.path is not None and os.path.isfile(spec.path):
+        status = os.stat(spec.path)
+        stamp = (status.st_size, status.st_mtime_ns)
+    return _open_source(source, stamp)
+
+
+def field_dataset(
+    source: str | FieldSource,
+    split: str = "train",
+    *,
+    batch_size: int = 16,
+    training: bool | None = None,
+    seed: int = 0,
+    mean: np.ndarray | None = None,
+    std: np.ndarray | None = None,
+    drop_remainder: bool | None = None,
+) -> tf.data.Dataset:
+    """Batches of (state_t, [state_t+lead, climatology]) of one split (see the module docstring).
+
+    Args:
+        source: a field source string or an opened :class:`FieldSource`.
+        split: "train", "validation" or "test". Default "train".
+        batch_size: batch size. Default 16.
+        training: shuffle every epoch. Default None: `split == "train"`.
+        seed: shuffling seed. Default 0.
+        mean: per-channel means of the normalisation (e.g. those a trained
+            model's run stored). Default None: the source's.
+        std: per-channel standard deviations, with `mean`. Default None.
+        drop_remainder: drop a last partial batch. Default None: `training`.
+
+    Returns:
+        A `tf.data.Dataset` of (float32 (B, lat, lon, C), float32 (B, lat,
+        lon, 2 C)) batches.
+
+    Raises:
+        ValueError: an unknown split, or statistics of another channel count.
+
+    Example:
+        >>> inputs, targets = next(iter(field_dataset("navier_stokes", "test", batch_size=2)))
+        >>> inputs.shape, targets.shape
+        (TensorShape([2, 32, 32, 2]), TensorShape([2, 32, 32, 4]))
+    """
+    opened = load_field_source(source) if isinstance(source, str) else source
+    if split not in SPLITS:
+        raise ValueError(
+            f"Field data has the splits {SPLITS}. Received: split={split!r} (data "
+            f"{opened.source!r})"
+        )
+    training = split == "train" if training is None else training
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    height, width, channels = opened.shape
+    mean = opened.mean if mean is None else np.asarray(mean, np.float32).reshape(-1)
+    std = opened.std if std is None else np.asarray(std, np.float32).reshape(-1)
+    if mean.shape != (channels,) or std.shape != (channels,):
+        raise ValueError(
+            f"The normalisation has {mean.size} means and {std.size} standard deviations for "
+            f"the {channels} channels of data {opened.source!r}. Received: mean={mean.tolist()}"
+        )
+    climatology = (opened.climatology * opened.std + opened.mean - mean) / std
+    start, _ = opened.splits[split]
+    lead = opened.spec.lead
+    frames = opened.frames
+
+    def read(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        first = int(index)
+        state, target = frames.read(first, first + lead + 1)[[0, lead]]
+        return np.moveaxis(state, 0, -1), np.moveaxis(target, 0, -1)
+
+    def load(index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        state, target = tf.numpy_function(read, [index], (tf.float32, tf.float32))
+        state = (tf.ensure_shape(state, (height, width, channels)) - mean) / std
+        target = (tf.ensure_shape(target, (height, width, channels)) - mean) / std
+        return state, tf.concat([target, tf.constant(climatology)], -1)
+
+    indices = tf.data.Dataset.range(start, start + opened.pairs(split))
+    if training:
+        indices = indices.shuffle(opened.pairs(split), seed=seed, reshuffle_each_iteration=True)
+    dataset = indices.map(load, num_parallel_calls=AUTOTUNE, deterministic=True)
+    return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(AUTOTUNE)

@@ -1,0 +1,287 @@
+"""Forecasting: the next state of an N-channel field, the task of FourCastNet's operators.
+
+Data are field sources (:mod:`keras_fourier.data.fields`): the embedded 2D
+Navier-Stokes vorticity and tracer (``navier_stokes``, the default of
+``keras-fourier train --task forecast``) or ``fields:PATH`` arrays shaped
+(time, channel, lat, lon) in ``.npy``, ``.npz`` or HDF5 files, split by
+time, normalised per channel. The model is a field model by name
+(:func:`keras_fourier.models.fourcastnet.field_model`, default
+``fourcastnet_tiny``: a small FourCastNet predicting the increment) at the
+data's grid and channel count, trained with the mean squared error of the
+normalised next state.
+
+Metrics, in normalised (z-score) units, over a whole split: the relative L2
+error (selects ``best.keras``, lower is better), the RMSE of each channel
+and the anomaly correlation against the train split's time mean (the
+climatology). ``train`` and ``evaluate`` print ``test_rel_l2=<value>`` last.
+``model.keras`` stores the normalisation (per-channel mean and std), the
+channel names and the lead, so that `predict` reads a state in physical
+units (``.npy``: (C, lat, lon), (lat, lon) for one channel, or (T, C, lat,
+lon), of which the last frame), rolls the model out ``steps`` times and
+writes the forecast in physical units, ``<stem>_forecast.npy`` (steps, C,
+lat, lon), atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.fields import SPLITS, field_dataset, is_field_source, load_field_source
+from keras_fourier.fileio import atomic_write_bytes
+from keras_fourier.metrics import AnomalyCorrelation, ChannelRMSE, FieldMSE, RelativeL2
+from keras_fourier.model_record import FIELD_STATS_KEY
+from keras_fourier.models.fourcastnet import field_model, rollout
+from keras_fourier.models.names import canonical_name
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
+from keras_fourier.validation import check_positive_int
+
+if TYPE_CHECKING:
+    from keras_fourier.training.config import TrainConfig
+
+# The largest state file predict reads.
+MAX_STATE_BYTES = 1 << 30
+
+
+class Forecast(Task):
+    """One-step forecasting of gridded fields with a field operator (FourCastNet)."""
+
+    name = "forecast"
+    modality = "field"
+    sources = "'navier_stokes' or 'fields:<path>' (.npy, .npz, .h5; options after '?')"
+    fields = ("eval_split", "validation_split")
+    selection_metric = "rel_l2"
+    selection_mode = "min"
+    default_model = "fourcastnet_tiny"
+    default_data = "navier_stokes"
+
+    def accepts(self, data: str) -> bool:
+        return is_field_source(data)
+
+    def check(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        for field in ("weights", "augment"):
+            if getattr(config, field) is not None:
+                raise ValueError(
+                    f"`{name(field)}` does not apply to a forecast run (start from a trained "
+                    f"field model with `{name('model')}` RUN_FOLDER). "
+                    f"Received: {name(field)}={getattr(config, field)!r}"
+                )
+        for field in ("eval_split", "validation_split"):
+            value = getattr(config, field)
+            if value is not None and value not in SPLITS:
+                raise ValueError(
+                    f"`{name(field)}` of field data is one of {SPLITS}. "
+                    f"Received: {name(field)}={value!r}"
+                )
+        source = load_field_source(config.data)
+        if source.pairs("train") < config.batch_size:
+            raise ValueError(
+                f"The train split of {config.data!r} has {source.pairs('train')} pairs, fewer "
+                f"than one batch. Received: {name('batch_size')}={config.batch_size}"
+            )
+
+    def num_classes(self, data: str, data_dir: str | None = None) -> int:
+        del data_dir
+        return load_field_source(data).shape[-1]
+
+    def split_size(self, data: str, split: str, data_dir: str | None = None) -> int | None:
+        del data_dir
+        return load_field_source(data).pairs(split) if split in SPLITS else None
+
+    def labels(self, config: TrainConfig) -> dict[str, Any]:
+        source = load_field_source(config.data)
+        return {
+            FIELD_STATS_KEY: {
+                "mean": source.mean.tolist(),
+                "std": source.std.tolist(),
+                "channels": list(source.channel_names),
+                "lead": source.spec.lead,
+            }
+        }
+
+    def model_options(self, config: TrainConfig) -> dict[str, Any]:
+        height, width, _ = load_field_source(config.data).shape
+        return {"image_size": (height, width)}
+
+    def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
+        """The run's field model at the data's grid, `num_classes` channels in and out."""
+        return field_model(
+            canonical_name(config.model),
+            image_size=self.model_options(config)["image_size"],
+            channels=num_classes,
+            drop_path_rate=config.drop_path_rate,
+        )
+
+    def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
+        source = load_field_source(config.data)
+        height, width, channels = source.shape
+        return (
+            f"{height}x{width} fields of {channels} channels ({', '.join(source.channel_names)}), "
+            f"forecast {source.spec.lead} step(s) ahead"
+        )
+
+    def datasets(self, config: TrainConfig) -> TaskData:
+        validation_split = config.validation_split or "validation"
+        if len({"train", validation_split, config.eval_split}) < 3:
+            raise ValueError(
+                f"The train, validation ({validation_split!r}) and test ({config.eval_split!r}) "
+                f"splits of data {config.data!r} must differ."
+            )
+        source = load_field_source(config.data)
+        train = field_dataset(
+            source, "train", batch_size=config.batch_size, training=True, seed=config.seed
+        )
+        validation = field_dataset(source, validation_split, batch_size=config.batch_size)
+        splits = {
+            role: f"{split!r}, frames {start}-{stop - 1}, {source.pairs(split):,} pairs"
+            for role, split in (
+                ("train", "train"),
+                ("validation", validation_split),
+                ("test", config.eval_split),
+            )
+            for start, stop in [source.splits[split]]
+        }
+        return TaskData(train, validation, source.shape[-1], splits)
+
+    def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
+        source = load_field_source(request.data)
+        if tuple(model.input_shape[1:]) != source.shape:
+            raise ValueError(
+                f"Model {model.name!r} takes fields of shape {tuple(model.input_shape[1:])} but "
+                f"data {request.data!r} holds {source.shape}. Received: "
+                f"input_shape={model.input_shape}"
+            )
+        stats = request.labels.get(FIELD_STATS_KEY) or {}
+        return field_dataset(
+            source,
+            request.split,
+            batch_size=request.batch_size,
+            training=False,
+            mean=stats.get("mean"),
+            std=stats.get("std"),
+        )
+
+    def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:
+        """Refuses a model that does not map a field to a field of its shape and channels."""
+        inputs, outputs = model.input_shape, model.output_shape
+        if not isinstance(outputs, tuple) or len(outputs) != 4 or outputs != inputs:
+            raise ValueError(
+                f"Model {model.name!r} does not map a field (B, H, W, C) to a field of the same "
+                f"shape, as forecasting {what} needs. Received: output_shape={outputs}"
+            )
+        if num_classes is not None and outputs[-1] != num_classes:
+            raise ValueError(
+                f"Model {model.name!r} forecasts {outputs[-1]} channels but {what} has "
+                f"{num_classes}. Received: output_shape={outputs}"
+            )
+
+    def loss(self, config: TrainConfig | None = None) -> keras.losses.Loss:
+        """The mean squared error of the normalised next state."""
+        del config
+        return FieldMSE()
+
+    def metrics(self, num_classes: int, *, training: bool = False) -> list[keras.metrics.Metric]:
+        """Relative L2, anomaly correlation and each channel's RMSE, over the whole split."""
+        del training
+        return [
+            RelativeL2(),
+            AnomalyCorrelation(),
+            *(ChannelRMSE(channel) for channel in range(num_classes)),
+        ]
+
+    def summary(self, metrics: dict[str, float]) -> list[str]:
+        """Each channel's RMSE, the anomaly correlation, then ``test_rel_l2=...`` (last).
+
+        Raises:
+            ValueError: a metric that is not finite (the forecast means nothing).
+
+        Example:
+            >>> TASK.summary({"rel_l2": 0.1, "acc": 0.95, "rmse_0": 0.2, "loss": 0.04})
+            ['test_rmse_0=0.2000', 'test_acc=0.9500', 'test_rel_l2=0.1000']
+        """
+        names = sorted(key for key in metrics if key.startswith("rmse_"))
+        names = sorted(names, key=lambda key: int(key.removeprefix("rmse_")))
+        keys = [*names, "acc", "rel_l2"]
+        bad = [key for key in keys if not np.isfinite(metrics[key])]
+        if bad:
+            raise ValueError(
+                f"The forecast's {', '.join(bad)} are not finite: the model's outputs mean "
+                f"nothing. Received: metrics={metrics}"
+            )
+        return [f"test_{key}={metrics[key]:.4f}" for key in keys]
+
+    def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
+        """Writes ``<stem>_forecast.npy`` (steps, C, H, W) per state file into `request.out`."""
+        if request.out is None:
+            raise ValueError(
+                "A forecast writes .npy files: pass an output folder. Received: out=None"
+            )
+        steps = check_positive_int("steps", request.steps)
+        stats = request.record.get(FIELD_STATS_KEY)
+        if not stats:
+            raise ValueError(
+                f"Model {model.name!r} carries no field normalisation: predict takes the "
+                "model.keras of a forecast run."
+            )
+        mean = np.asarray(stats["mean"], np.float32)
+        std = np.asarray(stats["std"], np.float32)
+        shape = tuple(model.input_shape[1:])
+        states = [_read_state(path, shape) for path in request.inputs]
+        os.makedirs(request.out, exist_ok=True)
+        lines = []
+        for path, state in zip(request.inputs, states, strict=True):
+            normalised = (np.moveaxis(state, 0, -1) - mean) / std
+            trajectory = keras.ops.convert_to_numpy(rollout(model, normalised[None], steps))[0]
+            forecast = np.moveaxis(trajectory * std + mean, -1, 1).astype(np.float32)
+            if not np.all(np.isfinite(forecast)):
+                raise ValueError(f"The forecast of {path!r} is not finite: nothing written.")
+            stem = os.path.splitext(os.path.basename(path))[0]
+            target = os.path.join(request.out, f"{stem}_forecast.npy")
+            buffer = io.BytesIO()
+            np.save(buffer, forecast, allow_pickle=False)
+            atomic_write_bytes(target, buffer.getvalue())
+            lead = stats.get("lead", 1)
+            lines.append(
+                f"{path}: {target} ({steps} step(s) of {lead} frame(s), shape {forecast.shape})"
+            )
+        return lines
+
+
+def _read_state(path: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The state of a .npy file as float32 (C, H, W) for a model of input `shape` (H, W, C)."""
+    height, width, channels = shape
+    try:
+        with open(path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            header = {
+                (1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0,
+            }.get(version)
+            if header is None:
+                raise ValueError(f"unsupported .npy version {version}")
+            size, _, dtype = header(file)
+        if int(np.prod(size, dtype=np.int64)) * dtype.itemsize > MAX_STATE_BYTES:
+            raise ValueError(f"over {MAX_STATE_BYTES:,} bytes")
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"Cannot read the state file {path!r} as .npy ({error}).") from None
+    if array.ndim == 2 and channels == 1:
+        array = array[None]
+    elif array.ndim == 4:
+        array = array[-1]
+    if array.shape != (channels, height, width) or not np.issubdtype(array.dtype, np.number):
+        raise ValueError(
+            f"The state file {path!r} holds {array.dtype} {array.shape}; the model takes "
+            f"(channels, lat, lon) = {(channels, height, width)} (or (time, ...), its last "
+            "frame)."
+        )
+    return array.astype(np.float32)
+
+
+TASK = Forecast()
