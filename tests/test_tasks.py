@@ -41,12 +41,33 @@ def _digit_canvas(folder):
     return config, paths
 
 
+def _fields(folder):
+    """A fields: .npy source of 2 channels on an 8x16 grid, and two state files."""
+    frames = np.random.default_rng(0).normal(size=(40, 2, 8, 16)).astype(np.float32)
+    np.save(folder / "fields.npy", frames)
+    paths = []
+    for index in range(2):
+        path = folder / f"state{index}.npy"
+        np.save(path, frames[30 + index])
+        paths.append(str(path))
+    config = TrainConfig(
+        model="fourcastnet_tiny",
+        data=f"fields:{folder / 'fields.npy'}",
+        task="forecast",
+        dims=16,
+        depths=1,
+        batch_size=4,
+    )
+    return config, paths
+
+
 # A tiny run of each registered task and inputs to predict: a new task adds its row.
 TINY_RUNS = {
     "image_classification": _digits,
     "text_classification": _reviews,
     "segmentation": _digit_canvas,
     "inpainting": _digit_canvas,
+    "forecast": _fields,
 }
 
 

@@ -36,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--image-size", type=int, default=None, help="input size of a model name (224)")
     add(
         "--data",
-        default="digits",
+        default=None,
         metavar="SOURCE",
-        help=DATA_HELP,
+        help=DATA_HELP + " (default: digits; navier_stokes for a forecast model)",
     )
     add(
         "--task",
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from keras_fourier.models import resolve_model
     from keras_fourier.models.catalog import is_model_name
     from keras_fourier.run_folder import resolve_model_file
-    from keras_fourier.tasks import select_task
+    from keras_fourier.tasks import get_task, select_task
     from keras_fourier.training import NonFiniteLossError, evaluate
 
     check_positive_int("--batch-size", args.batch_size)
@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     # A run's .keras file carries its task, and what labels its outputs (class names, a text
     # model's tokenizer).
     record = {} if named else read_model_record(resolve_model_file(args.model))
+    if args.data is None:  # the stored (or named) task's own data, else the digits
+        named_task = args.task or record.get(TASK_KEY)
+        args.data = (get_task(named_task).default_data if named_task else None) or "digits"
     task = select_task(
         args.data,
         model=args.model if named else None,

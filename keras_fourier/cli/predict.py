@@ -1,11 +1,12 @@
-"""`keras-fourier predict IMAGE... --model M`: what a model predicts for images or texts.
+"""`keras-fourier predict IMAGE... --model M`: what a model predicts for images, texts or fields.
 
 The model's task shows (or writes) its predictions (`Task.predict`): a
 trained model (run folder or `.keras` file) is predicted by the task its run
 stored, with the class names (and crop, tokenizer) the run stored; a model
 name is an ImageNet classifier (see :mod:`keras_fourier.imagenet.predict`).
 ``--text "..."`` classifies texts with a text model trained on "csv:" data,
-tokenized by the tokenizer its run stored.
+tokenized by the tokenizer its run stored. A forecast model takes ``.npy``
+states in place of images and writes ``--steps`` forecast steps into ``--out``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        help="folder where a task whose predictions are images (label maps, overlays) writes them",
+        help="folder where a task whose predictions are files (label maps, overlays, "
+        "forecasts) writes them",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=1,
+        help="forecast models: autoregressive steps written per state file (default 1)",
     )
     parser.add_argument(
         "--crop-pct",
@@ -130,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
     crop_pct = args.crop_pct
     if crop_pct is None and named and args.weights == "imagenet":
         crop_pct = imagenet_checkpoint(variant(model.name), model).crop_pct
-    request = PredictRequest(inputs, record, top=args.top, crop_pct=crop_pct, out=args.out)
+    request = PredictRequest(
+        inputs, record, top=args.top, crop_pct=crop_pct, out=args.out, steps=args.steps
+    )
     print("\n".join(task.predict(model, request)))
     return 0

@@ -21,6 +21,9 @@ from keras_fourier.export.signatures import (
     CLASS_MAP,
     DEFAULT_SIGNATURE,
     MAX_IMAGE_PIXELS,
+    ROLLOUT_SIGNATURE,
+    STEPS_INPUT,
+    TRAJECTORY,
     ServingModel,
     decode_images,
     dense_transform,
@@ -28,9 +31,12 @@ from keras_fourier.export.signatures import (
     serving_model,
 )
 from keras_fourier.fileio import make_folders
+from keras_fourier.models.fourcastnet import rollout
 from keras_fourier.validation import check_number, check_positive_int
 
 MAX_VERSION = 2**63 - 1  # TF Serving reads versions as int64
+# The steps of a field model's rollout signature that the parity check runs.
+ROLLOUT_CHECK_STEPS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +95,15 @@ def _add_endpoints(
     """Adds serving_default and, for image models, serving_bytes; returns the image transform."""
     serve = tf.function(serving, input_signature=list(serving.input_specs), autograph=False)
     archive.add_endpoint(DEFAULT_SIGNATURE, serve)
+    if serving.field:
+        archive.add_endpoint(
+            ROLLOUT_SIGNATURE,
+            lambda fields, steps: {TRAJECTORY: rollout(serving.model, fields, steps)},
+            input_signature=[
+                serving.input_specs[0],
+                tf.TensorSpec((), tf.int32, name=STEPS_INPUT),
+            ],
+        )
     if not serving.is_image_model:
         return None
     height, width = serving.image_size
@@ -130,6 +145,13 @@ def _check_parity(
         **{name: tf.constant(value) for name, value in samples.items()}
     )
     diffs = {DEFAULT_SIGNATURE: max_abs_diff(actual, serving.run(samples))}
+    if serving.field:  # three steps, against the eager rollout of the Keras model
+        ((name, state),) = samples.items()
+        expected = keras.ops.convert_to_numpy(rollout(serving.model, state, ROLLOUT_CHECK_STEPS))
+        actual = loaded.signatures[ROLLOUT_SIGNATURE](
+            **{name: tf.constant(state), STEPS_INPUT: tf.constant(ROLLOUT_CHECK_STEPS)}
+        )
+        diffs[ROLLOUT_SIGNATURE] = max_abs_diff(actual, {TRAJECTORY: expected})
     if transform is not None:
         encoded = _sample_image_bytes(next(iter(samples.values())))
         decoded = decode_images(encoded, transform, *serving.image_size)
@@ -227,6 +249,11 @@ def saved_model(
       FNet: ``token_ids``, ``segment_ids`` and ``padding_mask`` int32 (B, L).
       Output: ``probabilities`` (B, classes), or ``logits``; for a dense
       (segmentation) model, ``logits`` (B, H, W, classes) whatever `output`.
+    * ``serving_rollout`` (field models only): ``fields`` float32 (B, H,
+      W, C) normalised states and ``steps`` int32 () to ``trajectory``
+      (B, steps, H, W, C), the states after each step
+      (:func:`keras_fourier.models.fourcastnet.rollout` in the graph);
+      checked over 3 steps. ``serving_default`` returns ``next_state``.
     * ``serving_bytes`` (vision models only): ``image_bytes`` string (B,),
       encoded JPEG, PNG, GIF or BMP images of any size up to `max_pixels`
       (read from the header, before decoding; a larger image fails the

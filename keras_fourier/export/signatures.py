@@ -23,6 +23,13 @@ model's `keras.Input`\\ s (``images`` for vision models, ``token_ids``,
   ``serving_bytes`` returns ``class_map``: int32 (B, H, W), the arg-max class
   of each pixel at the model's input size (see :func:`dense_transform`). A
   model built with ``auxiliary=True`` exports its ``logits`` output only;
+* ``next_state`` for a field model (a forecaster: one input named
+  ``fields``, (B, H, W, C) normalised states, and one output of the same
+  shape, the models of :func:`keras_fourier.models.fourcastnet.field_model`
+  and the ``model.keras`` of a ``keras-fourier train --task forecast`` run).
+  Its SavedModel adds ``serving_rollout``: ``fields`` and ``steps`` (int32
+  scalar) to ``trajectory`` (B, steps, H, W, C), the model applied
+  autoregressively (:func:`keras_fourier.models.fourcastnet.rollout`);
 * ``features`` for a single output that is not a Dense head (vision models
   with ``include_top=False``).
 """
@@ -50,6 +57,11 @@ CLASS_MAP = "class_map"
 BYTES_INPUT = "image_bytes"
 DEFAULT_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
+FIELDS_INPUT = "fields"
+NEXT_STATE = "next_state"
+ROLLOUT_SIGNATURE = "serving_rollout"
+STEPS_INPUT = "steps"
+TRAJECTORY = "trajectory"
 # Default limit of `decode_images`: larger images are refused before they are decoded.
 
 
@@ -99,6 +111,26 @@ def classifier_head(model: keras.Model) -> keras.layers.Dense | None:
     return None
 
 
+def is_field_model(model: keras.Model) -> bool:
+    """Whether `model` is a field model: one ``fields`` input (B, H, W, C), an output of its shape.
+
+    Example:
+        >>> is_field_model(keras_fourier.models.fourcastnet.field_model(
+        ...     "fourcastnet_tiny", image_size=16, channels=2))
+        True
+    """
+    if isinstance(model.output, dict) or len(model.outputs) != 1 or len(model.inputs) != 1:
+        return False
+    fields, output = model.inputs[0], model.outputs[0]
+    shape = tuple(fields.shape)
+    return (
+        fields.name == FIELDS_INPUT
+        and len(shape) == 4
+        and None not in shape[1:]
+        and shape[1:] == tuple(output.shape)[1:]
+    )
+
+
 def is_dense_model(model: keras.Model) -> bool:
     """Whether `model` is a dense (segmentation) model: per-pixel outputs at its input's size.
 
@@ -118,7 +150,8 @@ def is_dense_model(model: keras.Model) -> bool:
         return False
     image, output = tuple(model.inputs[0].shape), tuple(model.outputs[0].shape)
     return (
-        len(image) == 4
+        not is_field_model(model)
+        and len(image) == 4
         and len(output) == 4
         and image[-1] == 3
         and None not in image[1:3]
@@ -154,6 +187,8 @@ class ServingModel:
         add_softmax: whether a softmax follows the model's output.
         dense: a dense (segmentation) model: per-pixel ``logits``, and a
             ``class_map`` from ``serving_bytes``. Default False.
+        field: a field model (forecaster): ``next_state``, and a
+            ``serving_rollout`` signature. Default False.
     """
 
     model: keras.Model
@@ -161,6 +196,7 @@ class ServingModel:
     output_name: str | None
     add_softmax: bool
     dense: bool = False
+    field: bool = False
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -170,7 +206,7 @@ class ServingModel:
     @property
     def is_image_model(self) -> bool:
         """One float (B, H, W, 3) input: the signatures take 0-255 RGB images."""
-        if len(self.input_specs) != 1:
+        if len(self.input_specs) != 1 or self.field:
             return False
         spec = self.input_specs[0]
         return spec.shape.rank == 4 and spec.shape[-1] == 3 and spec.dtype.is_floating
@@ -237,8 +273,11 @@ def serving_model(
                 f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
             )
     dense = is_dense_model(model)
+    field = is_field_model(model)
     head = classifier_head(model)
-    if dense:
+    if field:
+        output_name, activation, head = NEXT_STATE, None, None
+    elif dense:
         output_name, activation = LOGITS, None
     elif head is None:
         if output == "logits":
@@ -266,6 +305,7 @@ def serving_model(
         output_name=output_name,
         add_softmax=output == "probabilities" and activation == "linear",
         dense=dense,
+        field=field,
     )
 
 
@@ -325,7 +365,8 @@ def sample_inputs(
 ) -> dict[str, np.ndarray]:
     """Deterministic sample inputs for the parity checks.
 
-    Float inputs get uniform 0-255 values; integer inputs whose name contains
+    Float inputs get uniform 0-255 values (a field model's ``fields``:
+    standard normal values, as normalised states); integer inputs whose name contains
     "mask" get ones with the last quarter of positions zero; other integer
     inputs get ids below the smallest embedding table of the model (so they
     are valid token and segment ids).
@@ -348,7 +389,9 @@ def sample_inputs(
     samples = {}
     for spec in serving.input_specs:
         shape = (batch_size, *spec.shape[1:])
-        if spec.dtype.is_floating:
+        if serving.field:
+            samples[spec.name] = rng.standard_normal(shape).astype(spec.dtype.as_numpy_dtype)
+        elif spec.dtype.is_floating:
             samples[spec.name] = rng.uniform(0, 255, shape).astype(spec.dtype.as_numpy_dtype)
         elif "mask" in spec.name:
             mask = np.ones(shape, dtype=spec.dtype.as_numpy_dtype)

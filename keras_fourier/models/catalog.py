@@ -127,6 +127,18 @@ def check_architecture(name: str, architecture: Mapping[str, Any]) -> dict[str, 
             f"Unknown architecture options {sorted(unknown)}; expected {ARCHITECTURE_OPTIONS}."
         )
     given = {key: value for key, value in architecture.items() if value is not None}
+    if given and is_model_name(name) and modality(name) == "field":
+        wrong = {
+            key: value
+            for key, value in given.items()
+            if key not in FIELD_ARCHITECTURE or isinstance(value, (tuple, list))
+        }
+        if wrong:
+            raise ValueError(
+                f"Field model {name!r} takes {FIELD_ARCHITECTURE} as single ints (embed_dim, "
+                f"depth, patch_size). Received: {', '.join(f'{k}={v!r}' for k, v in wrong.items())}"
+            )
+        return given
     if given and (not is_model_name(name) or canonical_name(name) not in VISION_PRESETS):
         raise ValueError(
             f"Architecture options {sorted(given)} only apply to the presets "
@@ -159,6 +171,8 @@ def vision_stride(name: str, **architecture: Any) -> int:
     return options.get("patch_size", 16 if stages == 1 else 4) * 2 ** (stages - 1)
 
 
+# The architecture options a field model takes (its embed_dim, depth and patch_size).
+FIELD_ARCHITECTURE = ("dims", "depths", "patch_size")
 # The side of the embedded "digits" images' default input (they are 8x8).
 DIGITS_IMAGE_SIZE = 16
 
@@ -382,7 +396,11 @@ def create_model(
                 f"FourCastNet(weights=...). Received: weights={weights!r}"
             )
         return field_model(
-            name, image_size=image_size, channels=num_classes, drop_path_rate=drop_path_rate
+            name,
+            image_size=image_size,
+            channels=num_classes,
+            drop_path_rate=drop_path_rate,
+            **overrides,
         )
     if name in TEXT_PRESETS:
         if weights is not None:

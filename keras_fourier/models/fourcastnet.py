@@ -256,7 +256,9 @@ def rollout(
             output channels.
         state: the initial state (B, ...), e.g. a normalised field
             (B, H, W, C).
-        steps: number of steps, a positive int.
+        steps: number of steps, a positive int, or a scalar int tensor (e.g.
+            an input of an exported graph; its trajectory then has a free
+            second dimension).
         residual: whether the model predicts the increment. Default False.
         hook: optional ``hook(previous, prediction) -> next_state``.
 
@@ -270,7 +272,8 @@ def rollout(
         >>> rollout(model, keras.ops.zeros((1, 16, 32, 2)), 3).shape
         (1, 3, 16, 32, 2)
     """
-    steps = check_positive_int("steps", steps)
+    if isinstance(steps, int) or not hasattr(steps, "shape"):
+        steps = check_positive_int("steps", steps)
     state = ops.convert_to_tensor(state)
     dtype = keras.backend.standardize_dtype(state.dtype)
     shape = tuple(state.shape)
@@ -303,6 +306,9 @@ def field_model(
     drop_path_rate: float | None = None,
     weights: str | os.PathLike | None = None,
     fft_impl: str = "auto",
+    dims: int | None = None,
+    depths: int | None = None,
+    patch_size: int | None = None,
 ) -> keras.Model:
     """Builds a field model by its training name (a row of `FIELD_PRESETS`).
 
@@ -320,6 +326,9 @@ def field_model(
         drop_path_rate: stochastic depth rate. Default None: 0.
         weights: as :func:`FourCastNet`'s. Default None.
         fft_impl: "auto" (default), "fft" or "matmul".
+        dims: the token width (``embed_dim``). Default None: the row's.
+        depths: the AFNO blocks (``depth``). Default None: the row's.
+        patch_size: the patch side. Default None: the row's.
 
     Returns:
         A `keras.Model` from (B, H, W, channels) fields named ``fields``.
@@ -335,6 +344,9 @@ def field_model(
         preset["image_size"] = (
             (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
         )
+    for key, value in (("embed_dim", dims), ("depth", depths), ("patch_size", patch_size)):
+        if value is not None:
+            preset[key] = value
     if channels is not None:
         preset["in_channels"] = channels
         if not VARIANTS[variant].precip:

@@ -116,6 +116,7 @@ class Forecast(Task):
             image_size=self.model_options(config)["image_size"],
             channels=num_classes,
             drop_path_rate=config.drop_path_rate,
+            **config.architecture,
         )
 
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
