@@ -43,7 +43,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter, SelfAttention
+from keras_fourier.layers import AFNO2D, FNO2D, FourierMixing, GlobalFilter, SelfAttention
 from keras_fourier.layers.afbo import _FactorizedBilinearFFN
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 
@@ -139,6 +139,13 @@ def _afno(layer, inputs: Sequence[Shape], output: Shape) -> int:
     return _global_filter(layer, inputs, output) + block_mlp
 
 
+def _fno(layer, inputs: Sequence[Shape], output: Shape) -> int:
+    _, _, _, channels = inputs[0]
+    m1, m2 = layer._kept
+    # A complex C x C matrix per kept mode (four real products each), at both ends of H.
+    return _global_filter(layer, inputs, output) + 2 * 4 * m1 * m2 * channels * channels
+
+
 def _fourier_mixing(layer, inputs: Sequence[Shape], output: Shape) -> int:
     n = _size(inputs[0])
     return n * math.ceil(math.log2(n)) if n > 1 else 0
@@ -179,6 +186,7 @@ _RULES: tuple[tuple[type, Callable[..., int]], ...] = (
     (GlobalFilter, _global_filter),
     (GlobalLocalFilter, _global_local_filter),
     (AFNO2D, _afno),
+    (FNO2D, _fno),
     (FourierMixing, _fourier_mixing),
     (SelfAttention, _self_attention),
     (_FactorizedBilinearFFN, _factorized_bilinear),

@@ -237,6 +237,7 @@ def test_feature_extractor_returns_named_stage_maps():
 MIXER_CLASSES = {
     "global_filter": layers.GlobalFilter,
     "afno": layers.AFNO2D,
+    "fno": layers.FNO2D,
     "fourier": layers.FourierMixing,
     "gnconv": layers.GnConv,
     "gnconv_gf": layers.GnConv,

@@ -72,9 +72,10 @@ class FNO2D(_FNOBase):
 
     Args:
         modes_height: modes kept at each end of the H axis (FNO's
-            ``modes1``), a positive int.
+            ``modes1``), a positive int. Default None: H // 2 of the grid
+            the layer is built for (every mode; the grid must be known).
         modes_width: modes kept along the W half spectrum (``modes2``), a
-            positive int.
+            positive int. Default None: W // 2 + 1 of the built grid.
         fft_impl: "auto" (default), "fft" or "matmul".
         **kwargs: base `keras.layers.Layer` arguments.
 
@@ -95,33 +96,51 @@ class FNO2D(_FNOBase):
         "Adaptive Fourier Neural Operators", ICLR 2022, Table 1.
     """
 
-    def __init__(self, modes_height: int, modes_width: int, fft_impl: str = "auto", **kwargs):
+    def __init__(
+        self,
+        modes_height: int | None = None,
+        modes_width: int | None = None,
+        fft_impl: str = "auto",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.modes_height = check_positive_int("modes_height", modes_height)
-        self.modes_width = check_positive_int("modes_width", modes_width)
+        self.modes_height = (
+            None if modes_height is None else check_positive_int("modes_height", modes_height)
+        )
+        self.modes_width = (
+            None if modes_width is None else check_positive_int("modes_width", modes_width)
+        )
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
 
     def _check_size(self, height, width) -> None:
         if not is_static_size(height, width):
             return
-        if 2 * self.modes_height > height or self.modes_width > width // 2 + 1:
+        m1, m2 = self._kept
+        if 2 * m1 > height or m2 > width // 2 + 1:
             raise ValueError(
-                f"FNO2D with modes_height={self.modes_height} and modes_width="
-                f"{self.modes_width} needs H >= {2 * self.modes_height} and W // 2 + 1 >= "
-                f"{self.modes_width}. Received: inputs of size H={height}, W={width}"
+                f"FNO2D with modes_height={m1} and modes_width={m2} needs H >= {2 * m1} and "
+                f"W // 2 + 1 >= {m2}. Received: inputs of size H={height}, W={width}"
             )
 
     def build(self, input_shape):
         height, width, channels = _image_shape("FNO2D", input_shape)
+        if None in (self.modes_height, self.modes_width) and not is_static_size(height, width):
+            raise ValueError(
+                "FNO2D without modes_height and modes_width keeps every mode of the grid it is "
+                f"built for, which must be known. Received: input_shape={input_shape}"
+            )
+        self._kept = (
+            self.modes_height or max(1, height // 2),
+            self.modes_width or width // 2 + 1,
+        )
         self._check_size(height, width)
         self._channels = channels
-        modes = (self.modes_height, self.modes_width)
-        self.weights1 = self._add_modes_weight("weights1", channels, modes)
-        self.weights2 = self._add_modes_weight("weights2", channels, modes)
+        self.weights1 = self._add_modes_weight("weights1", channels, self._kept)
+        self.weights2 = self._add_modes_weight("weights2", channels, self._kept)
 
     def _mix(self, real, imag, weight):
         """Kept modes (B, m1, m2, C) times their matrices."""
-        m1, m2, channels = self.modes_height, self.modes_width, self._channels
+        (m1, m2), channels = self._kept, self._channels
         flat = (-1, m1 * m2, channels)
         weight = ops.reshape(ops.transpose(weight, (2, 3, 0, 1, 4)), (m1 * m2, channels, -1, 2))
         real, imag = _complex_mode_matmul(ops.reshape(real, flat), ops.reshape(imag, flat), weight)
@@ -131,7 +150,7 @@ class FNO2D(_FNOBase):
         check_channels("FNO2D", self._channels, inputs)
         height, width = spectral.spatial_dims(inputs, (1, 2))
         self._check_size(height, width)
-        m1, m2 = self.modes_height, self.modes_width
+        m1, m2 = self._kept
         real, imag = spectral.rfft2(inputs, self.fft_impl)
         top = self._mix(real[:, :m1, :m2], imag[:, :m1, :m2], self.weights1)
         bottom = self._mix(real[:, height - m1 :, :m2], imag[:, height - m1 :, :m2], self.weights2)

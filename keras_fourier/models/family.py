@@ -52,6 +52,14 @@ MIXERS: dict[str, Component] = {
         "GlobalFilter", fourier=True, filter_size=lambda h, w: {"height": h, "width": w // 2 + 1}
     ),
     "afno": Component("AFNO2D", fourier=True),
+    # FNO as the AFNO paper compares it (its Table 6): full complex weights on every mode of
+    # the token grid that an rFFT keeps (no block-diagonal sharing, no thresholding); an
+    # any-size model fixes them at its training grid.
+    "fno": Component(
+        "FNO2D",
+        fourier=True,
+        filter_size=lambda h, w: {"modes_height": max(1, h // 2), "modes_width": w // 2 + 1},
+    ),
     "fourier": Component("FourierMixing", fourier=True, any_size=False),
     "gnconv": Component("GnConv", {"spatial_mixing": "dwconv"}),
     "gnconv_gf": Component(
