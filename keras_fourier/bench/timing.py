@@ -26,7 +26,7 @@ from keras_fourier.bench.host import (
 from keras_fourier.bench.measure import PeakMemory, median_seconds
 from keras_fourier.bench.report import rounded
 from keras_fourier.data import get_num_classes, load_image_dataset
-from keras_fourier.export.signatures import classifier_head
+from keras_fourier.export.signatures import classifier_head, is_field_model
 from keras_fourier.flop_count import flops
 from keras_fourier.models.catalog import (
     VISION_PRESETS,
@@ -35,6 +35,8 @@ from keras_fourier.models.catalog import (
     is_model_name,
 )
 from keras_fourier.models.clone import clone_with
+from keras_fourier.models.fourcastnet_family import VARIANTS as FOURCASTNET_VARIANTS
+from keras_fourier.models.names import FIELD_PRESETS, modality
 from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS
 from keras_fourier.validation import check_choice
 
@@ -45,7 +47,7 @@ FREE_SIZE_BATCH_SIZES = (1, 8)
 _NO_QUANTIZE_WARNING = "Layer .* does not have a `quantize` method implemented"
 
 
-def named_model_size(name: str) -> tuple[int, int]:
+def named_model_size(name: str) -> tuple[int | tuple[int, int], int]:
     """The input size and classes a model name is benchmarked at, unless given.
 
     Args:
@@ -55,12 +57,16 @@ def named_model_size(name: str) -> tuple[int, int]:
         (image size, classes): for the small vision presets, the model that
         ``keras-fourier train --model NAME`` trains (on the digits: 16 pixels
         for gfnet_tiny, 10 classes); for every other name, 224 and 1000
-        (ImageNet, as the papers measure).
+        (ImageNet, as the papers measure); for a field model (FourCastNet),
+        its row's grid and channels (720 x 1440, 20: ERA5 at 0.25 degrees).
 
     Example:
         >>> named_model_size("gfnet_tiny"), named_model_size("gfnet_ti")
         ((16, 10), (224, 1000))
     """
+    if is_model_name(name) and modality(name) == "field":
+        spec = FOURCASTNET_VARIANTS[FIELD_PRESETS[canonical_name(name)]["variant"]]
+        return spec.image_size, spec.in_channels
     if is_model_name(name) and canonical_name(name) in VISION_PRESETS:
         data = "digits"  # the default data of `keras-fourier train`
         return default_image_size(name, data=data), get_num_classes(data)
@@ -314,9 +320,12 @@ def benchmark_model(
     inputs = random_inputs(model, batch_size)
     single = random_inputs(model, 1)
     result: dict[str, Any] = {}
+    field = is_field_model(model)  # a forecaster trains on the next state, MSE
     model.compile(
         optimizer=keras.optimizers.AdamW(1e-4),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
+        loss=keras.losses.MeanSquaredError()
+        if field
+        else keras.losses.SparseCategoricalCrossentropy(),
         jit_compile=jit,
     )
     before()
@@ -327,7 +336,7 @@ def benchmark_model(
     before()
     result["latency_ms"] = 1e3 * median_seconds(lambda: model.predict_on_batch(single), repeats)
     if train and _output_rank(model) in (2, 4):
-        labels = _labels(model, batch_size)
+        labels = random_inputs(model, batch_size) if field else _labels(model, batch_size)
         before()
         with PeakMemory() as memory:
             seconds = median_seconds(lambda: model.train_on_batch(inputs, labels), repeats)
