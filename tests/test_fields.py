@@ -54,8 +54,9 @@ def test_pairs_are_normalised_frames_lead_steps_apart_with_the_train_climatology
 def test_options_choose_the_array_channels_and_given_statistics(files):
     stats = files / "stats"
     stats.mkdir()
-    np.save(stats / "global_means.npy", np.array([1.0, 2.0, 3.0]).reshape(1, 3, 1, 1))
-    np.save(stats / "global_stds.npy", np.array([2.0, 4.0, 8.0]).reshape(1, 3, 1, 1))
+    # FourCastNet's files cover more channels than the model uses: indexed by channel.
+    np.save(stats / "global_means.npy", np.array([1.0, 2.0, 3.0, 9.0]).reshape(1, 4, 1, 1))
+    np.save(stats / "global_stds.npy", np.array([2.0, 4.0, 8.0, 9.0]).reshape(1, 4, 1, 1))
     source = load_field_source(f"fields:{files / 'a.npz'}?channels=2,0&stats={stats}")
     assert source.shape == (4, 6, 2)
     np.testing.assert_allclose(source.mean, [3.0, 1.0])

@@ -296,3 +296,23 @@ def test_rollout_residual_and_hook():
 def test_bad_arguments_name_argument_and_value(kwargs, error, match):
     with pytest.raises(error, match=re.escape(match)):
         FourCastNet(**{**TINY, **kwargs})
+
+
+def test_release_rows_name_the_official_files_and_statistics():
+    rows = fourcastnet_family.RELEASES
+    assert sorted(rows) == ["fourcastnet_precip_v0", "fourcastnet_v0"]
+    assert rows["fourcastnet_v0"].url.endswith("/fourcastnet/0.0/backbone.ckpt")
+    assert rows["fourcastnet_precip_v0"].url.endswith("/fourcastnet/0.0/precip.ckpt")
+    assert sorted(rows["fourcastnet_v0"].statistics) == ["global_means.npy", "global_stds.npy"]
+    assert fourcastnet_family.FOURCASTNET.releases["fourcastnet"] == (rows["fourcastnet_v0"],)
+    assert {row.reader for row in rows.values()} == {"pth"}
+
+
+def test_a_release_is_downloaded_through_the_cache_and_mirror(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.setenv("KERAS_FOURIER_MIRROR", "http://127.0.0.1:9/")  # nothing listens
+    with pytest.raises(ValueError, match="weights='fourcastnet_v0' needs network access"):
+        FourCastNet(**TINY, weights="fourcastnet_v0")
+    with pytest.raises(ValueError, match="variant 'fourcastnet_precip', not 'fourcastnet'"):
+        FourCastNet(**TINY, weights="fourcastnet_precip_v0")
+    assert not any(path.is_file() for path in tmp_path.rglob("*"))

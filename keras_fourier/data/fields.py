@@ -19,9 +19,9 @@ Options follow the source after ``?``, joined by ``&``:
 * ``dataset``: the array's name in a ``.npz`` or HDF5 file.
 * ``channels``: the channels kept, by index. Default: all.
 * ``stats``: a folder holding FourCastNet's ``global_means.npy`` and
-  ``global_stds.npy`` (shape (1, C, 1, 1) or (C,), indexed by the
-  original channels). Default: the mean and standard deviation of each
-  channel over the train split.
+  ``global_stds.npy`` (shape (1, C', 1, 1) or (C',), C' >= the file's
+  channels, indexed by them as FourCastNet's ``[0, channels]``). Default:
+  the mean and standard deviation of each channel over the train split.
 * ``splits``: the train and validation shares of the frames. Default
   0.7,0.15: the first 70% of the frames train, the next 15% validate
   ("validation") and the rest test ("test"); pairs never cross a split.
@@ -346,7 +346,7 @@ def _given_statistics(source: str, folder: str, frames: _Frames) -> tuple[np.nda
         except (OSError, ValueError) as error:
             raise _bad(source, f"cannot read the statistics file {path!r} ({error})") from None
         array = np.asarray(array, np.float64).reshape(-1)
-        if array.size != frames.all_channels:
+        if array.size < frames.all_channels:  # FourCastNet's cover more channels than it uses
             raise _bad(
                 source,
                 f"{path!r} holds {array.size} values for the file's {frames.all_channels} channels",

@@ -38,11 +38,12 @@ from keras import ops
 from keras_fourier.layers import PeriodicPad2D, PositionEmbedding, spectral
 from keras_fourier.layers.fourier import MODE_SLICINGS
 from keras_fourier.models.family import VisionSpec
-from keras_fourier.models.fourcastnet_family import VARIANTS, FourCastNetSpec
+from keras_fourier.models.fourcastnet_family import RELEASES, VARIANTS, FourCastNetSpec
 from keras_fourier.models.fourcastnet_weights import load_fourcastnet_checkpoint
 from keras_fourier.models.names import FIELD_PRESETS
 from keras_fourier.models.vision import _block
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
+from keras_fourier.weights.download import download
 
 # The fields of a row a builder call may override (``precip`` is chosen by the variant).
 OVERRIDABLE = tuple(f.name for f in dataclasses.fields(FourCastNetSpec) if f.name != "precip")
@@ -182,7 +183,10 @@ def FourCastNet(
             at 720 x 1440, 74,691,840 official parameters of which the
             1,536 of the never-applied final norm are not in this model) or
             "fourcastnet_precip" (20 -> 1, total precipitation).
-        weights: None (random init, default), an official checkpoint
+        weights: None (random init, default), a release name of
+            :data:`~keras_fourier.models.fourcastnet_family.RELEASES`
+            ("fourcastnet_v0", "fourcastnet_precip_v0": downloaded once), an
+            official checkpoint
             (``backbone.ckpt``/``precip.ckpt`` or a ``.tar`` of ``train.py``,
             read without PyTorch, see
             :func:`~keras_fourier.models.fourcastnet_weights.load_fourcastnet_checkpoint`),
@@ -220,6 +224,19 @@ def FourCastNet(
     model = build_fourcastnet(
         spec, drop_path_rate=drop_path_rate, fft_impl=fft_impl, name=name or variant
     )
+    if weights in RELEASES:
+        release = RELEASES[weights]
+        if release.variant != variant:
+            raise ValueError(
+                f"Release {weights!r} holds the weights of variant {release.variant!r}, not "
+                f"{variant!r}. Received: weights={weights!r}"
+            )
+        try:
+            weights = download(release.url, release.file_name, release.sha256)
+        except ValueError as error:
+            raise ValueError(
+                f"weights={weights!r} needs network access the first time. {error}"
+            ) from error
     if weights is not None:
         path = os.fspath(weights)
         if not os.path.isfile(path):

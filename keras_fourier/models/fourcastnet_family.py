@@ -24,6 +24,11 @@ A forecast with the released weights needs the release's inputs: the
 ``global_means.npy`` and ``global_stds.npy`` of the release's ``stats_v0``
 (indexed ``[0, channels]``, as ``inference.py`` does), channels last here;
 the outputs are z-scores of the same channels 6 hours later.
+
+:data:`RELEASES` lists the released checkpoints (``fourcastnet_v0``,
+``fourcastnet_precip_v0``) with the URLs of their statistics;
+``FourCastNet(weights="fourcastnet_v0")`` downloads its checkpoint once
+into the package's cache (``KERAS_FOURIER_MIRROR`` applies).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import dataclasses
 
 from keras_fourier.models.family import Family
 from keras_fourier.models.keymap import BLOCK, PARAMETERS, inner_key
+from keras_fourier.weights.releases import Release
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,11 +156,46 @@ def checkpoint_key(variant: str, path: str) -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FourCastNetRelease(Release):
+    """One official FourCastNet checkpoint, with the normalisation it was trained with.
+
+    Attributes:
+        variant: the key of :data:`VARIANTS` it was trained as.
+        statistics: {file name: URL} of the release's ``global_means.npy``
+            and ``global_stds.npy`` (shape (1, C, 1, 1), indexed by the
+            channels of :data:`ERA5_CHANNELS`; a forecast needs them, see
+            the module docstring).
+    """
+
+    variant: str
+    statistics: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+# FCN_weights_v0 and stats_v0 of NVlabs/FourCastNet (README "Version Notes": published on
+# NERSC's Globus endpoint, which needs a login), mirrored over plain HTTPS by ECMWF for its
+# ai-models plugin (ecmwf-lab/ai-models-fourcastnet, model version "0"). Sizes and sha256 are
+# not published, and these rows were written without network access to compute them.
+_ECMWF = "https://get.ecmwf.int/repository/test-data/ai-models/fourcastnet/0.0/{}"
+_STATISTICS = {name: _ECMWF.format(name) for name in ("global_means.npy", "global_stds.npy")}
+RELEASES: dict[str, FourCastNetRelease] = {
+    f"{variant}_v0": FourCastNetRelease(
+        f"{variant}_v0_{file}",
+        _ECMWF.format(file),
+        "https://github.com/NVlabs/FourCastNet",
+        "BSD-3-Clause",
+        variant=variant,
+        statistics=_STATISTICS,
+    )
+    for variant, file in (("fourcastnet", "backbone.ckpt"), ("fourcastnet_precip", "precip.ckpt"))
+}
+
 FOURCASTNET = Family(
     "FourCastNet",
     __doc__.split("\n\n")[0],
     variants=VARIANTS,
     builders={},
     modality="field",
+    releases={release.variant: (release,) for release in RELEASES.values()},
     checkpoint_key=checkpoint_key,
 )
