@@ -138,6 +138,8 @@ class Task(abc.ABC):
             model (its `TrainConfig.model` left at the default, which the
             task does not take). Default None: the config's.
         default_data: the same for the data source. Default None.
+        outputs: what the model's outputs per position are, for the run's
+            header ("12 classes"). Default "classes".
     """
 
     name: str
@@ -149,6 +151,7 @@ class Task(abc.ABC):
     selection_mode: str = "max"
     default_model: str | None = None
     default_data: str | None = None
+    outputs: str = "classes"
 
     @property
     def monitor(self) -> str:

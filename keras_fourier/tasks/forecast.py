@@ -60,6 +60,7 @@ class Forecast(Task):
     selection_mode = "min"
     default_model = "fourcastnet_tiny"
     default_data = "navier_stokes"
+    outputs = "channels"
 
     def accepts(self, data: str) -> bool:
         return is_field_source(data)

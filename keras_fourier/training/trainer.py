@@ -323,7 +323,7 @@ def _print_header(
     lines = [
         f"model {config.model}: {model.count_params():,} parameters, "
         f"{flops(model) / 1e6:,.1f} MFLOPs per example (papers' convention), input {shape}, "
-        f"{data.num_classes} classes",
+        f"{data.num_classes} {run_task(config).outputs}",
         f"recipe {config.recipe}"
         + (
             ""
