@@ -495,7 +495,7 @@ def create_pretrained_model(
             checkpoint, or a `.weights.h5`/`.keras` file saved by keras_fourier
             (with any head or none); text models: anything
             `keras_fourier.FNet` takes (a release name such as "f_net_base",
-            an official Flax checkpoint, a keras-hub preset folder, a
+            an official Flax checkpoint, a transformers or keras-hub folder, a
             `.weights.h5` of an encoder, an `FNetPretraining` or a classifier).
         num_classes: classes of the new head.
         image_size: input size of vision models. Default 224.

@@ -299,12 +299,17 @@ def build_fnet(
             checkpoint, downloaded once into the Keras cache and converted
             once, offline afterwards), or a path: a ``.weights.h5`` saved by
             this package, an official FNet Flax checkpoint file (read without
-            JAX or Flax, its optimizer moments skipped), or a keras-hub FNet
-            preset folder (``config.json`` + weights). Loading is all or
-            nothing: weights that do not match raise ValueError listing the
-            missing, unexpected and wrong-shape tensors, and the model is
-            unchanged. A classifier loading a pretraining checkpoint keeps a
-            fresh classifier, as the official fine-tuning does.
+            JAX or Flax, its optimizer moments skipped), a Hugging Face
+            transformers FNet folder (``config.json`` + ``model.safetensors``
+            or ``pytorch_model.bin``; its ``hidden_act`` must be this
+            model's `activation`), or a keras-hub FNet preset folder
+            (``config.json`` + weights, a task preset's classifier
+            included). Loading is all or nothing: weights that do not match
+            raise ValueError listing the missing, unexpected and wrong-shape
+            tensors, and the model is unchanged. A classifier loading a
+            pretraining checkpoint keeps a fresh classifier, as the official
+            fine-tuning does; a transformers or keras-hub head that does not
+            fit starts fresh with one ``FreshHeadWarning``.
         name: model name. Default "fnet".
         load_weights: ``load_weights(model, weights)`` loads non-None
             `weights`; the public builders pass
@@ -430,7 +435,8 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
         activation: feed-forward activation, "gelu_tanh" (default) or a
             Keras activation name such as "gelu".
         weights: None (default), "f_net_{variant}" (the official release), or
-            a path (``.weights.h5``, official Flax checkpoint, keras-hub preset).
+            a path (``.weights.h5``, official Flax checkpoint, transformers or
+            keras-hub folder).
         name: model name. Default "fnet_{variant}".
 
     Returns:
