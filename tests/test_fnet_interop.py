@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch  # the test extra installs it; the package does not need it
 
+from keras_fourier.models.catalog import TEXT_PRESETS, create_pretrained_model
 from keras_fourier.models.fnet_weights import (
     FreshHeadWarning,
     fnet_weights_activation,
@@ -32,6 +33,7 @@ from keras_fourier.models.fnet_weights import (
     load_pretrained_encoder,
     save_keras_hub_preset,
 )
+from keras_fourier.training import TrainConfig, validate_config
 from keras_fourier.weights.safetensors_file import read_safetensors
 from tests.test_fnet_checkpoints import (
     LENGTH,
@@ -73,9 +75,20 @@ def write_safetensors(path, tensors) -> None:
         file.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
-def transformers_state(kind: str, rng, classes: int = 3, prefix: bool = True) -> dict:
+def transformers_state(
+    kind: str,
+    rng,
+    classes: int = 3,
+    prefix: bool = True,
+    *,
+    hidden: int = D,
+    intermediate: int = FF,
+    vocab: int = VOCAB,
+    positions: int = MAX_LENGTH,
+) -> dict:
     """A transformers FNet state dict of `kind` (a key of ARCHITECTURES), LN away from 1 and 0."""
     base = "fnet." if prefix else ""
+    D, FF, VOCAB, MAX_LENGTH = hidden, intermediate, vocab, positions
     shapes = {
         "embeddings.word_embeddings.weight": (VOCAB, D),
         "embeddings.position_embeddings.weight": (MAX_LENGTH, D),
@@ -128,6 +141,12 @@ ARCHITECTURES = {
 }
 
 
+def state_shape(state, suffix: str, axis: int, default: int) -> int:
+    """A size of the state's tensor ending in `suffix`, or `default` for an empty state."""
+    found = [array.shape[axis] for key, array in state.items() if key.endswith(suffix)]
+    return found[0] if found else default
+
+
 def write_transformers_folder(folder, state, kind, fmt="safetensors", **config_overrides):
     """A folder as transformers' save_pretrained writes it; the .bin as old checkpoints hold it
     (with the position_ids buffer and the tied decoder)."""
@@ -135,13 +154,13 @@ def write_transformers_folder(folder, state, kind, fmt="safetensors", **config_o
     config = {
         "architectures": [ARCHITECTURES[kind]],
         "model_type": "fnet",
-        "vocab_size": VOCAB,
-        "hidden_size": D,
+        "vocab_size": state_shape(state, "word_embeddings.weight", 0, VOCAB),
+        "hidden_size": state_shape(state, "word_embeddings.weight", 1, D),
         "num_hidden_layers": NL,
-        "intermediate_size": FF,
+        "intermediate_size": state_shape(state, "layer.0.intermediate.dense.weight", 0, FF),
         "hidden_act": "gelu_new",
         "hidden_dropout_prob": 0.1,
-        "max_position_embeddings": MAX_LENGTH,
+        "max_position_embeddings": state_shape(state, "position_embeddings.weight", 0, MAX_LENGTH),
         "type_vocab_size": SEGMENTS,
         "layer_norm_eps": 1e-12,
         "use_tpu_fourier_optimizations": False,
@@ -155,7 +174,8 @@ def write_transformers_folder(folder, state, kind, fmt="safetensors", **config_o
     else:
         tensors = {key: torch.from_numpy(array) for key, array in state.items()}
         prefix = "fnet." if any(key.startswith("fnet.") for key in state) else ""
-        tensors[f"{prefix}embeddings.position_ids"] = torch.arange(MAX_LENGTH)[None]
+        positions = state_shape(state, "position_embeddings.weight", 0, MAX_LENGTH)
+        tensors[f"{prefix}embeddings.position_ids"] = torch.arange(positions)[None]
         if "cls.predictions.bias" in state:
             tensors["cls.predictions.decoder.weight"] = tensors[
                 "fnet.embeddings.word_embeddings.weight"
@@ -394,6 +414,36 @@ def test_a_weights_file_of_a_folder_and_a_folder_of_neither_kind_are_named(tmp_p
     os.remove(os.path.join(folder, "model.safetensors"))
     with pytest.raises(ValueError, match=r"has no weights: none of model\.safetensors"):
         tiny(weights=folder)
+
+
+def test_train_weights_build_the_fine_tuning_model_from_a_transformers_folder(tmp_path):
+    """What `keras-fourier train --model fnet_tiny --weights FOLDER` builds (the run itself is
+    tests/test_finetune.py's): the folder's exact GELU, its encoder, a fresh head."""
+    tiny_sizes = TEXT_PRESETS["fnet_tiny"]
+    state = transformers_state(
+        "classifier",
+        np.random.default_rng(12),
+        hidden=tiny_sizes["hidden_size"],
+        intermediate=tiny_sizes["intermediate_size"],
+        vocab=260,
+        positions=32,
+    )
+    folder = write_transformers_folder(tmp_path / "hf", state, "classifier", hidden_act="gelu")
+    config = TrainConfig(
+        model="fnet_tiny", data="csv:unused", weights=folder, tokenizer="bytes", sequence_length=16
+    )
+    validate_config(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FreshHeadWarning)
+        model = create_pretrained_model(
+            "fnet_tiny", weights=folder, num_classes=2, sequence_length=16, vocabulary_size=260
+        )
+    assert model.get_layer("encoder_layer_0").activation == "gelu"
+    np.testing.assert_array_equal(
+        value(model.get_layer("encoder_layer_1").output_dense.kernel),
+        state["fnet.encoder.layer.1.output.dense.weight"].T,
+    )
+    assert model.get_layer("classifier").kernel.shape == (tiny_sizes["hidden_size"], 2)
 
 
 # --- The safetensors reader ----------------------------------------------------------------
