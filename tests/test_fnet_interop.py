@@ -35,6 +35,7 @@ from keras_fourier.models.fnet_weights import (
 )
 from keras_fourier.training import TrainConfig, validate_config
 from keras_fourier.weights.safetensors_file import read_safetensors
+from tests.test_data_text import _tiny_sentencepiece_model
 from tests.test_fnet_checkpoints import (
     LENGTH,
     MAX_LENGTH,
@@ -633,3 +634,22 @@ def test_export_refuses_a_folder_with_files_and_an_inexpressible_model(tmp_path)
         save_keras_hub_preset(tiny(activation="gelu"), tmp_path / "exact")
     assert not os.path.exists(tmp_path / "exact")
     assert sorted(os.listdir(tmp_path)) == ["full"]
+
+
+def test_export_with_a_sentencepiece_tokenizer_writes_keras_hub_tokenizer_files(tmp_path):
+    vocabulary = tmp_path / "vocab.model"
+    vocabulary.write_bytes(_tiny_sentencepiece_model())
+    out = tmp_path / "with_tokenizer"
+    save_keras_hub_preset(tiny(num_classes=2), out, tokenizer=vocabulary)
+    assert (out / "assets" / "tokenizer" / "vocabulary.spm").read_bytes() == (
+        vocabulary.read_bytes()
+    )
+    tokenizer = json.loads((out / "tokenizer.json").read_text())
+    assert tokenizer["class_name"] == "FNetTokenizer"
+    preprocessor = json.loads((out / "preprocessor.json").read_text())
+    assert preprocessor["config"]["sequence_length"] == LENGTH
+    assert preprocessor["config"]["tokenizer"] == tokenizer
+    assert json.loads((out / "task.json").read_text())["config"]["preprocessor"] == preprocessor
+    with pytest.raises(ValueError, match=r"must be the path of a SentencePiece \.model file"):
+        save_keras_hub_preset(tiny(), tmp_path / "none", tokenizer=tmp_path / "missing.model")
+    assert not (tmp_path / "none").exists()

@@ -931,7 +931,37 @@ _KERAS_HUB_CLASSIFIER = {
 }
 
 
-def save_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None:
+_KERAS_HUB_TOKENIZER = {
+    "module": "keras_hub.src.models.f_net.f_net_tokenizer",
+    "class_name": "FNetTokenizer",
+    "registered_name": "keras_hub>FNetTokenizer",
+}
+_KERAS_HUB_PREPROCESSOR = {
+    "module": "keras_hub.src.models.f_net.f_net_text_classifier_preprocessor",
+    "class_name": "FNetTextClassifierPreprocessor",
+    "registered_name": "keras_hub>FNetTextClassifierPreprocessor",
+}
+_KERAS_HUB_VOCABULARY = "assets/tokenizer/vocabulary.spm"
+_MAX_SENTENCEPIECE_BYTES = 64 * 2**20
+
+
+def _sentencepiece_bytes(tokenizer: str | os.PathLike) -> bytes:
+    path = os.fspath(tokenizer)
+    if not os.path.isfile(path) or os.path.getsize(path) > _MAX_SENTENCEPIECE_BYTES:
+        raise ValueError(
+            "`tokenizer` must be the path of a SentencePiece .model file of at most "
+            f"{_MAX_SENTENCEPIECE_BYTES:,} bytes. Received: tokenizer={tokenizer!r}"
+        )
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def save_keras_hub_preset(
+    model: keras.Model,
+    folder: str | os.PathLike,
+    *,
+    tokenizer: str | os.PathLike | None = None,
+) -> None:
     """Writes an FNet as a keras-hub preset folder, which ``keras_hub.models.FNetBackbone`` loads.
 
     The layout of keras-hub's ``save_to_preset``: ``config.json`` (the
@@ -940,19 +970,27 @@ def save_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
     (:func:`keras_hub_key_map`, the map the loader uses, read the other way).
     A classifier adds ``task.json`` and ``task.weights.h5``, an
     ``FNetTextClassifier`` (``keras_hub.models.FNetTextClassifier.from_preset``
-    loads it with its head). The folder is written whole or not at all. No
-    tokenizer files are written: the model holds no tokenizer (keras-hub's
-    ``FNetTokenizer`` takes the SentencePiece model the text was encoded with).
+    loads it with its head). With `tokenizer`, keras-hub's ``FNetTokenizer``
+    files too (``tokenizer.json``, ``assets/tokenizer/vocabulary.spm``, and
+    for a classifier ``preprocessor.json``, an
+    ``FNetTextClassifierPreprocessor`` of the model's sequence length), so
+    that ``from_preset`` builds the task with its preprocessor. The folder is
+    written whole or not at all.
 
     Args:
         model: built by :func:`FNet` (an encoder, a classifier, or an
             :class:`FNetPretraining`, whose encoder is written), with the
             tanh-GELU activation of keras-hub's FNet.
         folder: the preset folder; it must not exist or be empty.
+        tokenizer: the SentencePiece ``.model`` file the model's text was
+            encoded with (the official ``c4_bpe_sentencepiece.model`` for
+            official weights: ``keras_fourier.data.official_sentencepiece_model()``).
+            Default None: no tokenizer files.
 
     Raises:
         ValueError: a model keras-hub's FNet cannot express (another
-            activation), or a `folder` that holds files; nothing is written.
+            activation), a `tokenizer` that is not a file, or a `folder`
+            that holds files; nothing is written.
 
     Example:
         >>> model = FNet("base", weights="f_net_base")  # doctest: +SKIP
@@ -964,6 +1002,7 @@ def save_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
             f"keras-hub's FNet computes the tanh GELU; model {model.name!r} has "
             f"activation={_model_activation(model)!r}. Received: model={model.name!r}"
         )
+    vocabulary = None if tokenizer is None else _sentencepiece_bytes(tokenizer)
     encoder = encoder_of(model)
     sizes = _model_sizes(model)
     backbone = {
@@ -1006,4 +1045,32 @@ def save_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
         weight_files["task.weights.h5"] = {
             k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)
         }
-    write_keras_hub_preset(folder, json_files, weight_files)
+    other_files = {}
+    if vocabulary is not None:
+        json_files["tokenizer.json"] = {
+            **_KERAS_HUB_TOKENIZER,
+            "config": {
+                "name": "f_net_tokenizer",
+                "trainable": True,
+                "config_file": "tokenizer.json",
+                "proto": None,
+                "sequence_length": None,
+                "add_bos": False,
+                "add_eos": False,
+            },
+        }
+        other_files[_KERAS_HUB_VOCABULARY] = vocabulary
+        if classifier is not None:
+            length = encoder.input["token_ids"].shape[1] or sizes["max_sequence_length"]
+            json_files["preprocessor.json"] = json_files["task.json"]["config"]["preprocessor"] = {
+                **_KERAS_HUB_PREPROCESSOR,
+                "config": {
+                    "name": "f_net_text_classifier_preprocessor",
+                    "trainable": True,
+                    "tokenizer": json_files["tokenizer.json"],
+                    "config_file": "preprocessor.json",
+                    "sequence_length": length,
+                    "truncate": "round_robin",
+                },
+            }
+    write_keras_hub_preset(folder, json_files, weight_files, other_files)

@@ -151,6 +151,7 @@ def write_keras_hub_preset(
     folder: str | os.PathLike,
     json_files: Mapping[str, Any],
     weight_files: Mapping[str, Mapping[str, np.ndarray]],
+    other_files: Mapping[str, bytes] | None = None,
 ) -> None:
     """Writes a preset folder whole or not at all: into a temporary folder, then renamed.
 
@@ -160,6 +161,8 @@ def write_keras_hub_preset(
         weight_files: file name -> {HDF5 dataset path: array}
             (``model.weights.h5``, ...), the paths as Keras's
             ``.weights.h5`` stores a model's variables.
+        other_files: relative path -> content, e.g.
+            ``{"assets/tokenizer/vocabulary.spm": ...}``. Default None.
 
     Raises:
         ValueError: `folder` is a file or a folder with files in it; nothing
@@ -187,6 +190,13 @@ def write_keras_hub_preset(
             with h5py.File(os.path.join(temporary, name), "w") as handle:
                 for path, array in tensors.items():
                     handle.create_dataset(path, data=array)
+        for name, content in (other_files or {}).items():
+            path = os.path.join(temporary, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as file:
+                file.write(content)
+                file.flush()
+                os.fsync(file.fileno())
         os.chmod(temporary, 0o777 & ~_umask())
         os.replace(temporary, folder)
     except BaseException:
