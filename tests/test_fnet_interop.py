@@ -447,6 +447,31 @@ def test_train_weights_build_the_fine_tuning_model_from_a_transformers_folder(tm
     assert model.get_layer("classifier").kernel.shape == (tiny_sizes["hidden_size"], 2)
 
 
+def test_a_sharded_safetensors_folder_loads_and_a_missing_shard_tensor_is_named(tmp_path):
+    state = transformers_state("model", np.random.default_rng(13))
+    folder = write_transformers_folder(tmp_path / "sharded", state, "model")
+    os.remove(os.path.join(folder, "model.safetensors"))
+    keys = sorted(state)
+    shards = {
+        "model-00001-of-00002.safetensors": keys[:10],
+        "model-00002-of-00002.safetensors": keys[10:],
+    }
+    for shard, names in shards.items():
+        write_safetensors(os.path.join(folder, shard), {key: state[key] for key in names})
+    index = {"weight_map": {key: shard for shard, names in shards.items() for key in names}}
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as file:
+        json.dump(index, file)
+    model, _ = load({}, folder)
+    loaded = snapshot(model)
+    for path, array in expected_variables(model, state).items():
+        np.testing.assert_array_equal(loaded[path], array, err_msg=path)
+    index["weight_map"]["fnet.extra"] = "model-00002-of-00002.safetensors"
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as file:
+        json.dump(index, file)
+    with pytest.raises(ValueError, match=r"names tensors its shards lack: fnet\.extra"):
+        tiny(weights=folder)
+
+
 # --- The safetensors reader ----------------------------------------------------------------
 
 
