@@ -536,17 +536,20 @@ def fourier_mix_real(x, fft_impl: str = "auto"):
     returned in float32 and may exceed the float16 range.
 
     Args:
-        x: real tensor of rank 3 or 4 with static non-batch dimensions.
+        x: real tensor of rank 3 or 4 with a static last dimension; the
+            others may be unknown until run time (any-length FNet): "fft"
+            needs no length, "matmul" builds its DFT tables in the graph
+            from the run-time length.
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
         float32 tensor of the same shape.
     """
     rank = len(x.shape)
-    if rank not in (3, 4) or any(d is None for d in x.shape[1:]):
+    if rank not in (3, 4) or x.shape[-1] is None:
         raise ValueError(
-            "fourier_mix_real needs a rank-3 or rank-4 tensor with static non-batch "
-            f"dimensions; received shape {tuple(x.shape)}."
+            "fourier_mix_real needs a rank-3 or rank-4 tensor with a static last "
+            f"dimension; received shape {tuple(x.shape)}."
         )
     x = _float32(x)
     if resolve_fft_impl(fft_impl) == "fft":
