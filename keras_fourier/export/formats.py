@@ -34,7 +34,7 @@ import keras
 from keras_fourier.export import litert, onnx_export, savedmodel
 from keras_fourier.export.journal import Transaction, locked, recover
 from keras_fourier.export.serving_config import merge_models_config, read_models_config
-from keras_fourier.export.signatures import MAX_IMAGE_PIXELS
+from keras_fourier.export.signatures import MAX_IMAGE_PIXELS, at_sequence_length
 from keras_fourier.fileio import check_writable_folder, make_folders
 from keras_fourier.validation import check_number, check_positive_int
 
@@ -233,6 +233,7 @@ def export(
     verify: bool = True,
     identity: dict[str, Any] | None = None,
     names: Mapping[str, str] | None = None,
+    sequence_length: int | None = None,
 ) -> ExportResult:
     """Exports `model` in several formats into `out`, all or nothing, in one journaled commit.
 
@@ -259,6 +260,9 @@ def export(
             completed instead of exported again. Default None.
         names: how messages name the arguments (e.g. {"overwrite":
             "--overwrite"}). Default None: by their names.
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at, in every
+            format; None (default) for models of fixed input shapes.
 
     Returns:
         An :class:`ExportResult`.
@@ -273,6 +277,7 @@ def export(
     """
     out = os.fspath(out)
     names = dict(names or {})
+    model = at_sequence_length(model, sequence_length)
     unknown = [kind for kind in formats if kind not in FORMATS]
     if unknown or not formats:
         raise ValueError(

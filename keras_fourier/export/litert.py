@@ -19,6 +19,7 @@ from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     ServingModel,
     as_input_dict,
+    at_sequence_length,
     check_output,
     serving_model,
 )
@@ -177,6 +178,7 @@ def tflite(
     *,
     validation_data: Iterable | tf.data.Dataset | None = None,
     output: str = "probabilities",
+    sequence_length: int | None = None,
     overwrite: bool = False,
     verify: bool = True,
     verbose: bool = True,
@@ -214,6 +216,9 @@ def tflite(
             with it, classifiers also report top-1 agreement. Default None:
             one sample batch.
         output: "probabilities" (default) or "logits" for a classifier.
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at; None (default)
+            for models of fixed input shapes.
         overwrite: whether an existing `path` may be replaced. Default False.
         verify: run the file in LiteRT and compare it with Keras. Default
             True; False writes it unchecked (no LiteRT needed).
@@ -239,6 +244,7 @@ def tflite(
     path = os.fspath(path)
     check_output(output)
     check_arguments(path, quantization, representative_dataset, overwrite, verify)
+    model = at_sequence_length(model, sequence_length)
     folder = os.path.dirname(os.path.abspath(path))
     created = not os.path.isdir(folder)
     os.makedirs(folder, exist_ok=True)

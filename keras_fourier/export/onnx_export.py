@@ -26,7 +26,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
-from keras_fourier.export.signatures import ServingModel, check_output, serving_model
+from keras_fourier.export.signatures import (
+    ServingModel,
+    at_sequence_length,
+    check_output,
+    serving_model,
+)
 from keras_fourier.fileio import atomic_write_bytes
 
 ONNX_EXTRA = 'pip install "keras-fourier[onnx]"'
@@ -144,6 +149,7 @@ def onnx(
     output: str = "probabilities",
     validation_data: Iterable | tf.data.Dataset | None = None,
     opset: int | None = None,
+    sequence_length: int | None = None,
     overwrite: bool = False,
     verbose: bool = True,
 ) -> ONNXReport:
@@ -171,6 +177,9 @@ def onnx(
             list in input order or an ``(x, y)`` tuple); with it, classifiers
             also report top-1 agreement. Default None: one sample batch.
         opset: ONNX opset; None (default) for tf2onnx's default.
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at; None (default)
+            for models of fixed input shapes.
         overwrite: whether an existing `path` may be replaced. Default False.
         verbose: print the report. Default True.
 
@@ -193,6 +202,7 @@ def onnx(
     check_output(output)
     if os.path.exists(path) and not overwrite:
         raise ValueError(f"{path!r} already exists; pass overwrite=True to replace it.")
+    model = at_sequence_length(model, sequence_length)
     model_proto = _convert(serving_model(model, output, fft_impl="matmul"), opset)
     content = model_proto.SerializeToString()
 

@@ -22,6 +22,7 @@ from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     MAX_IMAGE_PIXELS,
     ServingModel,
+    at_sequence_length,
     decode_images,
     dense_transform,
     sample_inputs,
@@ -202,6 +203,7 @@ def saved_model(
     output: str = "probabilities",
     crop_pct: float = 0.875,
     max_pixels: int = MAX_IMAGE_PIXELS,
+    sequence_length: int | None = None,
     overwrite: bool = False,
     verbose: bool = True,
 ) -> SavedModelReport:
@@ -251,6 +253,9 @@ def saved_model(
             Default 0.875.
         max_pixels: largest image (height * width) ``serving_bytes``
             decodes. Default 40 million (`MAX_IMAGE_PIXELS`).
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at; None (default)
+            for models of fixed input shapes.
         overwrite: whether an existing version may be replaced.
             Default False.
         verbose: print the signatures and the parity check. Default True.
@@ -274,7 +279,7 @@ def saved_model(
     target = version_path(export_dir, version, overwrite)
     crop_pct = check_number("crop_pct", crop_pct, low=0, high=1, low_open=True)
     check_positive_int("max_pixels", max_pixels)
-    serving = serving_model(model, output)
+    serving = serving_model(at_sequence_length(model, sequence_length), output)
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
     transform = _add_endpoints(archive, serving, crop_pct, max_pixels)

@@ -41,7 +41,7 @@ from keras_fourier.layers import spectral
 from keras_fourier.models.clone import clone_with
 from keras_fourier.segmentation import without_auxiliary
 from keras_fourier.settings import OUTPUTS
-from keras_fourier.validation import check_choice
+from keras_fourier.validation import check_choice, check_positive_int
 
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
 FEATURES = "features"
@@ -197,6 +197,71 @@ class ServingModel:
         return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
+def _free_length_inputs(model: keras.Model) -> list:
+    return [
+        tensor
+        for tensor in keras.tree.flatten(model.input)
+        if len(tensor.shape) == 2 and tensor.shape[1] is None
+    ]
+
+
+def at_sequence_length(model: keras.Model, sequence_length: int | None) -> keras.Model:
+    """`model` with (B, L) inputs of a fixed length: what the exports trace.
+
+    A text model built to take any length (``FNet(sequence_length=None)``)
+    is exported at one length: a model of the same layers, called on
+    inputs of length `sequence_length` (its weights are the model's). A
+    model of fixed length is returned as is, and `sequence_length`, if
+    given, must be that length.
+
+    Args:
+        model: a functional Keras model.
+        sequence_length: the exported length, at most the model's
+            ``max_sequence_length``; None for a model whose length is fixed.
+
+    Returns:
+        A model with static input shapes besides the batch (a copy of the
+        layers, with the model's weights, when the length was free).
+
+    Raises:
+        ValueError: a free-length model without `sequence_length`, or a
+            `sequence_length` that is not a positive int or differs from a
+            fixed model's length.
+
+    Example:
+        >>> at_sequence_length(keras_fourier.FNet(sequence_length=None), 128).input_shape
+        {'segment_ids': (None, 128), 'token_ids': (None, 128)}
+    """
+    free = _free_length_inputs(model)
+    if sequence_length is not None:
+        check_positive_int("sequence_length", sequence_length)
+    if not free:
+        lengths = {t.shape[1] for t in keras.tree.flatten(model.input) if len(t.shape) == 2}
+        if sequence_length is not None and lengths != {sequence_length}:
+            raise ValueError(
+                f"`sequence_length` must be the model's fixed input length {sorted(lengths)} "
+                f"or None. Received: sequence_length={sequence_length!r}"
+            )
+        return model
+    if sequence_length is None:
+        raise ValueError(
+            f"Export needs a fixed sequence length; model {model.name!r} takes any length: "
+            "pass the length to export at. Received: sequence_length=None"
+        )
+    inputs = keras.tree.map_structure(
+        lambda t: (
+            keras.Input((sequence_length,), dtype=t.dtype, name=t.name)
+            if len(t.shape) == 2 and t.shape[1] is None
+            else keras.Input(t.shape[1:], dtype=t.dtype, name=t.name)
+        ),
+        model.input,
+    )
+    # The layers rebuilt from their configs on the fixed-length inputs, with the model's weights.
+    fixed = keras.models.clone_model(model, input_tensors=inputs)
+    fixed.set_weights(model.get_weights())
+    return fixed
+
+
 def serving_model(
     model: keras.Model, output: str = "probabilities", fft_impl: str | None = None
 ) -> ServingModel:
@@ -236,6 +301,8 @@ def serving_model(
                 "for the named builders), and copy the weights: "
                 f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
             )
+    if _free_length_inputs(model):
+        at_sequence_length(model, None)  # raises: the exports take a fixed length
     dense = is_dense_model(model)
     head = classifier_head(model)
     if dense:
