@@ -73,6 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--classes", type=int, default=None, help="builders: head size (default 1000)"
     )
     parser.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="text models: the exported input length (names: default 512; required for a "
+        "model that takes any length)",
+    )
+    parser.add_argument(
         "--output",
         choices=OUTPUTS,
         default="probabilities",
@@ -161,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     from keras_fourier.data import load_image_dataset
     from keras_fourier.export import ParityError, export
     from keras_fourier.export.serving_config import CONTAINER_ROOT
+    from keras_fourier.models.names import is_model_name
     from keras_fourier.models.resolve import resolve_model
     from keras_fourier.training.rundir import read_run_record
 
@@ -182,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
     if args.classes is not None:
         check_positive_int("--classes", args.classes)
     identity = _identity(args)
-    model = resolve_model(args.model, **model_options(args))
+    options = model_options(args)
+    if not is_model_name(args.model) or os.path.exists(args.model):
+        options["sequence_length"] = None  # a saved model's length is fixed at export
+    model = resolve_model(args.model, **options)
     quantizations = [None if quantize == "none" else quantize for quantize in args.quantize]
     if args.data is None and "int8" in quantizations and args.model.endswith(".keras"):
         # Without --data, int8 calibrates on the images a run folder's model was trained on.
@@ -216,13 +227,16 @@ def run(args: argparse.Namespace) -> int:
             verify=args.verify,
             identity=identity,
             names=FLAGS,
+            sequence_length=args.sequence_length,
         )
     except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
         raise CommandError(str(error)) from error
     except ImportError as error:  # LiteRT or tf2onnx missing: its message names the extra
         raise CommandError(str(error), 2) from error
     except ValueError as error:  # the library's message names its keyword; the command's a flag
-        raise ValueError(str(error).replace("pass overwrite=True", "pass --overwrite")) from error
+        message = str(error).replace("pass overwrite=True", "pass --overwrite")
+        message = message.replace("Received: sequence_length=", "Received: --sequence-length=")
+        raise ValueError(message) from error
     except OSError as error:
         raise CommandError(f"{error.strerror or error}: {error.filename or args.out}") from error
     if result.recovered:
