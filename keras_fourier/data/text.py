@@ -30,7 +30,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.validation import check_choice
 from keras_fourier.weights import download
+
+# How text_dataset pads: every batch to sequence_length, or each batch to its longest sequence.
+TEXT_PADDINGS = ("fixed", "batch")
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -464,12 +468,23 @@ def text_dataset(
     cls_id: int | None = None,
     sep_id: int | None = None,
     pad_id: int | None = None,
+    padding: str = "fixed",
+    bucket_boundaries: Sequence[int] | None = None,
 ) -> tf.data.Dataset:
     """Build a batched text classification pipeline from in-memory texts.
 
     Texts are tokenized and packed once (in batches of 1,024), optionally
     cached, then shuffled each epoch when training (seeded, so the order is
     reproducible) and batched.
+
+    With ``padding="batch"`` each batch is padded to its longest sequence
+    only (at most `sequence_length`), for a model that takes any length
+    (``FNet(sequence_length=None)``); `bucket_boundaries` then groups the
+    examples by length first (``tf.data``'s bucketing), so that a batch
+    holds sequences of similar lengths and little padding. An FNet mixes
+    over the batch's length, so its outputs for one text differ between a
+    fixed-length and a per-batch-padded pipeline (as in keras-hub and
+    transformers, which also pad per batch).
 
     Args:
         texts: the (first) sentences.
@@ -485,6 +500,12 @@ def text_dataset(
         cls_id: see `tokenize_and_pack`. Default None.
         sep_id: see `tokenize_and_pack`. Default None.
         pad_id: see `tokenize_and_pack`. Default None.
+        padding: "fixed" (default): every batch is (B, `sequence_length`);
+            "batch": each batch is padded to its longest sequence.
+        bucket_boundaries: with ``padding="batch"``, increasing sequence
+            lengths splitting the examples into buckets (lengths below the
+            first, between two, at least the last), each batched apart.
+            Default None: no bucketing.
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -496,6 +517,19 @@ def text_dataset(
         >>> features["token_ids"].shape, labels.numpy().tolist()
         (TensorShape([2, 8]), [1, 0])
     """
+    check_choice("padding", padding, TEXT_PADDINGS)
+    if bucket_boundaries is not None:
+        bounds = list(bucket_boundaries)
+        if (
+            padding != "batch"
+            or not bounds
+            or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in bounds)
+            or bounds != sorted(set(bounds))
+        ):
+            raise ValueError(
+                '`bucket_boundaries` must be increasing positive ints, with padding="batch". '
+                f"Received: bucket_boundaries={bucket_boundaries!r}"
+            )
     labels = np.asarray(labels, dtype=np.int32)
     if len(texts) != len(labels) or (text_pairs is not None and len(text_pairs) != len(labels)):
         raise ValueError(
@@ -528,10 +562,48 @@ def text_dataset(
         ds = ds.cache()
     if training:
         ds = ds.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=training if drop_remainder is None else drop_remainder)
+    drop = training if drop_remainder is None else drop_remainder
+    if padding == "fixed":
+        ds = ds.batch(batch_size, drop_remainder=drop)
+    else:
+        ds = _batch_padded(ds, batch_size, drop, bucket_boundaries, tokenizer, pad_id)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.prefetch(AUTOTUNE).with_options(options)
+
+
+def _batch_padded(
+    ds: tf.data.Dataset,
+    batch_size: int,
+    drop_remainder: bool,
+    bucket_boundaries: Sequence[int] | None,
+    tokenizer: Callable | None,
+    pad_id: int | None,
+) -> tf.data.Dataset:
+    """Batches of packed examples cut to their real length and padded per batch (or bucket)."""
+    if pad_id is None:
+        pad_id = getattr(ByteTokenizer() if tokenizer is None else tokenizer, "pad_id", 0)
+
+    def unpad(features, label):
+        length = tf.reduce_sum(features["padding_mask"])
+        return {key: value[:length] for key, value in features.items()}, label
+
+    ds = ds.map(unpad, num_parallel_calls=AUTOTUNE)
+    padding_values = (
+        {"token_ids": pad_id, "segment_ids": 0, "padding_mask": 0},
+        0,
+    )
+    if bucket_boundaries is None:
+        return ds.padded_batch(
+            batch_size, padding_values=padding_values, drop_remainder=drop_remainder
+        )
+    return ds.bucket_by_sequence_length(
+        lambda features, _: tf.shape(features["token_ids"])[0],
+        list(bucket_boundaries),
+        [batch_size] * (len(bucket_boundaries) + 1),
+        padding_values=padding_values,
+        drop_remainder=drop_remainder,
+    )
 
 
 def select_model_inputs(dataset: tf.data.Dataset, model: keras.Model) -> tf.data.Dataset:
