@@ -52,6 +52,7 @@ from keras_fourier.models.names import (
     FAMILIES,
     PUBLIC_NAMES,
     RELEASES,
+    TEXT_MIXINGS,
     TEXT_PRESETS,
     VARIANTS,
     VISION_PRESETS,
@@ -72,6 +73,7 @@ __all__ = [
     "FAMILIES",
     "PUBLIC_NAMES",
     "RELEASES",
+    "TEXT_MIXINGS",
     "TEXT_PRESETS",
     "VARIANTS",
     "VISION_PRESETS",
@@ -318,6 +320,7 @@ def _text_classifier(
         dropout=dropout,
         num_classes=num_classes,
         name=name,
+        **TEXT_MIXINGS[name],
     )
     probabilities = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
         encoder.output

@@ -25,6 +25,20 @@ FNET_VARIANTS: dict[str, dict[str, int]] = {
     "large": {"hidden_size": 1024, "num_layers": 24, "intermediate_size": 4096},
 }
 
+# The paper's models (Section 4.1, Tables 1 and 2) as `FNet` arguments: the same encoder
+# (embeddings, feed-forward sublayers, pooler) with another token mixing. Each row with each
+# size of FNET_VARIANTS is a model name, "<row>_<size>" ("bert_base", "fnet_hybrid_large"),
+# that `keras-fourier train --model` and `bench` build; the mixings are the rows of
+# keras_fourier.layers.fnet.MIXINGS.
+PAPER_MODELS: dict[str, dict[str, Any]] = {
+    "fnet": {},
+    "bert": {"mixing": "attention"},
+    "linear": {"mixing": "linear"},
+    "random": {"mixing": "random"},
+    "ff_only": {"mixing": "identity"},
+    "fnet_hybrid": {"mixing": "fourier", "attention_layers": 2},
+}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FNetRelease(Release):
