@@ -10,6 +10,7 @@ from typing import Any
 
 from keras_fourier.cli.arguments import comma_list, model_options
 from keras_fourier.models.family import MIXER_NAMES
+from keras_fourier.models.fnet_family import FNET_VARIANTS, PAPER_MIXINGS, PAPER_MODELS
 from keras_fourier.settings import (
     BENCH_JIT,
     BENCH_PRECISIONS,
@@ -28,7 +29,10 @@ DESCRIPTION = (
     "int8), with --agreement against float32. Scaling mode (--scaling): one block "
     "(mixer + MLP) at width 384, latency and peak memory against the token count, "
     "plotted. A segmenter (output (B, H, W, classes), free input size) runs at 512 and "
-    "1024 px; --max-input finds the largest input within --memory-gib. "
+    "1024 px; --max-input finds the largest input within --memory-gib. FNet paper mode "
+    "(--fnet-paper): FNet, BERT and Linear Base models at 512 tokens, training-step and "
+    "inference sequences/s and the speed-up over BERT, and their mixing sublayers alone "
+    "(the paper's Table 9), beside this machine's matmul rate. "
     "Writes JSON and CSV (and PNG) into --out."
 )
 SHOW_DEFAULTS = True
@@ -51,6 +55,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("model", nargs="?", metavar="MODEL", help="model name, .keras or .tflite file")
     add("--scaling", action="store_true", help="time one block against the token count")
+    add(
+        "--fnet-paper",
+        action="store_true",
+        help="the FNet paper's speed comparison: --paper-models at --sequence-length tokens "
+        "and their mixing sublayers alone (default batch size 8)",
+    )
+    add(
+        "--paper-models",
+        type=comma_list(tuple(PAPER_MODELS)),
+        default=["bert", "fnet", "linear"],
+        help=f"--fnet-paper's models, comma-separated, of {', '.join(PAPER_MODELS)}",
+    )
+    add(
+        "--paper-mixings",
+        type=comma_list(PAPER_MIXINGS),
+        default=["attention", "fourier", "linear"],
+        help=f"--fnet-paper's mixing sublayers timed alone, of {', '.join(PAPER_MIXINGS)}",
+    )
+    add(
+        "--variant",
+        choices=tuple(FNET_VARIANTS),
+        default="base",
+        help="--fnet-paper's model size",
+    )
+    add("--sequence-length", type=int, default=512, help="--fnet-paper's tokens per sequence")
     add(
         "--batch-size",
         type=comma_list(None, int),
@@ -146,10 +175,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     if args.max_input and not args.model:
         raise ValueError("--max-input needs a MODEL. Received: --max-input without MODEL")
-    if args.scaling == bool(args.model):
+    if args.scaling + args.fnet_paper + bool(args.model) != 1:
         raise ValueError(
-            f"give either MODEL or --scaling. Received: MODEL={args.model!r}, "
-            f"--scaling={args.scaling}"
+            f"give one of MODEL, --scaling or --fnet-paper. Received: MODEL={args.model!r}, "
+            f"--scaling={args.scaling}, --fnet-paper={args.fnet_paper}"
         )
     if args.max_input and args.model.endswith(".tflite"):
         raise ValueError(f"--max-input takes a Keras model. Received: MODEL={args.model!r}")
@@ -163,7 +192,7 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--agreement of a .tflite file needs --reference. Received: MODEL={args.model!r}"
         )
-    for name in ("classes", "repeats", "width", "examples", "max_side"):
+    for name in ("classes", "repeats", "width", "examples", "max_side", "sequence_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={getattr(args, name)!r}")
@@ -172,7 +201,9 @@ def _check(args: argparse.Namespace) -> None:
         if any(value < 1 for value in values):
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={','.join(map(str, values))}")
-    one_batch = args.scaling or args.max_input or (args.model or "").endswith(".tflite")
+    one_batch = (
+        args.scaling or args.fnet_paper or args.max_input or (args.model or "").endswith(".tflite")
+    )
     if one_batch and args.batch_size and len(args.batch_size) > 1:
         raise ValueError(
             "several batch sizes apply to a Keras MODEL's timing. "
@@ -215,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
         machine,
         named_model_size,
         plot_scaling,
+        run_fnet_paper,
         run_scaling,
         write_results,
     )
@@ -299,6 +331,27 @@ def run(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(paths))
         return 0
 
+    def fnet_paper(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+        """--fnet-paper: the paper's models and mixing sublayers, beside the matmul rate."""
+        report = run_fnet_paper(
+            models=args.paper_models,
+            mixings=args.paper_mixings,
+            variant=args.variant,
+            sequence_length=args.sequence_length,
+            batch_size=args.batch_size[0] if args.batch_size else 8,
+            fft_impl=args.fft_impl[0],
+            repeats=args.repeats,
+            train=not args.no_train,
+        )
+        print(format_table(report["rows"]))
+        rate = report["host"]["matmul_macs_per_s"]
+        print(
+            f"host float32 matmul rate {rate / 1e9:.1f} GMAC/s on {report['host']['matmul_shape']}"
+        )
+        paths = write_results(args.out, "fnet_paper", {"mode": "fnet_paper", **settings, **report})
+        print("wrote " + ", ".join(paths))
+        return 0
+
     _check(args)
     if args.backend and args.backend != keras.backend.backend():
         return _rerun_on_backend(args)
@@ -337,6 +390,8 @@ def run(args: argparse.Namespace) -> int:
             paths.append(png)
         print("wrote " + ", ".join(paths))
         return 0
+    if args.fnet_paper:
+        return fnet_paper(args, settings)
     if args.max_input:
         return max_input(args, settings)
     if args.model.endswith(".tflite"):

@@ -57,8 +57,8 @@ class SelfAttention(keras.layers.Layer):
         self.dropout = dropout
         self.drop = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="drop")
 
-    def build(self, input_shape, padding_mask_shape=None):
-        channels = input_shape[-1]
+    def build(self, inputs_shape, padding_mask_shape=None):
+        channels = inputs_shape[-1]
         if channels % self.num_heads:
             raise ValueError(
                 f"SelfAttention needs channels divisible by `num_heads`; received {channels} "
@@ -89,8 +89,8 @@ class SelfAttention(keras.layers.Layer):
         out = self.proj(ops.reshape(out, (shape[0], -1, channels)))
         return self.drop(ops.reshape(out, shape), training=training)
 
-    def compute_output_shape(self, input_shape, padding_mask_shape=None):
-        return tuple(input_shape)
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
+        return tuple(inputs_shape)
 
     def get_config(self):
         return {

@@ -38,6 +38,10 @@ PAPER_MODELS: dict[str, dict[str, Any]] = {
     "ff_only": {"mixing": "identity"},
     "fnet_hybrid": {"mixing": "fourier", "attention_layers": 2},
 }
+# The mixing of each paper model, keras-free (for the command line): every row of MIXINGS.
+PAPER_MIXINGS: tuple[str, ...] = tuple(
+    dict.fromkeys(row.get("mixing", "fourier") for row in PAPER_MODELS.values())
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
