@@ -312,3 +312,57 @@ def test_free_length_paper_models_export_at_a_given_length(mixing, tmp_path):
     with pytest.raises(ValueError, match=re.escape("sequence_length=9")):
         export.saved_model(tiny(sequence_length=8), tmp_path / "sm", sequence_length=9)
     assert not (tmp_path / "sm").exists()
+
+
+@pytest.mark.single_backend
+def test_fnet_paper_bench_times_models_and_mixing_sublayers():
+    from keras_fourier.bench import run_fnet_paper
+
+    report = run_fnet_paper(
+        models=("bert", "linear"),
+        mixings=("attention", "fourier"),
+        variant=TINY,
+        sequence_length=8,
+        batch_size=2,
+        vocabulary_size=VOCAB,
+        repeats=1,
+    )
+    rows = {(row["part"], row["name"]): row for row in report["rows"]}
+    assert set(rows) == {
+        ("model", "bert"),
+        ("model", "linear"),
+        ("mixing", "attention"),
+        ("mixing", "fourier"),
+    }
+    d = TINY["hidden_size"]
+    assert rows["mixing", "attention"]["params"] == 4 * d * d + 4 * d
+    assert rows["mixing", "fourier"]["params"] == 0
+    assert rows["model", "bert"]["params"] > rows["model", "linear"]["params"]
+    for (part, name), row in rows.items():
+        reference = "bert" if part == "model" else "attention"
+        for figure in ("inference", "train"):
+            if name == reference:
+                assert row[f"{figure}_speedup"] == 1
+            else:
+                assert row[f"{figure}_speedup"] > 0
+    assert all(row["inference_seq_per_s"] > 0 for (p, _), row in rows.items() if p == "model")
+    assert report["host"]["matmul_macs_per_s"] > 0
+    assert report["host"]["matmul_shape"] == [16, d, TINY["intermediate_size"]]
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--fnet-paper", "--scaling"],
+        ["bench", "fnet_base", "--fnet-paper"],
+        ["bench", "--fnet-paper", "--sequence-length", "0"],
+    ],
+)
+def test_fnet_paper_bench_refuses_bad_arguments_and_writes_nothing(argv, tmp_path):
+    from keras_fourier.cli import main
+
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit, match="2"):
+        main(["bench", "--fnet-paper", "--paper-models", "gpt", "--out", str(tmp_path / "out")])
