@@ -82,8 +82,8 @@ import keras
 
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fnet import (
-    MIXINGS,
     GELU_TANH,
+    MIXINGS,
     FNetEmbeddings,
     FNetEncoderBlock,
     FNetMaskedLMHead,
