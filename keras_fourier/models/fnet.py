@@ -21,6 +21,13 @@ loader of :mod:`keras_fourier.models.fnet_weights` bound
 (:func:`public_builder`), the latter two with the variant fixed. This module
 holds the architecture only; it reads no file.
 
+The paper's other models are the same builder with another token mixing
+(``mixing``: "attention" for BERT, "linear", "random", "identity" for FF-only;
+``attention_layers=2`` for FNet-Hybrid), rows of
+:data:`keras_fourier.models.fnet_family.PAPER_MODELS`. With
+``sequence_length=None`` (the default) a model takes batches of any length up
+to ``max_sequence_length``.
+
 Padding mask
 ------------
 The official FNet code does not mask: every position, padding included,
@@ -53,7 +60,7 @@ and is the same for every batch padded with the pad id. What the mask does
 *not* do:
 
 * it does not make a padded sequence equivalent to the shorter unpadded one:
-  the DFT still has length L (the static sequence length) and zero rows
+  the DFT still has length L (the padded length of the batch) and zero rows
   still take part in it, as in zero-padded signal processing;
 * it does not clean the padded positions themselves: their rows of
   ``sequence_output`` are computed (from their own embeddings and the mixed
