@@ -183,8 +183,10 @@ def test_sequence_mixings_pass_the_shared_layer_checks(layer_class, tmp_path):
     )
 
 
-@pytest.mark.parametrize("mixing", ["fourier", "attention", "linear"])
-@pytest.mark.parametrize("fft_impl", ["fft", "matmul"])
+@pytest.mark.parametrize(
+    ("mixing", "fft_impl"),
+    [("fourier", "fft"), ("fourier", "matmul"), ("attention", "auto"), ("linear", "auto")],
+)
 def test_any_length_model_equals_fixed_length_models(mixing, fft_impl):
     free = tiny(mixing=mixing, fft_impl=fft_impl)
     assert free.input["token_ids"].shape == (None, None)
@@ -297,7 +299,7 @@ def test_text_dataset_padding_arguments_are_checked():
 def test_free_length_paper_models_export_at_a_given_length(mixing, tmp_path):
     from keras_fourier import export
 
-    # Each with a last self-attention block: every mixing goes through TFLite's builtins.
+    # Each with a last self-attention block: every mixing goes through TFLite builtins.
     model = tiny(mixing=mixing, attention_layers=1, num_classes=3, use_padding_mask=True)
     with pytest.raises(ValueError, match=re.escape("Received: sequence_length=None")):
         export.tflite(model, tmp_path / "none.tflite", verbose=False)
@@ -326,6 +328,7 @@ def test_fnet_paper_bench_times_models_and_mixing_sublayers():
         batch_size=2,
         vocabulary_size=VOCAB,
         repeats=1,
+        train=False,  # the training steps' compilation is the bulk of the time
     )
     rows = {(row["part"], row["name"]): row for row in report["rows"]}
     assert set(rows) == {
@@ -340,11 +343,8 @@ def test_fnet_paper_bench_times_models_and_mixing_sublayers():
     assert rows["model", "bert"]["params"] > rows["model", "linear"]["params"]
     for (part, name), row in rows.items():
         reference = "bert" if part == "model" else "attention"
-        for figure in ("inference", "train"):
-            if name == reference:
-                assert row[f"{figure}_speedup"] == 1
-            else:
-                assert row[f"{figure}_speedup"] > 0
+        assert row["inference_speedup"] == 1 if name == reference else row["inference_speedup"] > 0
+        assert row["train_speedup"] is None
     assert all(row["inference_seq_per_s"] > 0 for (p, _), row in rows.items() if p == "model")
     assert report["host"]["matmul_macs_per_s"] > 0
     assert report["host"]["matmul_shape"] == [16, d, TINY["intermediate_size"]]
