@@ -366,3 +366,15 @@ def test_fnet_paper_bench_refuses_bad_arguments_and_writes_nothing(argv, tmp_pat
     assert not (tmp_path / "out").exists()
     with pytest.raises(SystemExit, match="2"):
         main(["bench", "--fnet-paper", "--paper-models", "gpt", "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.single_backend
+def test_export_command_asks_a_free_length_model_for_its_length(tmp_path, capsys):
+    from keras_fourier.cli import main
+
+    path = tmp_path / "free.keras"
+    tiny(num_classes=3).save(path)
+    out = tmp_path / "out"
+    assert main(["export", str(path), "--format", "saved_model", "--out", str(out)]) == 2
+    assert "Received: --sequence-length=None" in capsys.readouterr().err
+    assert not (out / "fnet").exists()

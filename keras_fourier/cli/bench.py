@@ -79,7 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="base",
         help="--fnet-paper's model size",
     )
-    add("--sequence-length", type=int, default=512, help="--fnet-paper's tokens per sequence")
+    add(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="tokens per sequence of --fnet-paper (default 512) and of a named text MODEL",
+    )
     add(
         "--batch-size",
         type=comma_list(None, int),
@@ -337,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
             models=args.paper_models,
             mixings=args.paper_mixings,
             variant=args.variant,
-            sequence_length=args.sequence_length,
+            sequence_length=args.sequence_length or 512,
             batch_size=args.batch_size[0] if args.batch_size else 8,
             fft_impl=args.fft_impl[0],
             repeats=args.repeats,
