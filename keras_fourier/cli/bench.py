@@ -13,6 +13,7 @@ from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.settings import (
     BENCH_JIT,
     BENCH_PRECISIONS,
+    DFT_PRECISIONS,
     FFT_IMPLS,
     SCALING_GRIDS,
     SCALING_SEQUENCES,
@@ -79,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="float32",
         help="float32 (fp32), mixed_bfloat16 (bf16), mixed_float16 (fp16): the Keras dtype "
         "policy; int8: Keras's model.quantize('int8') of the float32 model",
+    )
+    add(
+        "--dft-precision",
+        choices=DFT_PRECISIONS,
+        default="float32",
+        help="dtype of the matmul DFT's products (bfloat16: float32 accumulation; "
+        "--agreement compares with the float32 DFT)",
     )
     add(
         "--fft-impl",
@@ -218,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         run_scaling,
         write_results,
     )
+    from keras_fourier.layers.spectral import set_dft_precision
     from keras_fourier.models.catalog import is_model_name
     from keras_fourier.models.resolve import resolve_model
 
@@ -302,8 +311,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.backend and args.backend != keras.backend.backend():
         return _rerun_on_backend(args)
+    set_dft_precision(args.dft_precision)
     settings = {
         "precision": args.precision,
+        "dft_precision": args.dft_precision,
         "jit": args.jit,
         "repeats": args.repeats,
         "machine": machine(),
