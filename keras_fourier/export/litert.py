@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -28,6 +29,7 @@ from keras_fourier.fileio import (
     remove_stale_temporaries,
     temporary_directory,
 )
+from keras_fourier.layers import spectral
 from keras_fourier.settings import QUANTIZATIONS
 from keras_fourier.validation import check_choice
 
@@ -125,9 +127,12 @@ def _convert(
     """Converts through a temporary SavedModel (in `folder`) with TFLite builtin ops only."""
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
+    # Full-integer files take the dense DFTs as FULLY_CONNECTED products, which XNNPACK runs.
+    layout = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
     archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
     with temporary_directory(folder, STAGING_PREFIX) as directory:
-        archive.write_out(directory, verbose=False)
+        with layout:  # the endpoint is traced when written
+            archive.write_out(directory, verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(
             directory, signature_keys=[DEFAULT_SIGNATURE]
         )

@@ -133,6 +133,35 @@ def dft_precision_scope(precision: str) -> Iterator[None]:
         set_dft_precision(previous)
 
 
+_FULLY_CONNECTED = {"value": False}
+
+
+@contextlib.contextmanager
+def fully_connected_dft() -> Iterator[None]:
+    """Inside: the dense 2D DFTs contract the token axis with a constant matrix on the right.
+
+    By default the dense matmul DFT (grids of at most
+    :data:`DENSE_DFT_MAX_TOKENS` tokens) is one batched product with the
+    DFT matrix on the left, ``M @ x`` for each (H * W, C) example: no
+    transposes, twice as fast as the alternative in TensorFlow on a CPU.
+    TFLite's converter turns that into a BATCH_MATMUL with a broadcast
+    constant, which XNNPACK runs in float32 but not in int8, so a
+    full-integer file ran those products in LiteRT's own kernels, outside
+    the XNNPACK graph (cut in pieces around them). Traced inside this
+    context, the same product is ``x^T @ M^T``: a transpose, a 2D product
+    with a constant matrix, which the converter lowers to FULLY_CONNECTED
+    with per-channel int8 weights (one scale per frequency row) that XNNPACK
+    takes, and a transpose back. The TFLite export traces its int8 files
+    this way; the numbers are the same up to float32 summation order.
+    """
+    previous = _FULLY_CONNECTED["value"]
+    _FULLY_CONNECTED["value"] = True
+    try:
+        yield
+    finally:
+        _FULLY_CONNECTED["value"] = previous
+
+
 def _dft_operand(x):
     """`x` in the dtype of the matmul DFT's products."""
     return ops.cast(x, get_dft_precision())
@@ -261,12 +290,24 @@ def _channels(x):
     return x.shape[-1] if x.shape[-1] is not None else ops.shape(x)[-1]
 
 
+def _right_product(x, matrix: np.ndarray):
+    """(B, N, C) x (N, M) -> (B, M, C) as transpose, product with the constant on the right,
+    transpose: FULLY_CONNECTED in TFLite (see :func:`fully_connected_dft`)."""
+    n, m = matrix.shape
+    rows = ops.reshape(ops.transpose(x, (0, 2, 1)), (-1, n))
+    out = ops.matmul(rows, _const(matrix, keras.backend.standardize_dtype(x.dtype)))
+    return ops.transpose(ops.reshape(out, (-1, _channels(x), m)), (0, 2, 1))
+
+
 def _dense_rfft2(x, height: int, width: int):
     k = width // 2 + 1
     channels = _channels(x)
-    x = _dft_operand(x)
-    matrix = _const(_dense_rfft2_matrix(height, width), get_dft_precision())
-    spectrum = _float32(ops.matmul(matrix, ops.reshape(x, (-1, height * width, channels))))
+    x = ops.reshape(_dft_operand(x), (-1, height * width, channels))
+    if _FULLY_CONNECTED["value"]:
+        spectrum = _float32(_right_product(x, _dense_rfft2_matrix(height, width).T))
+    else:
+        matrix = _const(_dense_rfft2_matrix(height, width), get_dft_precision())
+        spectrum = _float32(ops.matmul(matrix, x))
     # A split, not two slices: its gradient is one concat, not two zero-padded copies.
     real, imag = ops.split(spectrum, 2, axis=1)
     return (
@@ -285,8 +326,10 @@ def _dense_irfft2(real, imag, height: int, width: int):
         ],
         axis=1,
     )
-    matrix = _const(_dense_irfft2_matrix(height, width), get_dft_precision())
-    out = ops.matmul(matrix, stacked)
+    if _FULLY_CONNECTED["value"]:
+        out = _right_product(stacked, _dense_irfft2_matrix(height, width).T)
+    else:
+        out = ops.matmul(_const(_dense_irfft2_matrix(height, width), get_dft_precision()), stacked)
     return ops.reshape(out, (-1, height, width, channels))
 
 
