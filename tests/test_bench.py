@@ -11,6 +11,7 @@ import keras_fourier
 from keras_fourier import bench, export
 from keras_fourier.bench import scaling
 from keras_fourier.cli import main
+from keras_fourier.export.litert import FLOAT_OPS
 from keras_fourier.layers import spectral
 from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.training import create_model
@@ -204,6 +205,7 @@ def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_p
     assert "int8 calibration on --data 'digits'" in capsys.readouterr().out
     path = out / "gfnet_tiny_int8.tflite"
     interpreter = Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()  # applies the default delegate, XNNPACK
     operations = interpreter._get_ops_details()
     names = {op["op_name"] for op in operations}
     assert not [name for name in names if name.startswith("Flex") or name == "CUSTOM"]
@@ -214,6 +216,17 @@ def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_p
         and tensors[op["inputs"][1]]["dtype"] == np.int8
         for op in products
     )
+    # The DFTs are FULLY_CONNECTED products (2 blocks x 2 transforms besides the 2 MLP layers
+    # per block and the head), LayerNorm's variance and GELU float32, and XNNPACK takes the
+    # whole graph: one delegate node.
+    assert "BATCH_MATMUL" not in names
+    assert sum(op["op_name"] == "FULLY_CONNECTED" for op in operations) == 4 + 4 + 1
+    assert all(
+        tensors[op["inputs"][0]]["dtype"] == np.float32
+        for op in operations
+        if op["op_name"] in FLOAT_OPS
+    )
+    assert [op["op_name"] for op in operations].count("DELEGATE") == 1
     # Float32 in and out; int8 inside.
     assert interpreter.get_input_details()[0]["dtype"] == np.float32
     assert interpreter.get_output_details()[0]["dtype"] == np.float32

@@ -154,13 +154,61 @@ def _convert(
         with warnings.catch_warnings():
             # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
             warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
-            content = converter.convert()
-    if quantization == "int8" and not calibrated:
+            if quantization != "int8":
+                return converter.convert()
+            try:
+                content = _integer_model(converter)
+            except Exception:
+                if calibrated:
+                    raise
+                content = None  # refused below, naming the cause
+    if not calibrated:
         raise ValueError(
             "quantization='int8' needs at least one calibration batch; the "
             "`representative_dataset` was empty. Nothing was written."
         )
     return content
+
+
+# Ops that XNNPACK (LiteRT 2.3) runs in float32 but not in int8. In a full-integer file they
+# ran in LiteRT's own kernels and cut the XNNPACK graph in pieces around them (GFNet: two
+# LayerNorms and a GELU per block); they are kept float32 between DEQUANTIZE and QUANTIZE,
+# which XNNPACK takes, so that the whole graph is one XNNPACK partition.
+FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU")
+
+
+def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
+    """Full-integer quantization of `converter`'s model but for :data:`FLOAT_OPS`.
+
+    Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
+    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
+    in float32, and once more with LayerNorm's epsilon additions (its
+    variance plus a constant too small for an int8 scale XNNPACK accepts)
+    in float32 too.
+    """
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=lambda: iter(()), debug_options=options
+    )
+    content = debugger.get_nondebug_quantized_model()
+    if nodes := _variance_epsilon_additions(content):
+        debugger.options = tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
+        )
+        content = debugger.get_nondebug_quantized_model()
+    return content
+
+
+def _variance_epsilon_additions(content: bytes) -> list[str]:
+    """Output names of the ADDs of `content` that add a constant to a LayerNorm's variance."""
+    interpreter = tf.lite.Interpreter(model_content=content)
+    names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
+    return [
+        names[op["outputs"][0]]
+        for op in interpreter._get_ops_details()
+        if op["op_name"] == "ADD"
+        and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
+    ]
 
 
 def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
