@@ -182,21 +182,19 @@ def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
 
     Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
     denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
-    in float32, and once more with LayerNorm's epsilon additions (its
-    variance plus a constant too small for an int8 scale XNNPACK accepts)
-    in float32 too.
+    and LayerNorm's epsilon additions (its variance plus a constant too small
+    for an int8 scale XNNPACK accepts), found in the calibrated model, in
+    float32.
     """
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
     debugger = tf.lite.experimental.QuantizationDebugger(
         converter=converter, debug_dataset=lambda: iter(()), debug_options=options
     )
-    content = debugger.get_nondebug_quantized_model()
-    if nodes := _variance_epsilon_additions(content):
+    if nodes := _variance_epsilon_additions(debugger.calibrated_model):
         debugger.options = tf.lite.experimental.QuantizationDebugOptions(
             denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
         )
-        content = debugger.get_nondebug_quantized_model()
-    return content
+    return debugger.get_nondebug_quantized_model()
 
 
 def _variance_epsilon_additions(content: bytes) -> list[str]:
