@@ -18,14 +18,20 @@ Every error is one line on stderr, ``keras-fourier NAME: error: MESSAGE``,
 printed by :func:`run`: exit status 2 for a bad argument (argparse's, or a
 `ValueError`, `TypeError` or `FileNotFoundError` of the library, whose
 message names it), 1 for a failure (a `CommandError` that `run(args)`
-raised, or an `OSError`), and ``keras-fourier NAME: interrupted`` with 130 for Ctrl-C.
+raised, or an `OSError`), ``keras-fourier NAME: interrupted`` with 130 for Ctrl-C
+(SIGINT) and ``keras-fourier NAME: terminated`` with 143 for SIGTERM. Both
+unwind the command like an exception, so every file it was writing is
+either complete (written atomically) or removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from keras_fourier import _startup
 from keras_fourier.cli import bench, evaluate, export, flops, predict, train
@@ -33,6 +39,28 @@ from keras_fourier.cli.arguments import CommandError
 
 # The subcommands, in the order `keras-fourier --help` lists them.
 COMMANDS = (train, evaluate, export, flops, bench, predict)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's `KeyboardInterrupt` (exit status 143)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    del signum, frame
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises :class:`Terminated`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,14 +114,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["evaluate", "--model", "runs/default/model.keras"])  # doctest: +SKIP
         0
     """
-    message = _startup.missing_backend()
-    if message is not None:
-        print(f"keras-fourier: error: {message}", file=sys.stderr)
-        return 2
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    args.argv = argv
-    return run(args)
+    with _sigterm_raises():
+        try:
+            message = _startup.missing_backend()
+            if message is not None:
+                print(f"keras-fourier: error: {message}", file=sys.stderr)
+                return 2
+            argv = list(sys.argv[1:] if argv is None else argv)
+            args = build_parser().parse_args(argv)
+            args.argv = argv
+            return run(args)
+        except KeyboardInterrupt as interrupt:  # before a subcommand started
+            status, message = _stopped(interrupt)
+            print(f"keras-fourier: {message}", file=sys.stderr)
+            return status
+
+
+def _stopped(interrupt: KeyboardInterrupt) -> tuple[int, str]:
+    """The exit status and message of Ctrl-C (130) or SIGTERM (143), with the advice it carries."""
+    terminated = isinstance(interrupt, Terminated)
+    what = "terminated" if terminated else "interrupted"
+    return 143 if terminated else 130, "; ".join([what, *map(str, interrupt.args)])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: the subcommand's, or, after one line on stderr, 2 for
-        a bad argument, 1 for a :class:`CommandError` or an `OSError`, 130 for Ctrl-C.
+        a bad argument, 1 for a :class:`CommandError` or an `OSError`, 130 for
+        Ctrl-C, 143 for SIGTERM (:class:`Terminated`, once :func:`main` set it up).
 
     Example:
         >>> run(build_parser().parse_args(["flops", "gfnet_ti"]))  # doctest: +SKIP
@@ -125,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         where = f": {error.filename}" if error.filename else ""
         status, message = 1, f"error: {error.strerror or error}{where}"
     except KeyboardInterrupt as interrupt:  # its message, if any, says what to do next
-        status, message = 130, "; ".join(["interrupted", *map(str, interrupt.args)])
+        status, message = _stopped(interrupt)
     if message is not None:
         print(f"keras-fourier {args.command}: {message}", file=sys.stderr)
     return status

@@ -252,8 +252,8 @@ def run(args: argparse.Namespace) -> int:
             f"{error.filename or args.out}); free space or fix it, then rerun the same command "
             "to resume."
         ) from error
-    except KeyboardInterrupt as interrupt:
-        raise KeyboardInterrupt(
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (cli.Terminated): the same type
+        raise type(interrupt)(
             f"rerun the same command to resume {args.out!r} after its last completed epoch."
         ) from interrupt
     task = run_task(config, FLAGS)

@@ -92,6 +92,7 @@ from keras_fourier.training.optimizer import (
 from keras_fourier.training.plan import resolve_config, run_identity, run_task, validate_config
 from keras_fourier.training.recipe import get_recipe
 from keras_fourier.training.rundir import (
+    RunConfigError,
     RunLock,
     check_identity,
     read_run_record,
@@ -354,7 +355,21 @@ def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> di
     if not isinstance(stored, dict):
         warn(f"{RunFolder(out).run_record} has no run identity; it is rewritten")
         return None
-    check_identity(out, stored, run_identity(config), names)
+    try:
+        check_identity(out, stored, run_identity(config), names)
+    except RunConfigError:
+        folder = RunFolder(out)
+        if record.get("status") == "finished" or any(
+            os.path.exists(path) for path in (folder.last, folder.best, folder.history)
+        ):
+            raise
+        if EpochBackup(folder.backup, folder.history).stored_history():
+            raise
+        warn(
+            f"run folder {out!r} holds a run with other settings that stopped before its first "
+            "epoch; it starts again with these settings"
+        )
+        return None
     version = record.get("keras_fourier_version")
     if version != __version__:
         warn(f"run folder {out!r} was written by keras_fourier {version}, this is {__version__}")
