@@ -11,7 +11,8 @@ one):
 * ``run.json``: the run's identity (model, data, image size,
   hyper-parameters, package version) and, once finished, its held-out
   result. Rerunning with other settings fails and lists the fields that
-  differ; rerunning a finished run reports it as finished and returns the
+  differ (a run that stopped before its first epoch, with nothing but
+  ``run.json`` written, starts again with them, with a warning); rerunning a finished run reports it as finished and returns the
   stored result;
 * ``run.lock``: held (``fcntl.flock``) by the live run; a second run on the
   folder fails at once naming the holder's pid; the lock of a killed run is

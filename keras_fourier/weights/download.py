@@ -169,7 +169,11 @@ def _setting(name: str, default: float, kind: type = float) -> float:
     except ValueError:
         value = None
     if value is None or value < least:
-        what = "a non-negative integer" if kind is int else "a positive number"
+        what = (
+            "a positive number"
+            if kind is float
+            else f"a {'non-negative' if least == 0 else 'positive'} integer"
+        )
         raise ValueError(
             f"The environment variable {name} must be {what}. Received: {name}={text!r}"
         )
@@ -629,11 +633,11 @@ def download(
             return target
         except ValueError as error:
             discard(target, str(error))
+    cap = size_cap(size, max_size)
+    timeout = _setting(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT) if timeout is None else timeout
+    deadline = _setting(DEADLINE_VARIABLE, DEFAULT_DEADLINE) if deadline is None else deadline
+    retries = int(_setting(RETRIES_VARIABLE, DEFAULT_RETRIES, int))
     try:
-        cap = size_cap(size, max_size)
-        timeout = _setting(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT) if timeout is None else timeout
-        deadline = _setting(DEADLINE_VARIABLE, DEFAULT_DEADLINE) if deadline is None else deadline
-        retries = int(_setting(RETRIES_VARIABLE, DEFAULT_RETRIES, int))
         _writable_folder(folder)
 
         def write(temporary: str) -> None:
