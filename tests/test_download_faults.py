@@ -217,3 +217,181 @@ def test_a_cache_that_cannot_be_created_is_one_line(hostile, tmp_path, monkeypat
         r"be created \(Not a directory\); set KERAS_HOME to a writable folder",
     ):
         download(f"{hostile.url}/good/x.pth", "release.pth")
+
+
+# ------------------------------------------- the weights pipeline: a cache that heals itself
+
+
+@pytest.fixture(scope="module")
+def gfnet_ti_pth():
+    """An official-layout gfnet-ti.pth (12 blocks of width 256, a 2x2 token grid), as bytes."""
+    import torch
+
+    from tests.test_checkpoints import gfnet_state, tensors
+
+    buffer = io.BytesIO()
+    torch.save({"model": tensors(gfnet_state((256,), (12,), 16, 2))}, buffer)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh KERAS_HOME; returns its download cache folder."""
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
+    return tmp_path / "keras_home" / "keras_fourier"
+
+
+def _weights(model) -> list[np.ndarray]:
+    return [variable.numpy() for variable in model.weights]
+
+
+def _same(first, second) -> None:
+    for ours, theirs in zip(first, second, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def _warnings(capfd) -> list[str]:
+    return [line for line in capfd.readouterr().err.splitlines() if "warning:" in line]
+
+
+def test_a_damaged_conversion_and_a_damaged_download_are_redone(
+    gfnet_ti_pth, cache, monkeypatch, capfd
+):
+    with serve_hostile(gfnet_ti_pth) as server:
+        monkeypatch.setenv(download_module.MIRROR_VARIABLE, f"{server.url}/good")
+        expected = _weights(keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3)))
+        (conversion,) = cache.glob("*.weights.h5")
+        size = conversion.stat().st_size
+        conversion.write_bytes(conversion.read_bytes()[: size // 2])  # a truncated file
+        capfd.readouterr()
+        model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+        _same(_weights(model), expected)
+        (line,) = _warnings(capfd)
+        assert line.startswith(f"keras-fourier: warning: the cached conversion {conversion} is ")
+        assert line.endswith("; converting the download again")
+        assert "not a readable .weights.h5 file" in line
+        assert conversion.stat().st_size == size and server.count("good") == 1
+
+        # A download that is a zip but not a checkpoint: read, refused, downloaded again.
+        conversion.unlink()
+        (cache / "gfnet-ti.pth").write_bytes(CONTENT)
+        model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+        _same(_weights(model), expected)
+        (line,) = _warnings(capfd)
+        assert line.startswith(f"keras-fourier: warning: the cached download {cache}/gfnet-ti.pth")
+        assert line.endswith("; downloading it again") and server.count("good") == 2
+        assert sorted(p.name for p in cache.iterdir()) == ["gfnet-ti.pth", conversion.name]
+
+
+def _make_read_only(folder: Path) -> None:
+    """chmod for ordinary users; the immutable attribute for root, whom chmod does not stop."""
+    os.chmod(folder, 0o555)
+    probe = folder / "probe"
+    try:
+        probe.write_text("")
+    except PermissionError:
+        return
+    probe.unlink()
+    subprocess.run(["chattr", "+i", str(folder)], check=True)
+
+
+def test_a_read_only_or_full_cache_converts_in_memory(gfnet_ti_pth, cache, monkeypatch, capfd):
+    cache.mkdir(parents=True)
+    (cache / "gfnet-ti.pth").write_bytes(gfnet_ti_pth)  # a shared cache holding the download
+    monkeypatch.setenv(download_module.MIRROR_VARIABLE, "http://127.0.0.1:9/unreachable")
+    expected = _weights(keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3)))
+    conversion = next(cache.glob("*.weights.h5"))
+    conversion.unlink()
+    capfd.readouterr()
+    _make_read_only(cache)
+    try:
+        model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+    finally:
+        subprocess.run(["chattr", "-i", str(cache)], check=False, capture_output=True)
+        os.chmod(cache, 0o755)
+    _same(_weights(model), expected)
+    (line,) = _warnings(capfd)
+    assert re.fullmatch(
+        rf"keras-fourier: warning: cannot cache the converted weights in {cache} \((Permission "
+        r"denied|Operation not permitted|Read-only file system)\); they were converted in "
+        r"memory, and will be converted again next time",
+        line,
+    )
+    assert [p.name for p in cache.iterdir()] == ["gfnet-ti.pth"]
+
+    # A full cache: writes beyond 1 MB fail (RLIMIT_FSIZE, EFBIG), as on a full disk.
+    import resource
+
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, limits[1]))
+    try:
+        model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, previous)
+    _same(_weights(model), expected)
+    (line,) = _warnings(capfd)
+    assert "cannot cache the converted weights" in line and "converted in memory" in line
+    assert [p.name for p in cache.iterdir()] == ["gfnet-ti.pth"]
+
+    # Too little free space for the conversion: not even attempted.
+    import shutil
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(1, 1, 1000))
+    model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
+    _same(_weights(model), expected)
+    (line,) = _warnings(capfd)
+    assert re.search(r"\(1000 bytes free, \d+ needed\); they were converted in memory", line)
+    assert [p.name for p in cache.iterdir()] == ["gfnet-ti.pth"]
+
+
+# ------------------------------------------------------------- signals during a download
+
+
+@pytest.mark.parametrize("signum, status, word", [(signal.SIGTERM, 143, "terminated")])
+def test_a_signal_during_a_download_is_one_line_and_keeps_nothing(
+    gfnet_ti_pth, tmp_path, signum, status, word
+):
+    home = tmp_path / "keras_home"
+    image = tmp_path / "cat.png"
+    image.write_bytes(_png())
+    with serve_hostile(gfnet_ti_pth) as server:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.fspath(Path(__file__).parents[1]),
+            "KERAS_HOME": os.fspath(home),
+            download_module.MIRROR_VARIABLE: f"{server.url}/slow",
+        }
+        command = ["predict", str(image), "--model", "gfnet_ti", "--weights", "imagenet"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "keras_fourier.cli", *command, "--image-size", "32"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            lines = []
+            for line in process.stderr:
+                lines.append(line)
+                if line.startswith("Downloading gfnet-ti.pth"):
+                    break
+            assert server.count("slow") == 1, "".join(lines)
+            process.send_signal(signum)
+            error = process.communicate(timeout=120)[1]
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == status, error
+    assert "Traceback" not in error
+    assert error.strip().splitlines()[-1] == f"keras-fourier predict: {word}"
+    assert list((home / "keras_fourier").iterdir()) == []
+
+
+def _png() -> bytes:
+    import tensorflow as tf
+
+    pixels = np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    return tf.io.encode_png(pixels).numpy()

@@ -14,11 +14,11 @@ read-and-convert for a file the user names.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import math
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 
 import keras
@@ -190,13 +190,18 @@ def _cache_conversion(model: keras.Model, cache: str) -> None:
     needed = 2 * sum(4 * math.prod(variable.shape) for variable in model.weights) + (1 << 20)
     try:
         free = shutil.disk_usage(folder).free
-        if free < needed:
-            raise OSError(errno.ENOSPC, f"{free} bytes free, {needed} needed")
-        atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
+        reason = f"{free} bytes free, {needed} needed" if free < needed else None
+        if reason is None:  # h5py's own errors are long and leave it unusable: probe first
+            handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
+            os.close(handle)
+            os.remove(probe)
+            atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
     except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+    if reason is not None:
         warn(
-            f"cannot cache the converted weights in {folder} ({error.strerror or error}); "
-            "they were converted in memory, and will be converted again next time"
+            f"cannot cache the converted weights in {folder} ({reason}); they were converted "
+            "in memory, and will be converted again next time"
         )
 
 
