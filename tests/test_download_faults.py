@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 import keras_fourier
+from keras_fourier.cli import main
 from keras_fourier.weights import download as download_module
 from keras_fourier.weights.download import download, redact, verify
 from tests.hostile_server import serve_hostile
+from tests.test_run_faults import _make_read_only, _signal_when
 
 
 def _zip_bytes() -> bytes:
@@ -283,18 +285,6 @@ def test_a_damaged_conversion_and_a_damaged_download_are_redone(
         assert sorted(p.name for p in cache.iterdir()) == ["gfnet-ti.pth", conversion.name]
 
 
-def _make_read_only(folder: Path) -> None:
-    """chmod for ordinary users; the immutable attribute for root, whom chmod does not stop."""
-    os.chmod(folder, 0o555)
-    probe = folder / "probe"
-    try:
-        probe.write_text("")
-    except PermissionError:
-        return
-    probe.unlink()
-    subprocess.run(["chattr", "+i", str(folder)], check=True)
-
-
 def test_a_read_only_or_full_cache_converts_in_memory(gfnet_ti_pth, cache, monkeypatch, capfd):
     cache.mkdir(parents=True)
     (cache / "gfnet-ti.pth").write_bytes(gfnet_ti_pth)  # a shared cache holding the download
@@ -349,45 +339,33 @@ def test_a_read_only_or_full_cache_converts_in_memory(gfnet_ti_pth, cache, monke
 # ------------------------------------------------------------- signals during a download
 
 
-@pytest.mark.parametrize("signum, status, word", [(signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize(
+    "command, signum, status, word",
+    [
+        ("predict", signal.SIGTERM, 143, "terminated"),
+        ("export", signal.SIGINT, 130, "interrupted"),
+    ],
+)
 def test_a_signal_during_a_download_is_one_line_and_keeps_nothing(
-    gfnet_ti_pth, tmp_path, signum, status, word
+    gfnet_ti_pth, cache, tmp_path, monkeypatch, capfd, command, signum, status, word
 ):
-    home = tmp_path / "keras_home"
     image = tmp_path / "cat.png"
     image.write_bytes(_png())
+    argv = {
+        "predict": ["predict", str(image), "--model", "gfnet_ti"],
+        "export": ["export", "gfnet_ti", "--out", str(tmp_path / "out")],
+    }[command]
     with serve_hostile(gfnet_ti_pth) as server:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.fspath(Path(__file__).parents[1]),
-            "KERAS_HOME": os.fspath(home),
-            download_module.MIRROR_VARIABLE: f"{server.url}/slow",
-        }
-        command = ["predict", str(image), "--model", "gfnet_ti", "--weights", "imagenet"]
-        process = subprocess.Popen(
-            [sys.executable, "-m", "keras_fourier.cli", *command, "--image-size", "32"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            lines = []
-            for line in process.stderr:
-                lines.append(line)
-                if line.startswith("Downloading gfnet-ti.pth"):
-                    break
-            assert server.count("slow") == 1, "".join(lines)
-            process.send_signal(signum)
-            error = process.communicate(timeout=120)[1]
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode == status, error
+        monkeypatch.setenv(download_module.MIRROR_VARIABLE, f"{server.url}/slow")
+        # A real signal to this process while the download runs (one byte per 0.1 s).
+        watcher = _signal_when(lambda: server.count("slow") > 0, signum)
+        assert main([*argv, "--weights", "imagenet", "--image-size", "32"]) == status
+        watcher.join()
+    error = capfd.readouterr().err
     assert "Traceback" not in error
-    assert error.strip().splitlines()[-1] == f"keras-fourier predict: {word}"
-    assert list((home / "keras_fourier").iterdir()) == []
+    assert error.strip().splitlines()[-1] == f"keras-fourier {command}: {word}"
+    assert list(cache.iterdir()) == []
+    assert not (tmp_path / "out").exists()
 
 
 def _png() -> bytes:

@@ -12,8 +12,9 @@ one):
   hyper-parameters, package version) and, once finished, its held-out
   result. Rerunning with other settings fails and lists the fields that
   differ (a run that stopped before its first epoch, with nothing but
-  ``run.json`` written, starts again with them, with a warning); rerunning a finished run reports it as finished and returns the
-  stored result;
+  ``run.json`` written, starts again with them, with a warning);
+  rerunning a finished run reports it as finished and returns the stored
+  result;
 * ``run.lock``: held (``fcntl.flock``) by the live run; a second run on the
   folder fails at once naming the holder's pid; the lock of a killed run is
   taken over;
@@ -360,11 +361,12 @@ def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> di
         check_identity(out, stored, run_identity(config), names)
     except RunConfigError:
         folder = RunFolder(out)
-        if record.get("status") == "finished" or any(
-            os.path.exists(path) for path in (folder.last, folder.best, folder.history)
+        if (
+            record.get("status") == "finished"
+            or any(os.path.exists(path) for path in (folder.last, folder.best))
+            or read_history(folder.history)
+            or EpochBackup(folder.backup, folder.history).stored_history()
         ):
-            raise
-        if EpochBackup(folder.backup, folder.history).stored_history():
             raise
         warn(
             f"run folder {out!r} holds a run with other settings that stopped before its first "
