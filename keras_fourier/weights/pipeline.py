@@ -164,7 +164,7 @@ def _download(release: Release, label: str) -> str:
             release.sha256,
             size=release.size,
             max_size=release.max_size,
-            file_format=release.reader if release.reader in download.VERIFIERS else None,
+            file_format=release.reader,
         )
     except ValueError as error:
         raise ValueError(f"{label} needs network access the first time. {error}") from error
