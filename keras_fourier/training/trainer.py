@@ -75,7 +75,7 @@ from keras_fourier.models.catalog import (
 )
 from keras_fourier.models.resolve import resolve_model
 from keras_fourier.run_folder import RunFolder, read_history, resolve_model_file, write_history
-from keras_fourier.tasks import Task, TaskData, select_task
+from keras_fourier.tasks import EvaluationRequest, Task, TaskData, select_task
 from keras_fourier.training.callbacks import (
     EpochBackup,
     ModelCheckpoint,
@@ -213,13 +213,7 @@ def evaluate(
     model = resolve_model(model)
     dataset = task.evaluation_data(
         model,
-        data,
-        split,
-        batch_size=batch_size,
-        data_dir=data_dir,
-        eval_examples=eval_examples,
-        on_bad_image=on_bad_image,
-        labels=labels,
+        EvaluationRequest(data, split, batch_size, data_dir, eval_examples, on_bad_image, labels),
     )
     targets = dataset.element_spec[1].shape  # one-hot (B, classes), else a dense task's
     classes = targets[-1] if len(targets) == 2 else task.num_classes(data, data_dir)
