@@ -449,9 +449,12 @@ class _Transfer:
         ranged = re.fullmatch(
             r"bytes (\d+)-(\d+)/(\d+|\*)", headers.get("Content-Range", "").strip()
         )
-        if response.status == 206 and ranged and int(ranged.group(1)) == self.received:
-            total = ranged.group(3)
-            return int(total) if total != "*" else None
+        if response.status == 206:
+            if ranged and int(ranged.group(1)) == self.received:
+                total = ranged.group(3)
+                return int(total) if total != "*" else None
+            self.received = 0  # another part than asked for: ask for the whole file
+            raise _Transient("the server resumed at another offset", 0.0)
         self.received = 0  # a whole body: the server did not resume
         return length
 
