@@ -14,6 +14,8 @@
   the file;
 * ``/resume/NAME``: its first response is cut off half-way; a request with
   ``Range: bytes=N-`` gets 206 and the rest;
+* ``/stall/NAME``: its first response stops half-way for 3 s; later ones are whole;
+* ``/reset/NAME``: its first connection is reset (TCP RST) before any response;
 * ``/auth/NAME``: 401 unless the request has Basic credentials ``user:p@ss word``.
 
 The server records each request's path and headers (`requests`).
@@ -26,6 +28,8 @@ import contextlib
 import gzip
 import http.server
 import re
+import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -122,6 +126,24 @@ def serve_hostile(content: bytes) -> Iterator[HostileServer]:
                 ETag='"v1"',
             )
 
+        def route_stall(self, data, seen):
+            self._send(200, data[: len(data) // 2], len(data))
+            if seen == 1:
+                self.wfile.flush()
+                time.sleep(3)
+            else:
+                self.wfile.write(data[len(data) // 2 :])
+
+        def route_reset(self, data, seen):
+            if seen == 1:
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.close_connection = True
+                self.connection.close()
+                raise ConnectionResetError
+            self._send(200, data, len(data))
+
         def route_auth(self, data, seen):
             token = base64.b64encode(":".join(CREDENTIALS).encode()).decode()
             if self.headers.get("Authorization") != f"Basic {token}":
@@ -134,7 +156,11 @@ def serve_hostile(content: bytes) -> Iterator[HostileServer]:
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):
+            pass  # a reset or abandoned connection is what these routes are for
+
+    httpd = Server(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -138,6 +138,14 @@ def test_a_503_is_retried_and_a_cut_off_download_resumes_with_range(hostile, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["flaky.pth", "resume.pth"]
 
 
+@pytest.mark.parametrize("route", ["stall", "reset"])
+def test_a_timeout_or_a_reset_connection_is_retried(hostile, tmp_path, monkeypatch, route):
+    monkeypatch.setenv(download_module.TIMEOUT_VARIABLE, "0.5")
+    path = download(f"{hostile.url}/{route}/x.pth", "x.pth", folder=tmp_path, file_format="pth")
+    assert Path(path).read_bytes() == CONTENT
+    assert hostile.count(route) == 2
+
+
 def test_retries_give_up_and_keep_nothing(hostile, tmp_path, monkeypatch):
     monkeypatch.setenv(download_module.RETRIES_VARIABLE, "0")
     _fails(f"{hostile.url}/flaky/y.pth", tmp_path, r"HTTP Error 503: .*gave up after 1 attempts")
@@ -173,6 +181,24 @@ def test_a_damaged_cached_download_is_downloaded_again(hostile, tmp_path, capfd)
     assert lines[0] == (
         f"keras-fourier: warning: the cached download {path} was damaged (it is an HTML page, "
         "not the file (a login or error page?)); downloading it again"
+    )
+
+
+def test_a_damaged_download_in_a_read_only_cache_is_named(tmp_path):
+    (tmp_path / "release.pth").write_bytes(b"PK\x03\x04 cut")
+    _make_read_only(tmp_path)
+    try:
+        with pytest.raises(ValueError) as info:
+            download("http://127.0.0.1:9/x.pth", "release.pth", folder=tmp_path, file_format="pth")
+    finally:
+        subprocess.run(["chattr", "-i", str(tmp_path)], check=False, capture_output=True)
+        os.chmod(tmp_path, 0o755)
+    assert re.fullmatch(
+        rf"The cached download 'release\.pth' in '{re.escape(str(tmp_path))}' is damaged \(it "
+        r"is not a complete zip archive \(what torch\.save writes\)\) and cannot be removed "
+        r"\((Permission denied|Operation not permitted|Read-only file system)\); delete it, or "
+        r"set KERAS_HOME to a writable folder\.",
+        str(info.value),
     )
 
 
