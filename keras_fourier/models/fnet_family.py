@@ -81,7 +81,8 @@ def check_fnet_weights(weights: Any) -> None:
     raise ValueError(
         f"`weights` must be None, a release name {sorted(RELEASES)}, or the path of an "
         "existing file or folder: a `.weights.h5` saved by keras_fourier, an official FNet "
-        "checkpoint (Flax msgpack) or a keras-hub FNet preset folder. "
+        "checkpoint (Flax msgpack), a Hugging Face transformers FNet folder or a keras-hub FNet "
+        "preset folder. "
         f"Received: weights={weights!r}"
     )
 

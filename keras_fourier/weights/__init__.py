@@ -9,7 +9,9 @@ beside each model.
 * readers, none of which runs code from the file: :mod:`.pth` (PyTorch
   ``.pth``/``.pt``/``.tar`` zips, without PyTorch), :mod:`.flax_msgpack`
   (Flax msgpack checkpoints, without JAX or Flax), :mod:`.keras_hub`
-  (keras-hub preset folders), :mod:`.saved` (the package's own
+  (keras-hub preset folders, read and written), :mod:`.transformers_folder`
+  (Hugging Face model folders) with :mod:`.safetensors_file` (``.safetensors``
+  files, bounded, without the safetensors package), :mod:`.saved` (the package's own
   ``.weights.h5`` and ``.keras`` files);
 * :mod:`.convert`: a key map applied to a checkpoint (rename, transform,
   check every key, assign all or nothing), and :mod:`.resize` for the
