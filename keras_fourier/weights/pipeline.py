@@ -7,8 +7,10 @@ checked, or nothing; ``KERAS_FOURIER_MIRROR``; a progress bar), reads it
 with the release's reader (:data:`READERS`), converts it through the key map
 all or nothing (:func:`keras_fourier.weights.convert.load_tensors`) and
 saves the model's weights beside the download (:func:`converted_path`);
-later calls load that file, offline. :func:`load_checkpoint` is the same
-read-and-convert for a file the user names.
+later calls load that file, offline. A damaged conversion is converted
+again, a damaged download downloaded again, and a cache that cannot hold the
+conversion leaves it in memory, each with one warning line.
+:func:`load_checkpoint` is the same read-and-convert for a file the user names.
 """
 
 from __future__ import annotations
@@ -107,6 +109,11 @@ def load_release(
 ) -> None:
     """Loads the official release into `model`: downloaded once, converted once, then offline.
 
+    A damaged conversion in the cache is converted again, and a cached
+    download that cannot be read is downloaded again, each with one warning
+    line; a cache that cannot hold the conversion (read-only, or short of
+    space) leaves it in memory, with one warning line.
+
     Args:
         model: the model to load.
         release: the release row (its URL, file name, reader, sha256).
@@ -114,11 +121,6 @@ def load_release(
         label: what the user asked for, to begin the network error, e.g.
             ``"weights='imagenet' for 'gfnet_ti'"``.
         description: names the model in a mismatch message. Default None.
-
-    A damaged conversion in the cache is converted again, and a cached
-    download that cannot be read is downloaded again, each with one warning
-    line; a cache that cannot hold the conversion (read-only, or short of
-    space) leaves it in memory, with one warning line.
 
     Raises:
         ValueError: the download failed (the message says how to work
