@@ -6,6 +6,7 @@ a temporary KERAS_HOME, a cache folder that cannot be written, signals sent to a
 environment variables.
 """
 
+import gc
 import io
 import os
 import re
@@ -392,6 +393,27 @@ def test_a_signal_during_a_download_is_one_line_and_keeps_nothing(
     assert error.strip().splitlines()[-1] == f"keras-fourier {command}: {word}"
     assert list(cache.iterdir()) == []
     assert not (tmp_path / "out").exists()
+
+
+def test_a_signal_inside_a_garbage_collector_callback_still_stops_the_command(capfd):
+    """Raised there, KeyboardInterrupt would be printed and dropped (JAX's callback, in export)."""
+    sent = []
+
+    def callback(phase, info):
+        if not sent and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            sent.append(phase)
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(10000))  # the handler runs here, inside the callback
+
+    gc.callbacks.append(callback)
+    try:
+        status = main(["flops", "gfnet_ti", "--image-size", "32"])
+    finally:
+        gc.callbacks.remove(callback)
+    error = capfd.readouterr().err
+    assert sent and status == 130, error
+    assert "Exception ignored" not in error and "Traceback" not in error
+    assert error.strip().splitlines()[-1] == "keras-fourier flops: interrupted"
 
 
 def _png() -> bytes:

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
+import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from types import FrameType
 
 from keras_fourier import _startup
 from keras_fourier.cli import bench, evaluate, export, flops, predict, train
@@ -45,22 +48,48 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C's `KeyboardInterrupt` (exit status 143)."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    del signum, frame
-    raise Terminated()
+def _in_finalizer(frame: FrameType | None) -> bool:
+    """Whether `frame` runs in a garbage-collector callback or a ``__del__`` method.
+
+    An exception raised there is printed ("Exception ignored in ...") and
+    dropped, and the command would go on (JAX's collector callback is often
+    where a signal lands during an export).
+    """
+    callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    """The handler of SIGINT and SIGTERM: raises `KeyboardInterrupt` or :class:`Terminated`."""
+    if _in_finalizer(frame):  # raised here it would be dropped: delivered again just after
+        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+        return
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM raises :class:`Terminated`."""
+def _signals_raise() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGINT and SIGTERM raise (:func:`_raise_stop`).
+
+    A signal the caller ignores (``nohup``, a background job) stays ignored.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in previous.items():
+        if handler != signal.SIG_IGN:
+            signal.signal(signum, _raise_stop)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            if handler is not None:  # None: a handler set outside Python, left as it is
+                signal.signal(signum, handler)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["evaluate", "--model", "runs/default/model.keras"])  # doctest: +SKIP
         0
     """
-    with _sigterm_raises():
+    with _signals_raise():
         try:
             message = _startup.missing_backend()
             if message is not None:
