@@ -226,7 +226,8 @@ def test_a_command_whose_download_fails_exits_1_and_writes_nothing(tmp_path, mon
     assert main([*argv, "--format", "saved_model", "--out", os.fspath(out)]) == 1
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith(
-        "keras-fourier export: error: Could not download"
+        "keras-fourier export: error: weights='imagenet'"
     )
+    assert "Could not download http://user:***@127.0.0.1:9/gfnet-ti.pth" in error[0]
     assert "secret" not in error[0] and "user:***@127.0.0.1:9" in error[0]
     assert not out.exists()
