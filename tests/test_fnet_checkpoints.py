@@ -446,7 +446,8 @@ def write_keras_hub_preset(folder, rng, **config_overrides) -> str:
 
 def test_keras_hub_preset_folder_loads(tmp_path):
     values = write_keras_hub_preset(tmp_path / "f_net_tiny_en", np.random.default_rng(9))
-    model = tiny(num_classes=2, weights=str(tmp_path / "f_net_tiny_en"))
+    with pytest.warns(UserWarning, match="the classifier of model 'fnet' starts fresh"):
+        model = tiny(num_classes=2, weights=str(tmp_path / "f_net_tiny_en"))
     np.testing.assert_array_equal(
         value(model.get_layer("embeddings").word.embeddings),
         values["layers/reversible_embedding/vars/0"],

@@ -108,7 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "weights",
         "pretrained weights of a model name, loaded everywhere but the classifier head, which "
         "starts fresh (fine-tuning). FNet: a release ('f_net_base', 'f_net_large': downloaded "
-        "once), an official Flax checkpoint, a keras-hub preset folder or a .weights.h5; "
+        "once), an official Flax checkpoint, a transformers or keras-hub FNet folder or a "
+        ".weights.h5; "
         "vision: 'imagenet', an official .pth, or a .weights.h5/.keras file",
         metavar="WEIGHTS",
     )
@@ -258,8 +259,8 @@ def run(args: argparse.Namespace) -> int:
             f"{error.filename or args.out}); free space or fix it, then rerun the same command "
             "to resume."
         ) from error
-    except KeyboardInterrupt as interrupt:
-        raise KeyboardInterrupt(
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (cli.Terminated): the same type
+        raise type(interrupt)(
             f"rerun the same command to resume {args.out!r} after its last completed epoch."
         ) from interrupt
     task = run_task(config, FLAGS)

@@ -233,10 +233,12 @@ def official_sentencepiece_model() -> str:
     """The official FNet SentencePiece model, downloaded once into the Keras cache.
 
     ``c4_bpe_sentencepiece.model`` (32,000 pieces, :data:`OFFICIAL_SENTENCEPIECE_URL`)
-    is fetched the first time with a progress bar, whole or not at all, into
+    is fetched the first time with a progress bar, whole, bounded and checked
+    to be a SentencePiece model, or not at all, into
     ``$KERAS_HOME/keras_fourier`` (from ``$KERAS_FOURIER_MIRROR`` when set), as
     the pretrained weights are (:func:`keras_fourier.weights.download.download`);
-    later calls return the cached file offline.
+    later calls return the cached file offline (downloaded again, with one
+    warning line, if it was damaged).
 
     Returns:
         The path of the cached ``.model`` file.
@@ -250,7 +252,9 @@ def official_sentencepiece_model() -> str:
         32000
     """
     try:
-        return download.download(OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE)
+        return download.download(
+            OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE, file_format="sentencepiece"
+        )
     except ValueError as error:
         raise ValueError(
             f"The official FNet vocabulary needs network access the first time. {error} "
@@ -297,8 +301,22 @@ def load_tokenizer(spec: str | os.PathLike) -> ByteTokenizer | SentencePieceToke
     spec = _check_tokenizer_spec(spec)
     if spec == BYTES_TOKENIZER:
         return ByteTokenizer()
-    path = official_sentencepiece_model() if spec == OFFICIAL_TOKENIZER else spec
-    return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    if spec != OFFICIAL_TOKENIZER:
+        return _sentencepiece_file(spec, os.stat(spec).st_mtime_ns)
+    path = official_sentencepiece_model()
+    try:
+        return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    except ValueError as error:
+        download.discard(path, str(error))
+    path = official_sentencepiece_model()
+    try:
+        return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    except ValueError as error:
+        os.remove(path)
+        raise ValueError(
+            f"The official FNet vocabulary, downloaded again into the cache "
+            f"{os.path.dirname(path)!r}, cannot be read ({error}); it was not kept."
+        ) from error
 
 
 def tokenizer_vocabulary_size(spec: str | os.PathLike) -> int:

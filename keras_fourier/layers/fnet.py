@@ -19,6 +19,32 @@ from keras_fourier.validation import check_positive_int, check_rate
 
 LAYER_NORM_EPSILON = 1e-12
 INITIALIZER_STDDEV = 0.02
+# The tanh approximation of GELU: the official Flax code's nn.gelu and the default here.
+GELU_TANH = "gelu_tanh"
+
+
+def feed_forward_activation(activation: str):
+    """The function of an FNet `activation` name: "gelu_tanh" or a Keras activation name.
+
+    Raises:
+        ValueError: any other value.
+
+    Example:
+        >>> float(feed_forward_activation("gelu")(keras.ops.ones(())))  # exact (erf) GELU
+        0.8413447...
+    """
+    if activation == GELU_TANH:
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    try:
+        if not isinstance(activation, str):
+            raise ValueError(activation)
+        return keras.activations.get(activation)
+    except ValueError as error:
+        raise ValueError(
+            f'`activation` must be "{GELU_TANH}" (the tanh-approximate GELU of the official '
+            'code) or the name of a Keras activation such as "gelu" (exact, erf). '
+            f"Received: activation={activation!r}"
+        ) from error
 
 
 def initializer() -> keras.initializers.Initializer:
@@ -157,16 +183,20 @@ class FNetEncoderBlock(keras.layers.Layer):
 
     ``x = LayerNorm(x + Re(DFT2(x * mask)))`` followed by
     ``x = LayerNorm(x + Dropout(Dense(D)(gelu_tanh(Dense(intermediate_size)(x)))))``,
-    LayerNorm eps 1e-12, where DFT2 is the unnormalised DFT over (sequence,
-    hidden) of :class:`~keras_fourier.layers.FourierMixing`. The padding
-    mask, when given, only zeroes the mixing's input (see the module
-    docstring); without it every position is mixed, as in the official code.
+    LayerNorm eps 1e-12 (``activation`` replaces ``gelu_tanh``), where DFT2 is
+    the unnormalised DFT over (sequence, hidden) of
+    :class:`~keras_fourier.layers.FourierMixing`. The padding mask, when
+    given, only zeroes the mixing's input (see the module docstring); without
+    it every position is mixed, as in the official code.
     Dense kernels and the intermediate bias are initialised N(0, 0.02).
 
     Args:
         intermediate_size: width of the feed-forward hidden layer.
         dropout: dropout rate after the feed-forward output. Default 0.1.
         fft_impl: "auto" (default), "fft" or "matmul".
+        activation: the feed-forward activation, "gelu_tanh" (default, the
+            official code's) or a Keras activation name, e.g. "gelu" (exact),
+            as transformers' ``hidden_act`` "gelu" asks.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -193,6 +223,7 @@ class FNetEncoderBlock(keras.layers.Layer):
         intermediate_size: int,
         dropout: float = 0.1,
         fft_impl: str = "auto",
+        activation: str = GELU_TANH,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,6 +232,8 @@ class FNetEncoderBlock(keras.layers.Layer):
         self.intermediate_size = intermediate_size
         self.dropout = dropout
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
+        self.activation = activation
+        self._activation = feed_forward_activation(activation)
         self.mixing = FourierMixing(fft_impl=fft_impl, dtype=self.dtype_policy, name="mixing")
         self.mixing_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="mixing_norm"
@@ -241,7 +274,7 @@ class FNetEncoderBlock(keras.layers.Layer):
         # float32 under mixed_float16 (see FourierMixing): the residual add and the
         # LayerNorm run in float32, and the LayerNorm casts back to the compute dtype.
         x = self.mixing_norm(keras.ops.cast(inputs, mixed.dtype) + mixed)
-        hidden = keras.activations.gelu(self.intermediate(x), approximate=True)
+        hidden = self._activation(self.intermediate(x))
         feed_forward = self.output_dropout(self.output_dense(hidden), training=training)
         return self.output_norm(x + feed_forward)
 
@@ -254,6 +287,7 @@ class FNetEncoderBlock(keras.layers.Layer):
             "intermediate_size": self.intermediate_size,
             "dropout": self.dropout,
             "fft_impl": self.fft_impl,
+            "activation": self.activation,
         }
 
 
@@ -265,13 +299,16 @@ class FNetMaskedLMHead(keras.layers.Layer):
     ``W`` the word embedding table (V, E), passed at call time so that the
     decoder is tied to the embeddings, as in the official pretraining model
     (``predictions_dense``, ``predictions_layer_norm``,
-    ``predictions_output``; Flax's ``nn.gelu`` is the tanh approximation).
+    ``predictions_output``; Flax's ``nn.gelu`` is the tanh approximation;
+    ``activation`` replaces it, as transformers' ``hidden_act`` does).
     The Dense kernel and the output bias are initialised N(0, 0.02), the
     Dense bias zeros.
 
     Args:
         vocabulary_size: rows V of the word table (size of the output bias).
         embedding_size: width E of the word table and of the Dense layer.
+        activation: "gelu_tanh" (default) or a Keras activation name, the
+            encoder blocks' ``activation``.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -293,12 +330,16 @@ class FNetMaskedLMHead(keras.layers.Layer):
         NAACL 2022, Section 4.1 (BERT's MLM and NSP pretraining).
     """
 
-    def __init__(self, vocabulary_size: int, embedding_size: int, **kwargs):
+    def __init__(
+        self, vocabulary_size: int, embedding_size: int, activation: str = GELU_TANH, **kwargs
+    ):
         super().__init__(**kwargs)
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("embedding_size", embedding_size)
         self.vocabulary_size = vocabulary_size
         self.embedding_size = embedding_size
+        self.activation = activation
+        self._activation = feed_forward_activation(activation)
         self.dense = keras.layers.Dense(
             embedding_size,
             kernel_initializer=initializer(),
@@ -320,7 +361,7 @@ class FNetMaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, masked_positions, word_embeddings):
         positions = keras.ops.cast(masked_positions, "int32")[..., None]
         gathered = keras.ops.take_along_axis(sequence_output, positions, axis=1)
-        hidden = keras.activations.gelu(self.dense(gathered), approximate=True)
+        hidden = self._activation(self.dense(gathered))
         hidden = self.norm(hidden)
         table = keras.ops.cast(word_embeddings, hidden.dtype)
         logits = keras.ops.matmul(hidden, keras.ops.transpose(table))
@@ -336,4 +377,5 @@ class FNetMaskedLMHead(keras.layers.Layer):
             **super().get_config(),
             "vocabulary_size": self.vocabulary_size,
             "embedding_size": self.embedding_size,
+            "activation": self.activation,
         }

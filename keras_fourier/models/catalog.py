@@ -39,10 +39,12 @@ from typing import Any
 
 import keras
 
+from keras_fourier.layers.fnet import GELU_TANH
 from keras_fourier.limits import check_memory, text_request_bytes, vision_request_bytes
 from keras_fourier.models import fnet
 from keras_fourier.models.builder import build_model
 from keras_fourier.models.fnet_weights import (
+    fnet_weights_activation,
     fnet_weights_sizes,
     load_fnet_weights,
     load_pretrained_encoder,
@@ -453,6 +455,7 @@ def _text_classifier(
     dropout: float,
     max_sequence_length: int | None = None,
     num_segments: int = 4,
+    activation: str = GELU_TANH,
 ) -> keras.Model:
     encoder = fnet.build_fnet(
         TEXT_PRESETS[name],
@@ -462,6 +465,7 @@ def _text_classifier(
         num_segments=num_segments,
         dropout=dropout,
         num_classes=num_classes,
+        activation=activation,
         name=name,
     )
     probabilities = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
@@ -637,7 +641,7 @@ def create_pretrained_model(
             checkpoint, or a `.weights.h5`/`.keras` file saved by keras_fourier
             (with any head or none); text models: anything
             `keras_fourier.FNet` takes (a release name such as "f_net_base",
-            an official Flax checkpoint, a keras-hub preset folder, a
+            an official Flax checkpoint, a transformers or keras-hub folder, a
             `.weights.h5` of an encoder, an `FNetPretraining` or a classifier).
         num_classes: classes of the new head.
         image_size: input size of vision models. Default 224.
@@ -677,6 +681,7 @@ def create_pretrained_model(
             max_sequence_length=sizes["max_sequence_length"],
             num_segments=sizes["num_segments"],
             dropout=dropout,
+            activation=fnet_weights_activation(weights),
         )
         load_pretrained_encoder(model, weights)
         return model

@@ -82,9 +82,11 @@ import keras
 
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fnet import (
+    GELU_TANH,
     FNetEmbeddings,
     FNetEncoderBlock,
     FNetMaskedLMHead,
+    feed_forward_activation,
     initializer,
 )
 from keras_fourier.models.fnet_family import FNET_VARIANTS, SIZE_KEYS, check_fnet_weights
@@ -169,6 +171,7 @@ class FNetPretraining(keras.Model):
         self.masked_lm_head = FNetMaskedLMHead(
             embeddings.vocabulary_size,
             embeddings.hidden_size,
+            activation=encoder.get_layer("encoder_layer_0").activation,
             dtype=encoder.dtype_policy,
             name="masked_lm_head",
         )
@@ -242,6 +245,7 @@ def build_fnet(
     classifier_activation: str | Callable | None = None,
     heads: str | None = None,
     fft_impl: str = "auto",
+    activation: str = GELU_TANH,
     weights: str | os.PathLike | None = None,
     name: str = "fnet",
     load_weights: Callable[[keras.Model, Any], None] | None = None,
@@ -286,17 +290,26 @@ def build_fnet(
             next-sentence heads, which takes ``masked_positions`` too.
         fft_impl: "auto" (default), "fft" or "matmul"; see
             :mod:`keras_fourier.layers.spectral`.
+        activation: the feed-forward (and masked-LM head) activation:
+            "gelu_tanh" (default, the tanh-approximate GELU of the official
+            code and of transformers' ``hidden_act="gelu_new"``) or a Keras
+            activation name, e.g. "gelu" (exact, transformers' "gelu").
         weights: None (default, random initialisation), a release name
             ("f_net_base", "f_net_large": the official C4-pretrained
             checkpoint, downloaded once into the Keras cache and converted
             once, offline afterwards), or a path: a ``.weights.h5`` saved by
             this package, an official FNet Flax checkpoint file (read without
-            JAX or Flax, its optimizer moments skipped), or a keras-hub FNet
-            preset folder (``config.json`` + weights). Loading is all or
-            nothing: weights that do not match raise ValueError listing the
-            missing, unexpected and wrong-shape tensors, and the model is
-            unchanged. A classifier loading a pretraining checkpoint keeps a
-            fresh classifier, as the official fine-tuning does.
+            JAX or Flax, its optimizer moments skipped), a Hugging Face
+            transformers FNet folder (``config.json`` + ``model.safetensors``
+            or ``pytorch_model.bin``; its ``hidden_act`` must be this
+            model's `activation`), or a keras-hub FNet preset folder
+            (``config.json`` + weights, a task preset's classifier
+            included). Loading is all or nothing: weights that do not match
+            raise ValueError listing the missing, unexpected and wrong-shape
+            tensors, and the model is unchanged. A classifier loading a
+            pretraining checkpoint keeps a fresh classifier, as the official
+            fine-tuning does; a transformers or keras-hub head that does not
+            fit starts fresh with one ``FreshHeadWarning``.
         name: model name. Default "fnet".
         load_weights: ``load_weights(model, weights)`` loads non-None
             `weights`; the public builders pass
@@ -346,6 +359,7 @@ def build_fnet(
         _check_classifier_activation(classifier_activation)
     _check_heads(heads, num_classes)
     spectral.validate_fft_impl(fft_impl)
+    feed_forward_activation(activation)
     check_fnet_weights(weights)
     if weights is not None and load_weights is None:
         raise ValueError(f"This model has no weight loader. Received: weights={weights!r}")
@@ -372,6 +386,7 @@ def build_fnet(
             intermediate_size=sizes["intermediate_size"],
             dropout=dropout,
             fft_impl=fft_impl,
+            activation=activation,
             name=f"encoder_layer_{index}",
         )(x, padding_mask=padding_mask)
     pooled = keras.layers.Dense(
@@ -417,8 +432,11 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
         classifier_activation: head activation. Default None: logits.
         heads: None (default) or "pretraining" (masked-LM and NSP heads).
         fft_impl: "auto" (default), "fft" or "matmul".
+        activation: feed-forward activation, "gelu_tanh" (default) or a
+            Keras activation name such as "gelu".
         weights: None (default), "f_net_{variant}" (the official release), or
-            a path (``.weights.h5``, official Flax checkpoint, keras-hub preset).
+            a path (``.weights.h5``, official Flax checkpoint, transformers or
+            keras-hub folder).
         name: model name. Default "fnet_{variant}".
 
     Returns:

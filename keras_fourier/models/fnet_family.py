@@ -48,8 +48,9 @@ _GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_ne
 # Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
 # 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).
 _SOURCE = "https://github.com/google-research/google-research/tree/master/f_net"
-# Sizes as the README gives them: Base "~1 GB", Large "3-4 GB". No sha256 is published, and
-# these rows were written without network access to compute one.
+# The README gives sizes, not exact ones: Base "~1 GB", Large "3-4 GB"; each row's ceiling
+# is twice that (Large's is above the default download ceiling). No sha256 or exact size is
+# published, and these rows were written without network access to compute them.
 RELEASES: dict[str, FNetRelease] = {
     f"f_net_{variant}": FNetRelease(
         f"f_net_{variant}_checkpoint",
@@ -57,10 +58,10 @@ RELEASES: dict[str, FNetRelease] = {
         _SOURCE,
         "Apache-2.0",
         reader="flax",
-        size=size,
+        max_size=ceiling,
         variant=variant,
     )
-    for variant, size in (("base", 10**9), ("large", 35 * 10**8))
+    for variant, ceiling in (("base", 2 * 10**9), ("large", 8 * 10**9))
 }
 
 
@@ -80,7 +81,8 @@ def check_fnet_weights(weights: Any) -> None:
     raise ValueError(
         f"`weights` must be None, a release name {sorted(RELEASES)}, or the path of an "
         "existing file or folder: a `.weights.h5` saved by keras_fourier, an official FNet "
-        "checkpoint (Flax msgpack) or a keras-hub FNet preset folder. "
+        "checkpoint (Flax msgpack), a Hugging Face transformers FNet folder or a keras-hub FNet "
+        "preset folder. "
         f"Received: weights={weights!r}"
     )
 

@@ -13,22 +13,37 @@
   :mod:`keras_fourier.weights.flax_msgpack` without JAX or Flax) through
   :func:`flax_key_map`;
 * a keras-hub FNet preset folder (:mod:`keras_fourier.weights.keras_hub`)
-  through :func:`keras_hub_key_map`;
+  through :func:`keras_hub_key_map`, a task preset's classifier head
+  included when it fits;
+* a Hugging Face transformers FNet folder (``config.json`` and
+  ``model.safetensors`` or ``pytorch_model.bin``, read by
+  :mod:`keras_fourier.weights.transformers_folder` without transformers or
+  PyTorch) through :func:`transformers_key_map`;
 * a ``.weights.h5`` saved by keras_fourier (:mod:`keras_fourier.weights.saved`).
 
 :func:`fnet_weights_sizes` reads the sizes of any of them without loading the
 weights, and :func:`load_pretrained_encoder` starts fine-tuning from them.
+:func:`save_keras_hub_preset` writes an FNet as a keras-hub preset folder.
+
+A head the weights do not fill (another class count, a head the checkpoint
+lacks) starts fresh and a head of the checkpoint that the model has no place
+for is left out, each time with one :class:`FreshHeadWarning`.
 """
 
 from __future__ import annotations
 
+import datetime
+import functools
 import os
 import re
+import warnings
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import keras
+import numpy as np
 
+from keras_fourier.layers.fnet import GELU_TANH, LAYER_NORM_EPSILON
 from keras_fourier.limits import check_parameters
 from keras_fourier.models.fnet import FNetPretraining, build_fnet, encoder_of, num_layers
 from keras_fourier.models.fnet_family import (
@@ -45,11 +60,106 @@ from keras_fourier.weights.keras_hub import (
     PRESET_WEIGHTS,
     read_keras_hub_config,
     read_keras_hub_preset,
+    read_keras_hub_task,
+    write_keras_hub_preset,
 )
 from keras_fourier.weights.pipeline import load_checkpoint, load_release
 from keras_fourier.weights.saved import load_weights_file, tensor_shapes
+from keras_fourier.weights.transformers_folder import (
+    CONFIG,
+    is_transformers_config,
+    read_json_object,
+    read_transformers_weights,
+)
 
 _TABLE_KEYS = tuple(OFFICIAL_TABLES)
+_TASK = "task"  # the prefix of a keras-hub task preset's head tensors
+_HEAD_NAMES = {"classifier": "classifier", "mlm": "masked-LM head", "nsp": "next-sentence head"}
+
+
+class FreshHeadWarning(UserWarning):
+    """Loaded weights leave a head of the model fresh, or a head of the checkpoint unused."""
+
+
+def _model_sizes(model: keras.Model) -> dict[str, int]:
+    """The sizes of an FNet model, as :func:`fnet_weights_sizes` names them."""
+    encoder = encoder_of(model)
+    embeddings = encoder.get_layer("embeddings")
+    return {
+        "hidden_size": embeddings.hidden_size,
+        "num_layers": num_layers(encoder),
+        "intermediate_size": encoder.get_layer("encoder_layer_0").intermediate_size,
+        "vocabulary_size": embeddings.vocabulary_size,
+        "max_sequence_length": embeddings.max_sequence_length,
+        "num_segments": embeddings.num_segments,
+    }
+
+
+def _model_activation(model: keras.Model) -> str:
+    return encoder_of(model).get_layer("encoder_layer_0").activation
+
+
+def _classifier(model: keras.Model):
+    """The classifier Dense layer of an FNet classifier, or None."""
+    if isinstance(model, FNetPretraining):
+        return None
+    names = {layer.name for layer in model.layers}
+    return model.get_layer("classifier") if "classifier" in names else None
+
+
+def _head_plan(
+    model: keras.Model,
+    classes: int | None,
+    mlm: bool,
+    nsp: bool,
+    source: str,
+    note: str | None = None,
+):
+    """Which heads of a checkpoint load into `model`, and the warning for the rest (or None).
+
+    Args:
+        model: the model to load.
+        classes: the class count of the checkpoint's classifier, or None.
+        mlm: whether the checkpoint has a masked-LM head that fits `model`'s.
+        nsp: whether the checkpoint has a next-sentence head.
+        source: the checkpoint, for the warning.
+        note: what the warning says first, e.g. why a head of the checkpoint
+            cannot load. Default None.
+
+    Returns:
+        (the loadable heads, a subset of {"classifier", "mlm", "nsp"}; the
+        warning or None).
+    """
+    present = {"classifier": classes is not None, "mlm": mlm, "nsp": nsp}
+    classifier = _classifier(model)
+    if isinstance(model, FNetPretraining):
+        places = {"mlm", "nsp"}
+    elif classifier is not None:
+        places = {"classifier"}
+    else:
+        places = set()
+    heads = {head for head in places if present[head]}
+    parts = [note] if note else []
+    if classifier is not None and classes is not None and classes != classifier.units:
+        heads.discard("classifier")
+        parts.append(
+            f"the classifier of model {model.name!r} starts fresh ({classifier.units} classes, "
+            f"the checkpoint's classifier {classes})"
+        )
+    fresh = [_HEAD_NAMES[head] for head in sorted(places) if not present[head]]
+    if fresh:
+        parts.append(
+            f"the {' and '.join(fresh)} of model {model.name!r} "
+            f"{'starts' if len(fresh) == 1 else 'start'} fresh"
+        )
+    unused = [_HEAD_NAMES[head] for head in sorted(present) if present[head] and head not in places]
+    if unused:
+        parts.append(
+            f"the checkpoint's {' and '.join(unused)} "
+            f"{'is' if len(unused) == 1 else 'are'} not loaded (model {model.name!r} has no "
+            f"place for {'it' if len(unused) == 1 else 'them'})"
+        )
+    return heads, (f"{source}: " + "; ".join(parts) + "." if parts else None)
 
 
 def flax_key_map(
@@ -144,7 +254,7 @@ def flax_key_map(
 
 
 def keras_hub_key_map(
-    model: keras.Model, checkpoint_keys: Collection[str] = ()
+    model: keras.Model, checkpoint_keys: Collection[str] = (), heads: Collection[str] = ()
 ) -> tuple[KeyMap, set[str]]:
     """keras-hub ``FNetBackbone`` weight paths (in its preset's ``model.weights.h5``) -> variables.
 
@@ -155,16 +265,19 @@ def keras_hub_key_map(
     ``f_net_encoder_1``, ... (``_mixing_layer_norm``, ``_intermediate_dense``,
     ``_output_dense``, ``_output_layer_norm``), and ``dense_1`` (the pooler);
     ``vars/0`` is a kernel, embedding table or LayerNorm scale, ``vars/1``
-    a bias or LayerNorm offset.
+    a bias or LayerNorm offset. A task preset's head (``task.weights.h5``)
+    is read under ``task/``: an ``FNetTextClassifier``'s Dense layer is
+    ``task/layers/dense``.
 
     Args:
-        model: built by :func:`FNet` (a classifier's head and pretraining
-            heads are not in keras-hub's backbone preset: they keep their
-            initialisation).
-        checkpoint_keys: unused (a backbone preset has one layout).
+        model: built by :func:`FNet`.
+        checkpoint_keys: the preset's keys; those under ``task/`` that are
+            not mapped are ignored.
+        heads: {"classifier"} to map a task preset's classifier onto the
+            model's. Default (): the backbone only.
 
     Returns:
-        (HDF5 dataset path -> (variable, transform), no ignored keys).
+        (HDF5 dataset path -> (variable, transform), the ignored task keys).
 
     Example:
         >>> keys, _ = keras_hub_key_map(FNet("base"))
@@ -193,7 +306,10 @@ def keras_hub_key_map(
         pair(f"{prefix}/_output_layer_norm", block.output_norm.gamma, block.output_norm.beta)
     pooler = encoder.get_layer("pooler")
     pair("layers/dense_1", pooler.kernel, pooler.bias)
-    return keys, set()
+    if "classifier" in heads:
+        classifier = _classifier(model)
+        pair(f"{_TASK}/layers/dense", classifier.kernel, classifier.bias)
+    return keys, {key for key in checkpoint_keys if key.startswith(f"{_TASK}/") and key not in keys}
 
 
 def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None:
@@ -201,8 +317,13 @@ def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
 
     The folder's ``config.json`` must describe an ``FNetBackbone`` whose
     sizes match the model; its weights file is read with h5py (keras-hub is
-    not needed). The backbone has no classifier or pretraining heads: those
-    of `model` keep their initialisation.
+    not needed). A task preset's head (``task.json``, ``task.weights.h5``)
+    loads too when it fits: an ``FNetTextClassifier``'s into a classifier
+    built with its ``num_classes``. Otherwise one :class:`FreshHeadWarning`
+    says which head starts fresh or is left out (a keras-hub
+    ``FNetMaskedLM`` head is never loaded: it computes with the exact GELU
+    and LayerNorm epsilon 1e-5, the official head with the tanh GELU and
+    1e-12).
 
     Args:
         model: built by :func:`FNet` with the preset's sizes.
@@ -216,22 +337,24 @@ def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
         >>> load_keras_hub_preset(FNet("base"), "f_net_base_en")  # doctest: +SKIP
     """
     folder = os.fspath(folder)
-    config = read_keras_hub_config(folder)["config"]
-    encoder = encoder_of(model)
-    embeddings = encoder.get_layer("embeddings")
-    ours = {
-        "vocabulary_size": embeddings.vocabulary_size,
-        "hidden_dim": embeddings.hidden_size,
-        "num_layers": num_layers(encoder),
-        "intermediate_dim": encoder.get_layer("encoder_layer_0").intermediate_size,
-        "max_sequence_length": embeddings.max_sequence_length,
-        "num_segments": embeddings.num_segments,
-    }
+    description = read_keras_hub_config(folder)
+    if description.get("class_name") != "FNetBackbone":
+        raise ValueError(
+            f"The keras-hub preset {folder!r} is of a {description.get('class_name')!r}, not of "
+            "an FNetBackbone."
+        )
+    config = description["config"]
+    ours = {theirs: _model_sizes(model)[key] for key, theirs in _KERAS_HUB_SIZES.items()}
     differing = [
         f"{key}: preset {config.get(key)!r}, model {value!r}"
         for key, value in ours.items()
         if config.get(key) != value
     ]
+    if _model_activation(model) != GELU_TANH:
+        differing.append(
+            f"activation: preset {GELU_TANH!r} (keras-hub's FNet), model "
+            f"{_model_activation(model)!r}"
+        )
     if differing:
         raise ValueError(
             f"The keras-hub preset {folder!r} is not an FNet backbone of the sizes of model "
@@ -240,7 +363,317 @@ def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
     keys, _ = keras_hub_key_map(model)
     expected = {key: tuple(variable.shape) for key, (variable, _) in keys.items()}
     _, tensors = read_keras_hub_preset(folder, expected)
-    load_tensors(model, tensors, keras_hub_key_map, source=folder)
+    task, task_tensors = read_keras_hub_task(folder)
+    task_class = (task or {}).get("class_name")
+    tensors.update({f"{_TASK}/{key}": value for key, value in task_tensors.items()})
+    kernel = task_tensors.get("layers/dense/vars/0")
+    classes = (
+        int(kernel.shape[-1])
+        if task_class == "FNetTextClassifier" and kernel is not None and kernel.ndim == 2
+        else None
+    )
+    note = None
+    if task_class == "FNetMaskedLM":
+        note = (
+            "the keras-hub FNetMaskedLM head is not loaded (it computes with the exact GELU and "
+            "LayerNorm epsilon 1e-5, FNet's official head with the tanh GELU and 1e-12)"
+        )
+    elif task is not None and classes is None:
+        note = f"the head of its keras-hub task {task_class!r} is not loaded"
+    heads, warning = _head_plan(model, classes, mlm=False, nsp=False, source=folder, note=note)
+    load_tensors(
+        model,
+        tensors,
+        functools.partial(keras_hub_key_map, heads=heads),
+        source=folder,
+        description=f"model {model.name!r} (as a keras-hub FNet preset)",
+    )
+    if warning:
+        warnings.warn(warning, FreshHeadWarning, stacklevel=3)
+
+
+# transformers' hidden_act -> FNet's activation (transformers' ACT2FN: "gelu" is the exact
+# GELU, "gelu_new" and "gelu_pytorch_tanh" the tanh approximation of the official code).
+HIDDEN_ACTIVATIONS = {
+    "gelu_new": GELU_TANH,
+    "gelu_pytorch_tanh": GELU_TANH,
+    "gelu": "gelu",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
+# FNet's sizes -> their names in a transformers FNetConfig and a keras-hub FNetBackbone config.
+_TRANSFORMERS_SIZES = {
+    "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "intermediate_size": "intermediate_size",
+    "vocabulary_size": "vocab_size",
+    "max_sequence_length": "max_position_embeddings",
+    "num_segments": "type_vocab_size",
+}
+_KERAS_HUB_SIZES = {
+    "vocabulary_size": "vocabulary_size",
+    "hidden_size": "hidden_dim",
+    "num_layers": "num_layers",
+    "intermediate_size": "intermediate_dim",
+    "max_sequence_length": "max_sequence_length",
+    "num_segments": "num_segments",
+}
+# Buffers and tied copies a transformers FNet state dict may hold besides its parameters.
+_TRANSFORMERS_EXTRA = (
+    "fnet.embeddings.position_ids",
+    "fnet.embeddings.token_type_ids",
+    "cls.predictions.decoder.weight",  # the word table (tied)
+    "cls.predictions.decoder.bias",  # cls.predictions.bias (tied)
+)
+# The DFT matrices transformers keeps as buffers with use_tpu_fourier_optimizations: not weights.
+_DFT_BUFFER = re.compile(r"fnet\.encoder\.layer\.\d+\.fourier\.self\.dft_mat_(hidden|seq)$")
+_TRANSFORMERS_HEADS = {
+    "classifier": "classifier.",
+    "mlm": "cls.predictions.",
+    "nsp": "cls.seq_relationship.",
+}
+
+
+def _transformers_config(folder: str) -> dict[str, Any]:
+    """A transformers FNet folder's ``config.json``, checked to be an FNet's and complete."""
+    config = read_json_object(os.path.join(folder, CONFIG))
+    if config.get("model_type") != "fnet":
+        raise ValueError(
+            f"{folder!r} is a transformers folder of a {config.get('model_type')!r} model, "
+            "not of an FNet (model_type 'fnet')."
+        )
+    absent = [
+        theirs
+        for theirs in _TRANSFORMERS_SIZES.values()
+        if not isinstance(config.get(theirs), int) or isinstance(config.get(theirs), bool)
+    ]
+    if absent:
+        raise ValueError(
+            f"The transformers FNet config {os.path.join(folder, CONFIG)!r} has no "
+            f"{', '.join(absent)}."
+        )
+    return config
+
+
+def transformers_activation(config: Mapping[str, Any]) -> str:
+    """FNet's `activation` for a transformers FNet config's ``hidden_act`` (default "gelu_new").
+
+    Raises:
+        ValueError: a ``hidden_act`` FNet does not compute.
+
+    Example:
+        >>> transformers_activation({"hidden_act": "gelu"}), transformers_activation({})
+        ('gelu', 'gelu_tanh')
+    """
+    hidden_act = config.get("hidden_act", "gelu_new")
+    if hidden_act not in HIDDEN_ACTIVATIONS:
+        raise ValueError(
+            f"The transformers FNet config has hidden_act={hidden_act!r}; FNet computes "
+            f"{sorted(HIDDEN_ACTIVATIONS)}."
+        )
+    return HIDDEN_ACTIVATIONS[hidden_act]
+
+
+def transformers_key_map(
+    model: keras.Model, checkpoint_keys: Collection[str] = (), heads: Collection[str] = ()
+) -> tuple[KeyMap, set[str]]:
+    """transformers FNet state-dict keys -> variables of an FNet model built here.
+
+    The names of transformers' ``modeling_fnet.py`` (``FNetModel`` under
+    ``fnet.``): ``fnet.embeddings.{word,position,token_type}_embeddings``,
+    ``.LayerNorm``, ``.projection``; ``fnet.encoder.layer.{i}.``
+    ``fourier.output.LayerNorm``, ``intermediate.dense``, ``output.dense``,
+    ``output.LayerNorm``; ``fnet.pooler.dense``; the heads
+    ``classifier`` (``FNetForSequenceClassification``),
+    ``cls.predictions.{transform.dense, transform.LayerNorm, bias}``
+    (``FNetForMaskedLM``, ``FNetForPreTraining``, the decoder tied to the
+    word table) and ``cls.seq_relationship`` (``FNetForPreTraining``).
+    ``nn.Linear`` weights (out, in) are transposed. The buffers
+    (``position_ids``, the DFT matrices ``fourier.self.dft_mat_*`` of
+    ``use_tpu_fourier_optimizations``) and the tied decoder are not weights.
+
+    Args:
+        model: built by :func:`FNet` (any head) or an :class:`FNetPretraining`.
+        checkpoint_keys: the checkpoint's keys (with the ``fnet.`` prefix).
+        heads: the heads to load, a subset of {"classifier", "mlm", "nsp"}
+            the model has. Default (): the encoder only.
+
+    Returns:
+        (key -> (variable, transform), the checkpoint's keys left unused:
+        buffers, tied copies and the heads not loaded).
+
+    Example:
+        >>> keys, _ = transformers_key_map(FNet("base"))
+        >>> keys["fnet.pooler.dense.weight"][1]
+        'linear'
+    """
+    encoder = encoder_of(model)
+    embeddings = encoder.get_layer("embeddings")
+    keys: dict[str, tuple[Any, str]] = {}
+
+    def linear(prefix: str, layer) -> None:
+        keys[f"{prefix}.weight"] = (layer.kernel, "linear")
+        keys[f"{prefix}.bias"] = (layer.bias, "copy")
+
+    def norm(prefix: str, layer) -> None:
+        keys[f"{prefix}.weight"] = (layer.gamma, "copy")
+        keys[f"{prefix}.bias"] = (layer.beta, "copy")
+
+    keys["fnet.embeddings.word_embeddings.weight"] = (embeddings.word.embeddings, "copy")
+    keys["fnet.embeddings.position_embeddings.weight"] = (embeddings.position.embeddings, "copy")
+    keys["fnet.embeddings.token_type_embeddings.weight"] = (embeddings.segment.embeddings, "copy")
+    norm("fnet.embeddings.LayerNorm", embeddings.norm)
+    linear("fnet.embeddings.projection", embeddings.projection)
+    for index in range(num_layers(encoder)):
+        block = encoder.get_layer(f"encoder_layer_{index}")
+        prefix = f"fnet.encoder.layer.{index}"
+        norm(f"{prefix}.fourier.output.LayerNorm", block.mixing_norm)
+        linear(f"{prefix}.intermediate.dense", block.intermediate)
+        linear(f"{prefix}.output.dense", block.output_dense)
+        norm(f"{prefix}.output.LayerNorm", block.output_norm)
+    linear("fnet.pooler.dense", encoder.get_layer("pooler"))
+    if "classifier" in heads:
+        linear("classifier", _classifier(model))
+    if "mlm" in heads:
+        linear("cls.predictions.transform.dense", model.masked_lm_head.dense)
+        norm("cls.predictions.transform.LayerNorm", model.masked_lm_head.norm)
+        keys["cls.predictions.bias"] = (model.masked_lm_head.output_bias, "copy")
+    if "nsp" in heads:
+        linear("cls.seq_relationship", model.next_sentence_head)
+    skipped = [prefix for head, prefix in _TRANSFORMERS_HEADS.items() if head not in heads]
+    ignored = {
+        key
+        for key in checkpoint_keys
+        if key in _TRANSFORMERS_EXTRA
+        or _DFT_BUFFER.match(key)
+        or (key not in keys and key.startswith(tuple(skipped)))
+    }
+    return keys, ignored
+
+
+def _transformers_tensors(folder: str) -> tuple[str, dict[str, np.ndarray]]:
+    """A transformers FNet folder's weights file and tensors, every key under ``fnet.``."""
+    name, tensors = read_transformers_weights(folder)
+    encoder_parts = ("embeddings.", "encoder.", "pooler.")
+    return name, {
+        (f"fnet.{key}" if key.startswith(encoder_parts) else key): value
+        for key, value in tensors.items()
+    }
+
+
+def load_transformers_folder(model: keras.Model, folder: str | os.PathLike) -> None:
+    """Loads a Hugging Face transformers FNet folder into `model`, all or nothing.
+
+    The folder is what ``save_pretrained`` writes and the hub holds
+    (``google/fnet-base``, fine-tuned FNets): ``config.json`` and
+    ``model.safetensors`` (or ``pytorch_model.bin``, read without PyTorch
+    and without running any code), of an ``FNetModel``,
+    ``FNetForSequenceClassification``, ``FNetForMaskedLM`` or
+    ``FNetForPreTraining``. The sizes in ``config.json`` and its
+    ``hidden_act`` (as the model's `activation`: "gelu" is the exact GELU,
+    "gelu_new" the tanh approximation) are checked before any weight is
+    read; ``use_tpu_fourier_optimizations`` (how transformers computes the
+    DFT) does not concern the weights. The heads load where they fit
+    (:func:`transformers_key_map`); one :class:`FreshHeadWarning` names
+    those that start fresh or are left out.
+
+    Args:
+        model: built by :func:`FNet` with the folder's sizes and activation.
+        folder: the transformers model folder.
+
+    Raises:
+        ValueError: not an FNet folder, other sizes or activation (listed),
+            no readable weights, or weights that do not match (listed); the
+            model is then unchanged.
+
+    Example:
+        >>> model = FNet("base", vocabulary_size=32000, num_classes=2)  # doctest: +SKIP
+        >>> load_transformers_folder(model, "fnet-base-finetuned-sst2")  # doctest: +SKIP
+    """
+    folder = os.fspath(folder)
+    config = _transformers_config(folder)
+    architecture = (config.get("architectures") or ["FNet"])[0]
+    label = f"The transformers {architecture} folder {folder!r}"
+    ours = _model_sizes(model)
+    differing = [
+        f"{theirs}: folder {config[theirs]}, model {ours[key]}"
+        for key, theirs in _TRANSFORMERS_SIZES.items()
+        if config[theirs] != ours[key]
+    ]
+    activation = transformers_activation(config)
+    if activation != _model_activation(model):
+        differing.append(
+            f"hidden_act: folder {config.get('hidden_act', 'gelu_new')!r} (activation="
+            f"{activation!r}), model activation={_model_activation(model)!r}"
+        )
+    epsilon = config.get("layer_norm_eps", LAYER_NORM_EPSILON)
+    if not np.isclose(epsilon, LAYER_NORM_EPSILON, rtol=1e-3, atol=0):
+        differing.append(f"layer_norm_eps: folder {epsilon!r}, model {LAYER_NORM_EPSILON}")
+    if differing:
+        raise ValueError(
+            f"{label} does not fit model {model.name!r} ({'; '.join(differing)}); the model "
+            "was left unchanged."
+        )
+    name, tensors = _transformers_tensors(folder)
+    source = os.path.join(folder, name)
+    classifier = tensors.get("classifier.weight")
+    decoder = tensors.get("cls.predictions.decoder.weight")
+    word = tensors.get("fnet.embeddings.word_embeddings.weight")
+    if decoder is not None and (word is None or not np.array_equal(decoder, word)):
+        raise ValueError(
+            f"{label}: its masked-LM decoder is not tied to the word embeddings, as FNet's is; "
+            "the model was left unchanged."
+        )
+    heads, warning = _head_plan(
+        model,
+        None if classifier is None or classifier.ndim != 2 else int(classifier.shape[0]),
+        mlm="cls.predictions.bias" in tensors,
+        nsp="cls.seq_relationship.weight" in tensors,
+        source=source,
+    )
+    load_tensors(
+        model,
+        tensors,
+        functools.partial(transformers_key_map, heads=heads),
+        source=source,
+        description=f"model {model.name!r} (as a transformers {architecture})",
+    )
+    if warning:
+        warnings.warn(warning, FreshHeadWarning, stacklevel=3)
+
+
+def _folder_format(folder: str) -> str:
+    """ "transformers" or "keras-hub": the kind of model folder `folder` is, by its config.json."""
+    config_path = os.path.join(folder, CONFIG)
+    if not os.path.isfile(config_path):
+        raise ValueError(
+            f"weights={folder!r} is a folder without config.json: FNet reads a Hugging Face "
+            "transformers folder or a keras-hub preset folder."
+        )
+    config = read_json_object(config_path)
+    if is_transformers_config(config):
+        return "transformers"
+    if isinstance(config.get("config"), dict) and "class_name" in config:
+        return "keras-hub"
+    raise ValueError(
+        f"{config_path!r} is neither a transformers config (no model_type) nor a keras-hub "
+        "preset config (no class_name and config)."
+    )
+
+
+def load_model_folder(model: keras.Model, folder: str | os.PathLike) -> None:
+    """Loads a transformers or a keras-hub FNet folder, told apart by its config.json.
+
+    Raises:
+        ValueError: neither, or weights that do not fit (see
+            :func:`load_transformers_folder`, :func:`load_keras_hub_preset`).
+    """
+    folder = os.fspath(folder)
+    if _folder_format(folder) == "transformers":
+        load_transformers_folder(model, folder)
+    else:
+        load_keras_hub_preset(model, folder)
 
 
 def load_fnet_weights(model: keras.Model, weights: str | os.PathLike) -> None:
@@ -250,8 +683,11 @@ def load_fnet_weights(model: keras.Model, weights: str | os.PathLike) -> None:
         model: built by :func:`FNet`.
         weights: a release name (:data:`RELEASES`: downloaded once into the
             Keras cache, converted once, offline afterwards), a
-            ``.weights.h5`` saved by keras_fourier, a keras-hub FNet preset
-            folder (its ``config.json`` and weights), or an official Flax
+            ``.weights.h5`` saved by keras_fourier, a Hugging Face
+            transformers FNet folder (:func:`load_transformers_folder`), a
+            keras-hub FNet preset folder (its ``config.json`` and weights,
+            a task preset's head included: :func:`load_keras_hub_preset`),
+            or an official Flax
             checkpoint file (read without JAX or Flax, its optimizer moments
             skipped). A classifier loading a pretraining checkpoint keeps a
             fresh classifier, as the official fine-tuning does.
@@ -269,16 +705,21 @@ def load_fnet_weights(model: keras.Model, weights: str | os.PathLike) -> None:
         return
     path = os.fspath(weights)
     if os.path.isdir(path):
-        load_keras_hub_preset(model, path)
+        load_model_folder(model, path)
     elif path.endswith(".weights.h5"):
         load_weights_file(model, path)
+    elif path.endswith((".safetensors", ".bin")):
+        raise ValueError(
+            f"weights={path!r} is a transformers weights file: pass its folder, whose "
+            "config.json gives the sizes checked before loading."
+        )
     else:
         try:
             load_checkpoint(model, path, "flax", flax_key_map)
         except FlaxCheckpointError as error:
             raise ValueError(
-                f"Cannot load weights={path!r}: not a `.weights.h5` file, a keras-hub preset "
-                f"folder or an official FNet Flax checkpoint ({error})."
+                f"Cannot load weights={path!r}: not a `.weights.h5` file, a transformers or "
+                f"keras-hub folder, or an official FNet Flax checkpoint ({error})."
             ) from error
 
 
@@ -368,15 +809,7 @@ def _flax_sizes(path: str) -> dict[str, int]:
 def _preset_sizes(folder: str) -> dict[str, int]:
     description = read_keras_hub_config(folder)
     config = description["config"]
-    keys = {
-        "hidden_size": "hidden_dim",
-        "num_layers": "num_layers",
-        "intermediate_size": "intermediate_dim",
-        "vocabulary_size": "vocabulary_size",
-        "max_sequence_length": "max_sequence_length",
-        "num_segments": "num_segments",
-    }
-    sizes = {ours: config.get(theirs) for ours, theirs in keys.items()}
+    sizes = {ours: config.get(theirs) for ours, theirs in _KERAS_HUB_SIZES.items()}
     weights = os.path.join(
         folder, os.path.basename(str(description.get("weights", PRESET_WEIGHTS)))
     )
@@ -384,7 +817,7 @@ def _preset_sizes(folder: str) -> dict[str, int]:
         check_headers(dataset_headers(weights, skip=()), weights)
     except OSError as error:
         raise ValueError(f"Cannot read the preset's weights {weights!r}: {error}") from error
-    absent = [keys[key] for key, value in sizes.items() if value is None]
+    absent = [_KERAS_HUB_SIZES[key] for key, value in sizes.items() if value is None]
     if absent:
         raise ValueError(
             f"The keras-hub preset {folder!r} does not describe an FNet backbone (no "
@@ -434,15 +867,42 @@ def check_fnet_sizes(sizes: Mapping[str, Any], source: str) -> dict[str, int]:
     return dict(sizes)
 
 
+def _folder_sizes(folder: str) -> dict[str, int]:
+    if _folder_format(folder) == "keras-hub":
+        return _preset_sizes(folder)
+    config = _transformers_config(folder)
+    return {ours: config[theirs] for ours, theirs in _TRANSFORMERS_SIZES.items()}
+
+
+def fnet_weights_activation(weights: str | os.PathLike) -> str:
+    """The feed-forward `activation` an FNet needs for `weights`.
+
+    A transformers folder's ``hidden_act`` (:func:`transformers_activation`);
+    every other kind of FNet weights was trained with the official
+    tanh-approximate GELU ("gelu_tanh"), and a ``.weights.h5`` does not record
+    it (the model it is loaded into decides).
+
+    Example:
+        >>> fnet_weights_activation("f_net_base")
+        'gelu_tanh'
+    """
+    if isinstance(weights, str) and weights in RELEASES:
+        return GELU_TANH
+    path = os.fspath(weights)
+    if os.path.isdir(path) and _folder_format(path) == "transformers":
+        return transformers_activation(_transformers_config(path))
+    return GELU_TANH
+
+
 def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
     """The sizes of the FNet that `weights` hold, read without loading the weights.
 
     Args:
         weights: anything :func:`FNet` takes as `weights`: a release name,
             a ``.weights.h5`` saved by keras_fourier (an encoder, an
-            :class:`FNetPretraining` or a classifier), a keras-hub FNet preset
-            folder (its ``config.json``) or an official Flax checkpoint (its
-            array headers; the data is skipped).
+            :class:`FNetPretraining` or a classifier), a transformers or
+            keras-hub FNet folder (its ``config.json``) or an official Flax
+            checkpoint (its array headers; the data is skipped).
 
     Returns:
         {"hidden_size", "num_layers", "intermediate_size", "vocabulary_size",
@@ -460,31 +920,37 @@ def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
     check_fnet_weights(weights)
     path = os.fspath(weights)
     if os.path.isdir(path):
-        return check_fnet_sizes(_preset_sizes(path), path)
+        return check_fnet_sizes(_folder_sizes(path), path)
     if path.endswith(".weights.h5"):
         return check_fnet_sizes(_h5_sizes(path)[0], path)
     try:
         return check_fnet_sizes(_flax_sizes(path), path)
     except FlaxCheckpointError as error:
         raise ValueError(
-            f"Cannot read weights={path!r}: not a `.weights.h5` file, a keras-hub preset "
-            f"folder or an official FNet Flax checkpoint ({error})."
+            f"Cannot read weights={path!r}: not a `.weights.h5` file, a transformers or "
+            f"keras-hub folder, or an official FNet Flax checkpoint ({error})."
         ) from error
 
 
 def _pretrained_encoder(weights: str | os.PathLike, sizes: Mapping[str, int]) -> keras.Model:
-    """An FNet encoder of `sizes` holding the encoder weights of `weights`."""
+    """An FNet encoder of `sizes` holding the encoder weights of `weights`.
+
+    Its heads are discarded, so the warnings about them are not shown.
+    """
     variant = {key: sizes[key] for key in SIZE_KEYS}
     tables = {key: sizes[key] for key in _TABLE_KEYS}
+    tables["activation"] = fnet_weights_activation(weights)
     kind, classes = "encoder", None
     if os.fspath(weights).endswith(".weights.h5"):
         _, kind, classes = _h5_sizes(os.fspath(weights))
-    if kind == "pretraining":
-        loaded = build_fnet(variant, **tables, heads="pretraining")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FreshHeadWarning)
+        if kind == "pretraining":
+            loaded = build_fnet(variant, **tables, heads="pretraining")
+            load_fnet_weights(loaded, weights)
+            return loaded.encoder
+        loaded = build_fnet(variant, **tables, num_classes=classes)
         load_fnet_weights(loaded, weights)
-        return loaded.encoder
-    loaded = build_fnet(variant, **tables, num_classes=classes)
-    load_fnet_weights(loaded, weights)
     return loaded
 
 
@@ -513,3 +979,160 @@ def load_pretrained_encoder(model: keras.Model, weights: str | os.PathLike) -> N
     """
     encoder = _pretrained_encoder(weights, fnet_weights_sizes(weights))
     copy_weights_except(model, encoder, "classifier", os.fspath(weights))
+
+
+_KERAS_HUB_BACKBONE = {
+    "module": "keras_hub.src.models.f_net.f_net_backbone",
+    "class_name": "FNetBackbone",
+    "registered_name": "keras_hub>FNetBackbone",
+}
+_KERAS_HUB_CLASSIFIER = {
+    "module": "keras_hub.src.models.f_net.f_net_text_classifier",
+    "class_name": "FNetTextClassifier",
+    "registered_name": "keras_hub>FNetTextClassifier",
+}
+
+
+_KERAS_HUB_TOKENIZER = {
+    "module": "keras_hub.src.models.f_net.f_net_tokenizer",
+    "class_name": "FNetTokenizer",
+    "registered_name": "keras_hub>FNetTokenizer",
+}
+_KERAS_HUB_PREPROCESSOR = {
+    "module": "keras_hub.src.models.f_net.f_net_text_classifier_preprocessor",
+    "class_name": "FNetTextClassifierPreprocessor",
+    "registered_name": "keras_hub>FNetTextClassifierPreprocessor",
+}
+_KERAS_HUB_VOCABULARY = "assets/tokenizer/vocabulary.spm"
+_MAX_SENTENCEPIECE_BYTES = 64 * 2**20
+
+
+def _sentencepiece_bytes(tokenizer: str | os.PathLike) -> bytes:
+    path = os.fspath(tokenizer)
+    if not os.path.isfile(path) or os.path.getsize(path) > _MAX_SENTENCEPIECE_BYTES:
+        raise ValueError(
+            "`tokenizer` must be the path of a SentencePiece .model file of at most "
+            f"{_MAX_SENTENCEPIECE_BYTES:,} bytes. Received: tokenizer={tokenizer!r}"
+        )
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def save_keras_hub_preset(
+    model: keras.Model,
+    folder: str | os.PathLike,
+    *,
+    tokenizer: str | os.PathLike | None = None,
+) -> None:
+    """Writes an FNet as a keras-hub preset folder, which ``keras_hub.models.FNetBackbone`` loads.
+
+    The layout of keras-hub's ``save_to_preset``: ``config.json`` (the
+    ``FNetBackbone`` and its sizes), ``metadata.json`` and
+    ``model.weights.h5`` with keras-hub's variable paths
+    (:func:`keras_hub_key_map`, the map the loader uses, read the other way).
+    A classifier adds ``task.json`` and ``task.weights.h5``, an
+    ``FNetTextClassifier`` (``keras_hub.models.FNetTextClassifier.from_preset``
+    loads it with its head). With `tokenizer`, keras-hub's ``FNetTokenizer``
+    files too (``tokenizer.json``, ``assets/tokenizer/vocabulary.spm``, and
+    for a classifier ``preprocessor.json``, an
+    ``FNetTextClassifierPreprocessor`` of the model's sequence length), so
+    that ``from_preset`` builds the task with its preprocessor. The folder is
+    written whole or not at all.
+
+    Args:
+        model: built by :func:`FNet` (an encoder, a classifier, or an
+            :class:`FNetPretraining`, whose encoder is written), with the
+            tanh-GELU activation of keras-hub's FNet.
+        folder: the preset folder; it must not exist or be empty.
+        tokenizer: the SentencePiece ``.model`` file the model's text was
+            encoded with (the official ``c4_bpe_sentencepiece.model`` for
+            official weights: ``keras_fourier.data.official_sentencepiece_model()``).
+            Default None: no tokenizer files.
+
+    Raises:
+        ValueError: a model keras-hub's FNet cannot express (another
+            activation), a `tokenizer` that is not a file, or a `folder`
+            that holds files; nothing is written.
+
+    Example:
+        >>> model = FNet("base", weights="f_net_base")  # doctest: +SKIP
+        >>> save_keras_hub_preset(model, "f_net_base_en")  # doctest: +SKIP
+        >>> keras_hub.models.FNetBackbone.from_preset("f_net_base_en")  # doctest: +SKIP
+    """
+    if _model_activation(model) != GELU_TANH:
+        raise ValueError(
+            f"keras-hub's FNet computes the tanh GELU; model {model.name!r} has "
+            f"activation={_model_activation(model)!r}. Received: model={model.name!r}"
+        )
+    vocabulary = None if tokenizer is None else _sentencepiece_bytes(tokenizer)
+    encoder = encoder_of(model)
+    sizes = _model_sizes(model)
+    backbone = {
+        **_KERAS_HUB_BACKBONE,
+        "config": {
+            "name": "f_net_backbone",
+            "trainable": True,
+            **{theirs: sizes[ours] for ours, theirs in _KERAS_HUB_SIZES.items()},
+            "dropout": encoder.get_layer("embeddings").dropout,
+        },
+    }
+    classifier = _classifier(model)
+    keys, _ = keras_hub_key_map(model, heads={"classifier"} if classifier else ())
+    values = {key: np.asarray(keras.ops.convert_to_numpy(v)) for key, (v, _) in keys.items()}
+    prefix = f"{_TASK}/"
+    backbone_weights = {k: v for k, v in values.items() if not k.startswith(prefix)}
+    json_files: dict[str, Any] = {
+        "config.json": backbone,
+        "metadata.json": {
+            "keras_version": keras.__version__,
+            "parameter_count": int(sum(np.prod(v.shape) for v in backbone_weights.values())),
+            "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+            "tasks": ["MaskedLM", "TextClassifier"],
+        },
+    }
+    weight_files = {"model.weights.h5": backbone_weights}
+    if classifier is not None:
+        activation = keras.activations.serialize(classifier.activation)
+        json_files["task.json"] = {
+            **_KERAS_HUB_CLASSIFIER,
+            "config": {
+                "backbone": backbone,
+                "preprocessor": None,
+                "name": "f_net_text_classifier",
+                "num_classes": classifier.units,
+                "dropout": encoder.get_layer("classifier_dropout").rate,
+                "activation": activation if isinstance(activation, str) else "linear",
+            },
+        }
+        weight_files["task.weights.h5"] = {
+            k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)
+        }
+    other_files = {}
+    if vocabulary is not None:
+        json_files["tokenizer.json"] = {
+            **_KERAS_HUB_TOKENIZER,
+            "config": {
+                "name": "f_net_tokenizer",
+                "trainable": True,
+                "config_file": "tokenizer.json",
+                "proto": None,
+                "sequence_length": None,
+                "add_bos": False,
+                "add_eos": False,
+            },
+        }
+        other_files[_KERAS_HUB_VOCABULARY] = vocabulary
+        if classifier is not None:
+            length = encoder.input["token_ids"].shape[1] or sizes["max_sequence_length"]
+            json_files["preprocessor.json"] = json_files["task.json"]["config"]["preprocessor"] = {
+                **_KERAS_HUB_PREPROCESSOR,
+                "config": {
+                    "name": "f_net_text_classifier_preprocessor",
+                    "trainable": True,
+                    "tokenizer": json_files["tokenizer.json"],
+                    "config_file": "preprocessor.json",
+                    "sequence_length": length,
+                    "truncate": "round_robin",
+                },
+            }
+    write_keras_hub_preset(folder, json_files, weight_files, other_files)

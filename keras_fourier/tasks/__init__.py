@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-from keras_fourier.tasks.base import PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
 from keras_fourier.validation import check_choice
 
 # name -> the module that defines it as TASK.
@@ -31,6 +31,7 @@ TASKS: dict[str, str] = {
 
 __all__ = [
     "TASKS",
+    "EvaluationRequest",
     "PredictRequest",
     "Task",
     "TaskData",

@@ -69,6 +69,32 @@ class TaskData:
     splits: dict[str, str]
 
 
+@dataclasses.dataclass(frozen=True)
+class EvaluationRequest:
+    """What `keras_fourier.evaluate` asks of a task: the held-out split to score.
+
+    Attributes:
+        data: the data source.
+        split: the split to score.
+        batch_size: batch size.
+        data_dir: TFDS data directory; None for TFDS's default.
+        eval_examples: held-out examples of generated data.
+        on_bad_image: what to do with a corrupt image file.
+        labels: what the model's run stored in its model.keras
+            (`Task.labels`: class names, a text model's tokenizer record),
+            with what the caller gave in their place (a tokenizer may then be
+            an object or a name); {} for none.
+    """
+
+    data: str
+    split: str
+    batch_size: int
+    data_dir: str | None
+    eval_examples: int
+    on_bad_image: str
+    labels: Mapping[str, Any]
+
+
 @dataclasses.dataclass
 class PredictRequest:
     """What `keras-fourier predict` asks of a task.
@@ -167,33 +193,8 @@ class Task(abc.ABC):
         """The training and validation pipelines of the run (checked before anything is written)."""
 
     @abc.abstractmethod
-    def evaluation_data(
-        self,
-        model: keras.Model,
-        data: str,
-        split: str,
-        *,
-        batch_size: int,
-        data_dir: str | None,
-        eval_examples: int,
-        on_bad_image: str,
-        labels: Mapping[str, Any],
-    ) -> tf.data.Dataset:
-        """The held-out batches of (inputs, targets) on which `model` is scored.
-
-        Args:
-            model: the model.
-            data: the data source.
-            split: the split to score.
-            batch_size: batch size.
-            data_dir: TFDS data directory.
-            eval_examples: held-out examples of generated data.
-            on_bad_image: what to do with a corrupt image file.
-            labels: what the model's run stored in its model.keras
-                (`Task.labels`: class names, a text model's tokenizer record),
-                with what the caller gave in their place (a tokenizer may
-                then be an object or a name); {} for none.
-        """
+    def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
+        """The held-out batches of (inputs, targets) on which `model` is scored."""
 
     # Model.
 

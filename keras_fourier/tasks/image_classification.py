@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -29,7 +29,7 @@ from keras_fourier.imagenet.predict import predict as predict_images
 from keras_fourier.model_record import CLASS_NAMES_KEY, CROP_PCT_KEY
 from keras_fourier.models.catalog import default_image_size, vision_stride
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.tasks.base import PredictRequest, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData
 from keras_fourier.tasks.classification import Classification
 from keras_fourier.weights.saved import load_keras_file
 
@@ -196,34 +196,22 @@ class ImageClassification(Classification):
             splits,
         )
 
-    def evaluation_data(
-        self,
-        model: keras.Model,
-        data: str,
-        split: str,
-        *,
-        batch_size: int,
-        data_dir: str | None,
-        eval_examples: int,
-        on_bad_image: str,
-        labels: Mapping[str, Any],
-    ) -> tf.data.Dataset:
-        del eval_examples, labels  # the split holds its own images and labels
+    def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
         shape = model.input_shape
         if not isinstance(shape, tuple) or len(shape) != 4:
             raise ValueError(
-                f"Model {model.name!r} does not take images but data {data!r} is an image "
+                f"Model {model.name!r} does not take images but data {request.data!r} is an image "
                 f"source of {self.name}."
             )
         return load_image_dataset(
-            data,
-            split,
+            request.data,
+            request.split,
             image_size=shape[1],
-            batch_size=batch_size,
+            batch_size=request.batch_size,
             training=False,
             one_hot=True,
-            data_dir=data_dir,
-            on_bad_image=on_bad_image,
+            data_dir=request.data_dir,
+            on_bad_image=request.on_bad_image,
         )
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:

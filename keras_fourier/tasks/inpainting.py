@@ -14,7 +14,7 @@ restored (``<stem>_restored.png``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -38,7 +38,7 @@ from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers import MaskComposite
 from keras_fourier.metrics import PSNR, SSIM
 from keras_fourier.segmentation import UPerNet
-from keras_fourier.tasks.base import PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
 from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS, backbone
 
 if TYPE_CHECKING:
@@ -133,22 +133,15 @@ class Inpainting(Task):
         }
         return TaskData(train, validation, 3, splits)
 
-    def evaluation_data(
-        self,
-        model: keras.Model,
-        data: str,
-        split: str,
-        *,
-        batch_size: int,
-        data_dir: str | None,
-        eval_examples: int,
-        on_bad_image: str,
-        labels: Mapping[str, Any],
-    ) -> tf.data.Dataset:
-        del eval_examples, on_bad_image, labels
+    def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
         size = model.output_shape[1] or DEFAULT_IMAGE_SIZE
         return load_inpainting_dataset(
-            data, split, image_size=size, batch_size=batch_size, training=False, data_dir=data_dir
+            request.data,
+            request.split,
+            image_size=size,
+            batch_size=request.batch_size,
+            training=False,
+            data_dir=request.data_dir,
         )
 
     def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:

@@ -22,7 +22,7 @@ name, all or nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -48,7 +48,7 @@ from keras_fourier.models.builder import build_model
 from keras_fourier.models.names import VISION_PRESETS, canonical_name
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.segmentation import UPerNet
-from keras_fourier.tasks.base import PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
 from keras_fourier.weights.saved import load_keras_file
 
 if TYPE_CHECKING:
@@ -271,32 +271,20 @@ class Segmentation(Task):
             splits[role] = f"{split!r}, {'?' if count is None else f'{count:,}'} images"
         return TaskData(train, validation, self.num_classes(config.data, config.data_dir), splits)
 
-    def evaluation_data(
-        self,
-        model: keras.Model,
-        data: str,
-        split: str,
-        *,
-        batch_size: int,
-        data_dir: str | None,
-        eval_examples: int,
-        on_bad_image: str,
-        labels: Mapping[str, Any],
-    ) -> tf.data.Dataset:
-        del eval_examples, on_bad_image, labels
+    def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
         shape = model.input_shape
         if not isinstance(shape, tuple) or len(shape) != 4:
             raise ValueError(
-                f"Model {model.name!r} does not take images but data {data!r} is a "
+                f"Model {model.name!r} does not take images but data {request.data!r} is a "
                 f"segmentation source. Received: input_shape={shape}"
             )
         return load_segmentation_dataset(
-            data,
-            split,
+            request.data,
+            request.split,
             image_size=shape[1] or DEFAULT_IMAGE_SIZE,
-            batch_size=batch_size,
+            batch_size=request.batch_size,
             training=False,
-            data_dir=data_dir,
+            data_dir=request.data_dir,
         )
 
     def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:

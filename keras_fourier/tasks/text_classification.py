@@ -46,7 +46,7 @@ from keras_fourier.data.text_files import (
 from keras_fourier.model_record import CLASS_NAMES_KEY, TOKENIZER_KEY
 from keras_fourier.models.catalog import check_text_weights
 from keras_fourier.models.fnet_weights import is_official_weights
-from keras_fourier.tasks.base import PredictRequest, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData
 from keras_fourier.tasks.classification import Classification
 
 if TYPE_CHECKING:
@@ -230,30 +230,20 @@ class TextClassification(Classification):
             },
         )
 
-    def evaluation_data(
-        self,
-        model: keras.Model,
-        data: str,
-        split: str,
-        *,
-        batch_size: int,
-        data_dir: str | None,
-        eval_examples: int,
-        on_bad_image: str,
-        labels: Mapping[str, Any],
-    ) -> tf.data.Dataset:
-        del data_dir, on_bad_image
+    def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
         inputs = model.input if isinstance(model.input, dict) else {}
         if "token_ids" not in inputs:
             raise ValueError(
-                f"Data source {data!r} is text: model {model.name!r} does not take "
+                f"Data source {request.data!r} is text: model {model.name!r} does not take "
                 "token ids (an image model?)."
             )
         sequence_length = inputs["token_ids"].shape[1]
-        if data == self.LISTOPS:
-            return listops_eval_dataset(sequence_length, eval_examples, batch_size, split)
-        tokenizer = given_tokenizer(labels.get(TOKENIZER_KEY))
-        class_names = labels.get(CLASS_NAMES_KEY)
+        if request.data == self.LISTOPS:
+            return listops_eval_dataset(
+                sequence_length, request.eval_examples, request.batch_size, request.split
+            )
+        tokenizer = given_tokenizer(request.labels.get(TOKENIZER_KEY))
+        class_names = request.labels.get(CLASS_NAMES_KEY)
         rows = model_vocabulary_size(model)
         if rows is not None and rows != tokenizer.vocabulary_size:
             raise ValueError(
@@ -262,12 +252,12 @@ class TextClassification(Classification):
                 "(a run stores it in its model.keras)."
             )
         return text_split_dataset(
-            data,
-            split,
+            request.data,
+            request.split,
             tokenizer=tokenizer,
-            class_names=text_class_names(data) if class_names is None else class_names,
+            class_names=text_class_names(request.data) if class_names is None else class_names,
             sequence_length=sequence_length,
-            batch_size=batch_size,
+            batch_size=request.batch_size,
         )
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:

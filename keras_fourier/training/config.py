@@ -88,13 +88,13 @@ class TrainConfig:
             `keras_fourier.training.create_pretrained_model`. Vision models:
             "imagenet", an official `.pth`, or a `.weights.h5`/`.keras` file
             saved by keras_fourier; FNet: a release name ("f_net_base"), an
-            official Flax checkpoint, a keras-hub preset folder or a
-            `.weights.h5`. Default None: random initialisation.
+            official Flax checkpoint, a transformers or keras-hub FNet
+            folder or a `.weights.h5`. Default None: random initialisation.
         tokenizer: text of "csv:" data: "bytes", "official" (the official FNet
             SentencePiece vocabulary, downloaded once) or the path of a
             SentencePiece `.model`. It is stored in the run's model.keras.
             Default None: "official" with official FNet weights (a release, a
-            Flax checkpoint, a keras-hub preset), else "bytes".
+            Flax checkpoint, a transformers or keras-hub folder), else "bytes".
         epochs: training epochs. Default None: the recipe's (20, 3).
         batch_size: *global* batch size, split across replicas and workers.
             Default None: the recipe's (64).

@@ -9,14 +9,17 @@ beside each model.
 * readers, none of which runs code from the file: :mod:`.pth` (PyTorch
   ``.pth``/``.pt``/``.tar`` zips, without PyTorch), :mod:`.flax_msgpack`
   (Flax msgpack checkpoints, without JAX or Flax), :mod:`.keras_hub`
-  (keras-hub preset folders), :mod:`.saved` (the package's own
+  (keras-hub preset folders, read and written), :mod:`.transformers_folder`
+  (Hugging Face model folders) with :mod:`.safetensors_file` (``.safetensors``
+  files, bounded, without the safetensors package), :mod:`.saved` (the package's own
   ``.weights.h5`` and ``.keras`` files);
 * :mod:`.convert`: a key map applied to a checkpoint (rename, transform,
   check every key, assign all or nothing), and :mod:`.resize` for the
   resolution-dependent tensors of vision models;
 * :mod:`.releases` (keras-free rows: where a release is and which reader
   reads it), :mod:`.download` (the Keras cache, the mirror variable, the
-  progress bar) and :mod:`.pipeline` (download once, convert once, cache).
+  progress bar, the size cap, deadline, retries and checks of each format)
+  and :mod:`.pipeline` (download once, convert once, cache).
 
 This package's ``__init__`` imports nothing: the family modules import
 :mod:`.releases` without loading Keras.

@@ -56,6 +56,8 @@ _STORAGE_DTYPES = {
     "CharStorage": np.int8,
     "ByteStorage": np.uint8,
     "BoolStorage": np.bool_,
+    "ComplexFloatStorage": np.complex64,
+    "ComplexDoubleStorage": np.complex128,
 }
 
 
@@ -410,7 +412,8 @@ def read_pth(path: str | os.PathLike) -> dict[str, np.ndarray]:
         path: a ``.pth``/``.pt``/``.tar`` file written by ``torch.save``.
 
     Returns:
-        Official key -> float32 NumPy array.
+        Official key -> float32 NumPy array (complex buffers, such as
+        transformers' DFT matrices, keep their complex dtype).
 
     Raises:
         ValueError: the file cannot be read as a state dict of tensors, or
@@ -438,4 +441,7 @@ def read_pth(path: str | os.PathLike) -> dict[str, np.ndarray]:
             f"{path!r} is not a state dict of tensors; entries that are not tensors: "
             f"{shown}{f', ... and {more} more' if more > 0 else ''}"
         )
-    return {str(key): value.astype(np.float32) for key, value in state_dict.items()}
+    return {
+        str(key): value if np.iscomplexobj(value) else value.astype(np.float32)
+        for key, value in state_dict.items()
+    }
