@@ -215,3 +215,19 @@ def test_progress_is_a_bar_on_a_terminal_and_a_few_lines_in_a_log():
         "  f.pth: 75% (3.0 MB)",
         "  f.pth: done (4.0 MB)",
     ]
+
+
+def test_a_command_whose_download_fails_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "home"))
+    monkeypatch.setenv("KERAS_FOURIER_MIRROR", "http://user:secret@127.0.0.1:9")
+    monkeypatch.setenv("KERAS_FOURIER_DOWNLOAD_RETRIES", "0")
+    out = tmp_path / "models"
+    argv = ["export", "gfnet_ti", "--weights", "imagenet", "--image-size", "32"]
+    assert main([*argv, "--format", "saved_model", "--out", os.fspath(out)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(
+        "keras-fourier export: error: weights='imagenet'"
+    )
+    assert "Could not download http://user:***@127.0.0.1:9/gfnet-ti.pth" in error[0]
+    assert "secret" not in error[0] and "user:***@127.0.0.1:9" in error[0]
+    assert not out.exists()

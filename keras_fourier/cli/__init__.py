@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: the subcommand's, or, after one line on stderr, 2 for
-        a bad argument, 1 for a :class:`CommandError` or an `OSError`, 130 for
+        a bad argument, 1 for a :class:`CommandError`, an `OSError` or an error
+        whose `exit_status` is 1 (a failed download), 130 for
         Ctrl-C, 143 for SIGTERM (:class:`Terminated`, once :func:`main` set it up).
 
     Example:
@@ -191,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as error:
         status, message = error.status, f"error: {error}"
     except (ValueError, TypeError, FileNotFoundError) as error:  # its message names the argument
-        status, message = 2, f"error: {error}"
+        status, message = getattr(error, "exit_status", 2), f"error: {error}"
     except OSError as error:  # a read or write that failed: what, and where
         where = f": {error.filename}" if error.filename else ""
         status, message = 1, f"error: {error.strerror or error}{where}"

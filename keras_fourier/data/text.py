@@ -255,8 +255,8 @@ def official_sentencepiece_model() -> str:
         return download.download(
             OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE, file_format="sentencepiece"
         )
-    except ValueError as error:
-        raise ValueError(
+    except download.DownloadError as error:
+        raise download.DownloadError(
             f"The official FNet vocabulary needs network access the first time. {error} "
             "A downloaded .model file can also be passed as the tokenizer "
             "(--tokenizer PATH)."

@@ -202,6 +202,17 @@ def size_cap(size: int | None = None, max_size: int | None = None) -> int:
     return max(max_size or 0, DEFAULT_MAX_BYTES)
 
 
+class DownloadError(ValueError):
+    """A download that failed (network, server, disk or a file that fails verification).
+
+    A `ValueError` (callers that take a bad name or URL catch it as one), but
+    a failure of the environment rather than of the arguments: the command
+    line exits 1 for it (`exit_status`), not 2.
+    """
+
+    exit_status = 1
+
+
 class Progress:
     """Download progress on a stream: a bar redrawn in place on a terminal, a few lines in a log.
 
@@ -611,7 +622,7 @@ def download(
         The path of the complete file.
 
     Raises:
-        ValueError: the download failed, was cut off, was too large or too
+        DownloadError: the download failed, was cut off, was too large or too
             slow, or is not the file (nothing is kept); or the cache cannot be
             written. The message says how to proceed offline (download the
             file by other means and pass its path as `weights`), and shows
@@ -655,7 +666,7 @@ def download(
             reason = f"{'the disk is full: ' if full else ''}{error.strerror or error}"
             if error.filename:
                 reason += f": {os.path.dirname(os.fspath(error.filename))}"
-        raise ValueError(
+        raise DownloadError(
             redact(f"Could not download {shown} ({reason}); nothing was kept. {offline}")
         ) from None
     return target

@@ -168,8 +168,10 @@ def _download(release: Release, label: str) -> str:
             max_size=release.max_size,
             file_format=release.reader,
         )
-    except ValueError as error:
-        raise ValueError(f"{label} needs network access the first time. {error}") from error
+    except download.DownloadError as error:
+        raise download.DownloadError(
+            f"{label} needs network access the first time. {error}"
+        ) from error
 
 
 def _remove_damaged_conversion(cache: str, reason: str) -> None:
