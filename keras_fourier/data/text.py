@@ -30,6 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.limits import read_file_bounded
 from keras_fourier.weights import download
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -125,6 +126,9 @@ OFFICIAL_VOCABULARY_SIZE = 32000
 BYTES_TOKENIZER = "bytes"
 OFFICIAL_TOKENIZER = "official"
 TOKENIZER_NAMES = (BYTES_TOKENIZER, OFFICIAL_TOKENIZER)
+# Largest SentencePiece model file read (the official one has 0.8 MB; large multilingual
+# vocabularies a few MB): a larger file is refused before it is read.
+MAX_TOKENIZER_BYTES = 64 * 2**20
 
 
 class SentencePieceTokenizer:
@@ -154,7 +158,8 @@ class SentencePieceTokenizer:
 
     Raises:
         ImportError: the `sentencepiece` package is not installed.
-        ValueError: the model cannot be read, or lacks one of the pieces
+        ValueError: the model cannot be read, is larger than
+            :data:`MAX_TOKENIZER_BYTES`, or lacks one of the pieces
             ``[CLS]``, ``[SEP]``, ``[MASK]`` or a pad id.
 
     Example:
@@ -176,8 +181,7 @@ class SentencePieceTokenizer:
         else:
             source = os.fspath(model)
             try:
-                with open(source, "rb") as file:
-                    proto = file.read()
+                proto = read_file_bounded(source, MAX_TOKENIZER_BYTES, "The SentencePiece model")
             except OSError as error:
                 raise ValueError(
                     f"Cannot read the SentencePiece model {source!r}: {error}"
