@@ -9,11 +9,18 @@ import sys
 from typing import Any
 
 from keras_fourier.cli.arguments import comma_list, model_options
+from keras_fourier.limits import (
+    MAX_THREADS_PER_CPU,
+    check_count,
+    check_memory,
+    vision_request_bytes,
+)
 from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.models.fnet_family import FNET_VARIANTS, PAPER_MIXINGS, PAPER_MODELS
 from keras_fourier.settings import (
     BENCH_JIT,
     BENCH_PRECISIONS,
+    DFT_PRECISIONS,
     FFT_IMPLS,
     SCALING_GRIDS,
     SCALING_SEQUENCES,
@@ -115,6 +122,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "policy; int8: Keras's model.quantize('int8') of the float32 model",
     )
     add(
+        "--dft-precision",
+        choices=DFT_PRECISIONS,
+        default="float32",
+        help="dtype of the matmul DFT's products (bfloat16: float32 accumulation; "
+        "--agreement compares with the float32 DFT)",
+    )
+    add(
         "--fft-impl",
         type=comma_list(FFT_IMPLS),
         default=["auto"],
@@ -128,7 +142,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--backend", choices=BACKENDS, default=None, help="Keras backend (a subprocess)")
     add("--repeats", type=int, default=5, help="timed calls per figure (median)")
-    add("--threads", type=int, default=None, help="TFLite interpreter threads")
+    add(
+        "--threads",
+        type=int,
+        default=None,
+        help=f"TFLite interpreter threads (at most {MAX_THREADS_PER_CPU} per CPU)",
+    )
     add("--no-train", action="store_true", help="skip the training step")
     add(
         "--agreement",
@@ -214,12 +233,29 @@ def _check(args: argparse.Namespace) -> None:
             "several batch sizes apply to a Keras MODEL's timing. "
             f"Received: --batch-size={','.join(map(str, args.batch_size))}"
         )
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1. Received: --threads={args.threads}")
+        check_count(
+            "--threads",
+            args.threads,
+            MAX_THREADS_PER_CPU * (os.cpu_count() or 1),
+            f"{MAX_THREADS_PER_CPU} per CPU of this machine",
+        )
     for name in ("grids", "sequences"):
         values = getattr(args, name, None) or ()
         if any(value < 1 for value in values):
             raise ValueError(f"--{name} must be sizes >= 1. Received: --{name}={list(values)}")
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a folder; it is a file. Received: --out={args.out!r}")
+    if args.scaling:
+        batch = args.batch_size[0] if args.batch_size else 1
+        tokens = max(max(args.grids or [1]) ** 2, max(args.sequences or [1]), 56 * 56)
+        check_memory(
+            f"--scaling at {tokens} tokens, width {args.width} and a batch of {batch}",
+            vision_request_bytes((args.width,), (1,), 1, (tokens, 1), batch),
+            f"--batch-size={batch}, --width={args.width}",
+        )
 
 
 def _rerun_on_backend(args: argparse.Namespace) -> int:
@@ -255,7 +291,8 @@ def run(args: argparse.Namespace) -> int:
         run_scaling,
         write_results,
     )
-    from keras_fourier.models.catalog import is_model_name
+    from keras_fourier.layers.spectral import set_dft_precision
+    from keras_fourier.models.catalog import check_model_batch, is_model_name
     from keras_fourier.models.resolve import resolve_model
 
     def keras_rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -275,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             args.image_size = None  # the sizes a model of free input size runs at
         base = resolve_model(args.model, **model_options(args))
+        if args.batch_size:
+            check_model_batch(base, max(args.batch_size), {"batch_size": "--batch-size"})
         inputs = None
         if args.agreement:
             first = (sizes or [512])[0] if has_free_input_size(base) else None
@@ -360,8 +399,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.backend and args.backend != keras.backend.backend():
         return _rerun_on_backend(args)
+    set_dft_precision(args.dft_precision)
     settings = {
         "precision": args.precision,
+        "dft_precision": args.dft_precision,
         "jit": args.jit,
         "repeats": args.repeats,
         "machine": machine(),

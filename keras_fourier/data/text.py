@@ -30,6 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.limits import read_file_bounded
 from keras_fourier.validation import check_choice
 from keras_fourier.weights import download
 
@@ -129,6 +130,9 @@ OFFICIAL_VOCABULARY_SIZE = 32000
 BYTES_TOKENIZER = "bytes"
 OFFICIAL_TOKENIZER = "official"
 TOKENIZER_NAMES = (BYTES_TOKENIZER, OFFICIAL_TOKENIZER)
+# Largest SentencePiece model file read (the official one has 0.8 MB; large multilingual
+# vocabularies a few MB): a larger file is refused before it is read.
+MAX_TOKENIZER_BYTES = 64 * 2**20
 
 
 class SentencePieceTokenizer:
@@ -158,7 +162,8 @@ class SentencePieceTokenizer:
 
     Raises:
         ImportError: the `sentencepiece` package is not installed.
-        ValueError: the model cannot be read, or lacks one of the pieces
+        ValueError: the model cannot be read, is larger than
+            :data:`MAX_TOKENIZER_BYTES`, or lacks one of the pieces
             ``[CLS]``, ``[SEP]``, ``[MASK]`` or a pad id.
 
     Example:
@@ -180,8 +185,7 @@ class SentencePieceTokenizer:
         else:
             source = os.fspath(model)
             try:
-                with open(source, "rb") as file:
-                    proto = file.read()
+                proto = read_file_bounded(source, MAX_TOKENIZER_BYTES, "The SentencePiece model")
             except OSError as error:
                 raise ValueError(
                     f"Cannot read the SentencePiece model {source!r}: {error}"
@@ -233,10 +237,12 @@ def official_sentencepiece_model() -> str:
     """The official FNet SentencePiece model, downloaded once into the Keras cache.
 
     ``c4_bpe_sentencepiece.model`` (32,000 pieces, :data:`OFFICIAL_SENTENCEPIECE_URL`)
-    is fetched the first time with a progress bar, whole or not at all, into
+    is fetched the first time with a progress bar, whole, bounded and checked
+    to be a SentencePiece model, or not at all, into
     ``$KERAS_HOME/keras_fourier`` (from ``$KERAS_FOURIER_MIRROR`` when set), as
     the pretrained weights are (:func:`keras_fourier.weights.download.download`);
-    later calls return the cached file offline.
+    later calls return the cached file offline (downloaded again, with one
+    warning line, if it was damaged).
 
     Returns:
         The path of the cached ``.model`` file.
@@ -250,9 +256,11 @@ def official_sentencepiece_model() -> str:
         32000
     """
     try:
-        return download.download(OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE)
-    except ValueError as error:
-        raise ValueError(
+        return download.download(
+            OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE, file_format="sentencepiece"
+        )
+    except download.DownloadError as error:
+        raise download.DownloadError(
             f"The official FNet vocabulary needs network access the first time. {error} "
             "A downloaded .model file can also be passed as the tokenizer "
             "(--tokenizer PATH)."
@@ -297,8 +305,22 @@ def load_tokenizer(spec: str | os.PathLike) -> ByteTokenizer | SentencePieceToke
     spec = _check_tokenizer_spec(spec)
     if spec == BYTES_TOKENIZER:
         return ByteTokenizer()
-    path = official_sentencepiece_model() if spec == OFFICIAL_TOKENIZER else spec
-    return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    if spec != OFFICIAL_TOKENIZER:
+        return _sentencepiece_file(spec, os.stat(spec).st_mtime_ns)
+    path = official_sentencepiece_model()
+    try:
+        return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    except ValueError as error:
+        download.discard(path, str(error))
+    path = official_sentencepiece_model()
+    try:
+        return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    except ValueError as error:
+        os.remove(path)
+        raise ValueError(
+            f"The official FNet vocabulary, downloaded again into the cache "
+            f"{os.path.dirname(path)!r}, cannot be read ({error}); it was not kept."
+        ) from error
 
 
 def tokenizer_vocabulary_size(spec: str | os.PathLike) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -29,6 +30,7 @@ from keras_fourier.fileio import (
     remove_stale_temporaries,
     temporary_directory,
 )
+from keras_fourier.layers import spectral
 from keras_fourier.settings import QUANTIZATIONS
 from keras_fourier.validation import check_choice
 
@@ -126,9 +128,12 @@ def _convert(
     """Converts through a temporary SavedModel (in `folder`) with TFLite builtin ops only."""
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
+    # Full-integer files take the dense DFTs as FULLY_CONNECTED products, which XNNPACK runs.
+    layout = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
     archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
     with temporary_directory(folder, STAGING_PREFIX) as directory:
-        archive.write_out(directory, verbose=False)
+        with layout:  # the endpoint is traced when written
+            archive.write_out(directory, verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(
             directory, signature_keys=[DEFAULT_SIGNATURE]
         )
@@ -150,13 +155,59 @@ def _convert(
         with warnings.catch_warnings():
             # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
             warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
-            content = converter.convert()
-    if quantization == "int8" and not calibrated:
+            if quantization != "int8":
+                return converter.convert()
+            try:
+                content = _integer_model(converter)
+            except Exception:
+                if calibrated:
+                    raise
+                content = None  # refused below, naming the cause
+    if not calibrated:
         raise ValueError(
             "quantization='int8' needs at least one calibration batch; the "
             "`representative_dataset` was empty. Nothing was written."
         )
     return content
+
+
+# Ops that XNNPACK (LiteRT 2.3) runs in float32 but not in int8. In a full-integer file they
+# ran in LiteRT's own kernels and cut the XNNPACK graph in pieces around them (GFNet: two
+# LayerNorms and a GELU per block); they are kept float32 between DEQUANTIZE and QUANTIZE,
+# which XNNPACK takes, so that the whole graph is one XNNPACK partition.
+FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU")
+
+
+def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
+    """Full-integer quantization of `converter`'s model but for :data:`FLOAT_OPS`.
+
+    Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
+    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
+    and LayerNorm's epsilon additions (its variance plus a constant too small
+    for an int8 scale XNNPACK accepts), found in the calibrated model, in
+    float32.
+    """
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=lambda: iter(()), debug_options=options
+    )
+    if nodes := _variance_epsilon_additions(debugger.calibrated_model):
+        debugger.options = tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
+        )
+    return debugger.get_nondebug_quantized_model()
+
+
+def _variance_epsilon_additions(content: bytes) -> list[str]:
+    """Output names of the ADDs of `content` that add a constant to a LayerNorm's variance."""
+    interpreter = tf.lite.Interpreter(model_content=content)
+    names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
+    return [
+        names[op["outputs"][0]]
+        for op in interpreter._get_ops_details()
+        if op["op_name"] == "ADD"
+        and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
+    ]
 
 
 def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:

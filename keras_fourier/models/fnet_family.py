@@ -66,8 +66,9 @@ _GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_ne
 # Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
 # 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).
 _SOURCE = "https://github.com/google-research/google-research/tree/master/f_net"
-# Sizes as the README gives them: Base "~1 GB", Large "3-4 GB". No sha256 is published, and
-# these rows were written without network access to compute one.
+# The README gives sizes, not exact ones: Base "~1 GB", Large "3-4 GB"; each row's ceiling
+# is twice that (Large's is above the default download ceiling). No sha256 or exact size is
+# published, and these rows were written without network access to compute them.
 RELEASES: dict[str, FNetRelease] = {
     f"f_net_{variant}": FNetRelease(
         f"f_net_{variant}_checkpoint",
@@ -75,10 +76,10 @@ RELEASES: dict[str, FNetRelease] = {
         _SOURCE,
         "Apache-2.0",
         reader="flax",
-        size=size,
+        max_size=ceiling,
         variant=variant,
     )
-    for variant, size in (("base", 10**9), ("large", 35 * 10**8))
+    for variant, ceiling in (("base", 2 * 10**9), ("large", 8 * 10**9))
 }
 
 

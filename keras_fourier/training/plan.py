@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from keras_fourier.data.augment import AugmentConfig
-from keras_fourier.models.catalog import check_architecture
+from keras_fourier.models.catalog import check_architecture, check_request, is_model_name
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.tasks import Task, all_tasks, select_task
@@ -206,6 +206,16 @@ def _check(config: TrainConfig, name: Callable[[str], str], names: Mapping[str, 
             f"Received: {name('validation_split')}={config.validation_split!r}"
         )
     task.check(config, name)
+    if not config.saved_model and is_model_name(config.model):
+        size = task.model_options(config).get("image_size") if task.modality == "image" else None
+        check_request(
+            config.model,
+            image_size=224 if size is None else size,
+            sequence_length=config.sequence_length,
+            batch_size=config.batch_size,
+            names=names,
+            **config.architecture,
+        )
 
 
 def run_identity(config: TrainConfig) -> dict[str, Any]:
