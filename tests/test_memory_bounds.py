@@ -40,7 +40,7 @@ pytestmark = pytest.mark.single_backend
 # The child's peak resident memory (TensorFlow and Keras loaded, every probe run) stays below:
 # 0.7-0.9 GiB measured alone, 2.3 GiB once in a loaded full suite (allocator arenas of busy
 # threads); each probe unchecked reached 3.7-8 GB.
-PEAK_RSS_BYTES = int(3 * 2**30)
+PEAK_RSS_BYTES = 3 * 2**30
 TINY = {"hidden_size": 64, "num_layers": 2, "intermediate_size": 128}
 
 _CHILD = """
