@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     task = run_task(config, FLAGS)
     record = read_checkpoint_record(result.model_path) or {}
     print("\n".join(_footer(result, record, args.eval_split, task.monitor)))
-    print("\n".join(task.summary(result.metrics)))
+    print("\n".join([*task.details(result.metrics), *task.summary(result.metrics)]))
     return 0
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
+from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     ServingModel,
@@ -54,6 +54,8 @@ class TFLiteReport:
             classification output or a check.
         num_examples: examples compared (the sample batch without
             `validation_data`); 0 when not checked.
+        agreement: "top-1 agreement" (a classifier: examples) or "pixel
+            agreement" (a dense model: pixels), what `top1_agreement` counts.
     """
 
     path: str
@@ -62,6 +64,7 @@ class TFLiteReport:
     max_abs_diff: float | None
     top1_agreement: float | None
     num_examples: int
+    agreement: str = "top-1 agreement"
 
     def summary(self) -> str:
         """One line: the file, its quantization and size, and its check against Keras."""
@@ -74,7 +77,7 @@ class TFLiteReport:
                 f"max |LiteRT - Keras| = {self.max_abs_diff:.3g} on {self.num_examples} examples"
             )
         if self.top1_agreement is not None:
-            line += f", top-1 agreement {self.top1_agreement:.2%}"
+            line += f", {self.agreement} {self.top1_agreement:.2%}"
         return line
 
 
@@ -308,10 +311,11 @@ def tflite(
             representative_dataset,
             folder,
         )
+        reference = serving_model(model, output)
         max_diff, agreement, count = None, None, 0
         if verify:
             max_diff, agreement, count = compare(
-                _runner(content), serving_model(model, output), validation_data, "LiteRT"
+                _runner(content), reference, validation_data, "LiteRT"
             )
             if quantization is None:
                 check_tolerance(max_diff, TOLERANCES["tflite"], "float32 TFLite model")
@@ -327,6 +331,7 @@ def tflite(
         max_abs_diff=max_diff,
         top1_agreement=agreement,
         num_examples=count,
+        agreement=agreement_name(reference),
     )
     if verbose:
         print(report.summary())

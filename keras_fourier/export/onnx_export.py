@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
+from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
 from keras_fourier.export.signatures import (
     ServingModel,
     at_sequence_length,
@@ -51,6 +51,8 @@ class ONNXReport:
             in onnxruntime and Keras; None without `validation_data` or a
             classification output.
         num_examples: examples compared.
+        agreement: "top-1 agreement" (a classifier: examples) or "pixel
+            agreement" (a dense model: pixels), what `top1_agreement` counts.
     """
 
     path: str
@@ -60,6 +62,7 @@ class ONNXReport:
     max_abs_diff: float
     top1_agreement: float | None
     num_examples: int
+    agreement: str = "top-1 agreement"
 
     def summary(self) -> str:
         """One line: the file, its opset and size, and its check against Keras."""
@@ -68,7 +71,7 @@ class ONNXReport:
             f"max |onnxruntime - Keras| = {self.max_abs_diff:.3g} on {self.num_examples} examples"
         )
         if self.top1_agreement is not None:
-            line += f", top-1 agreement {self.top1_agreement:.2%}"
+            line += f", {self.agreement} {self.top1_agreement:.2%}"
         return line
 
 
@@ -206,9 +209,8 @@ def onnx(
     model_proto = _convert(serving_model(model, output, fft_impl="matmul"), opset)
     content = model_proto.SerializeToString()
 
-    max_diff, agreement, count = compare(
-        _runner(content), serving_model(model, output), validation_data, "ONNX"
-    )
+    reference = serving_model(model, output)
+    max_diff, agreement, count = compare(_runner(content), reference, validation_data, "ONNX")
     check_tolerance(max_diff, TOLERANCES["onnx"], "ONNX model")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_bytes(path, content)
@@ -221,6 +223,7 @@ def onnx(
         max_abs_diff=max_diff,
         top1_agreement=agreement,
         num_examples=count,
+        agreement=agreement_name(reference),
     )
     if verbose:
         print(report.summary())

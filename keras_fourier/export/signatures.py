@@ -38,6 +38,8 @@ import tensorflow as tf
 
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
 from keras_fourier.layers import spectral
+from keras_fourier.layers.decode_heads import ResizeToMatch
+from keras_fourier.layers.position import StrideCheck
 from keras_fourier.models.clone import clone_with
 from keras_fourier.segmentation import without_auxiliary
 from keras_fourier.settings import OUTPUTS
@@ -50,6 +52,8 @@ CLASS_MAP = "class_map"
 BYTES_INPUT = "image_bytes"
 DEFAULT_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
+# Sample inputs of an any-size segmenter are this many strides high and wide.
+SAMPLE_STRIDES = 2
 # Default limit of `decode_images`: larger images are refused before they are decoded.
 
 
@@ -117,13 +121,58 @@ def is_dense_model(model: keras.Model) -> bool:
     if isinstance(model.output, dict) or len(model.outputs) != 1 or len(model.inputs) != 1:
         return False
     image, output = tuple(model.inputs[0].shape), tuple(model.outputs[0].shape)
-    return (
-        len(image) == 4
-        and len(output) == 4
-        and image[-1] == 3
-        and None not in image[1:3]
-        and image[1:3] == output[1:3]
-    )
+    if len(image) != 4 or len(output) != 4 or image[-1] != 3 or image[1:3] != output[1:3]:
+        return False
+    # Any size: only a model that resizes its outputs to its input's size (a segmenter's).
+    return None not in image[1:3] or any(isinstance(layer, ResizeToMatch) for layer in model.layers)
+
+
+def model_stride(model: keras.Model) -> int:
+    """What an any-size model's input height and width must be multiples of (1: anything).
+
+    Example:
+        >>> model_stride(keras_fourier.segmentation.UPerNet(backbone="hornet_tiny"))
+        32
+    """
+    strides = [layer.stride for layer in model.layers if isinstance(layer, StrideCheck)]
+    return max(strides, default=1)
+
+
+def fixed_size(model: keras.Model, image_size: tuple[int, int], name: str) -> keras.Model:
+    """A copy of an any-size image model at input size `image_size`, with the same weights.
+
+    Args:
+        model: a functional model of one (B, None, None, 3) input.
+        image_size: (height, width), multiples of :func:`model_stride`.
+        name: how messages name `image_size` (e.g. "--image-size").
+
+    Returns:
+        A `keras.Model` of the same name, layers and weights (copied).
+
+    Raises:
+        ValueError: a model of a fixed size, or a size the stride does not divide.
+
+    Example:
+        >>> any_size = keras_fourier.segmentation.UPerNet(backbone="hornet_tiny")
+        >>> fixed_size(any_size, (64, 96), "image_size").input_shape
+        (None, 64, 96, 3)
+    """
+    shape = tuple(model.inputs[0].shape) if len(model.inputs) == 1 else ()
+    if len(shape) != 4 or shape[1:3] != (None, None):
+        raise ValueError(
+            f"`{name}` applies to a model of any input size; model {model.name!r} takes "
+            f"{shape[1:3] or 'no image'}. Received: {name}={image_size!r}"
+        )
+    stride = model_stride(model)
+    if any(size % stride for size in image_size):
+        raise ValueError(
+            f"`{name}` of model {model.name!r} must be multiples of its stride {stride}. "
+            f"Received: {name}={image_size!r}"
+        )
+    inputs = keras.Input((*image_size, 3), name=model.inputs[0].name)
+    copy = keras.models.clone_model(model, input_tensors=inputs)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def dense_transform(height: int, width: int) -> keras.layers.Layer:
@@ -176,9 +225,11 @@ class ServingModel:
         return spec.shape.rank == 4 and spec.shape[-1] == 3 and spec.dtype.is_floating
 
     @property
-    def image_size(self) -> tuple[int, int]:
-        """(H, W) of the images of an image model."""
+    def image_size(self) -> tuple[int, int] | tuple[None, None]:
+        """(H, W) of the images of an image model; (None, None) for a segmenter of any size."""
         _, height, width, _ = self.input_specs[0].shape
+        if height is None or width is None:
+            return None, None
         return int(height), int(width)
 
     def __call__(self, *tensors: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -292,18 +343,19 @@ def serving_model(
         spectral.validate_fft_impl(fft_impl)
     if isinstance(model.output, dict) and set(model.output) == {LOGITS, "auxiliary"}:
         model = without_auxiliary(model)
+    dense = is_dense_model(model)
     for tensor in keras.tree.flatten(model.input):
         if len(tensor.shape) == 4 and None in tuple(tensor.shape[1:3]):
+            if dense and fft_impl is None:
+                break  # a segmenter's SavedModel keeps any size
             raise ValueError(
-                "Export needs a model of a fixed input size; this one accepts any size "
-                f"(input {tensor.name!r} of shape {tuple(tensor.shape)}). Build it again "
-                "with a fixed input_shape, the size its filters were built for (224 x 224 "
-                "for the named builders), and copy the weights: "
-                f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
+                "This export needs a model of a fixed input size; this one accepts any size "
+                f"(input {tensor.name!r} of shape {tuple(tensor.shape)}): give the size to "
+                "export at (image_size, --image-size), the size its filters were built for "
+                f"(224 x 224 for the named builders). Received: model={model.name!r}"
             )
     if _free_length_inputs(model):
         at_sequence_length(model, None)  # raises: the exports take a fixed length
-    dense = is_dense_model(model)
     head = classifier_head(model)
     if dense:
         output_name, activation = LOGITS, None
@@ -387,6 +439,69 @@ def decode_images(
     )
 
 
+def decode_images_any_size(image_bytes: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """Decodes a batch of encoded images of one size, kept, to float32 RGB 0-255.
+
+    As :func:`decode_images` (sizes read from the headers first, an empty
+    batch refused), without resizing; images of different sizes in one batch
+    fail with an `InvalidArgumentError` naming both sizes.
+
+    Example:
+        >>> png = tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))
+        >>> decode_images_any_size(tf.stack([png, png])).shape
+        TensorShape([2, 40, 60, 3])
+    """
+    not_empty = tf.debugging.Assert(
+        tf.size(image_bytes) > 0,
+        [f"{BYTES_SIGNATURE} needs at least one image: input {BYTES_INPUT} is an empty batch."],
+    )
+    with tf.control_dependencies([not_empty]):
+        image_bytes = tf.identity(image_bytes)
+    first = tf.shape(decode_image_checked(image_bytes[0], max_pixels))[:2]
+
+    def decode(data: tf.Tensor) -> tf.Tensor:
+        image = decode_image_checked(data, max_pixels)
+        same = tf.debugging.Assert(
+            tf.reduce_all(tf.equal(tf.shape(image)[:2], first)),
+            [
+                f"{BYTES_SIGNATURE} of a model of any input size takes images of one size per "
+                "request; an image of height and width",
+                tf.shape(image)[:2],
+                "follows one of",
+                first,
+            ],
+        )
+        with tf.control_dependencies([same]):
+            return tf.cast(image, tf.float32)
+
+    return tf.map_fn(
+        decode, image_bytes, fn_output_signature=tf.TensorSpec((None, None, 3), tf.float32)
+    )
+
+
+def any_size_class_map(serving: Any, images: tf.Tensor, stride: int) -> tf.Tensor:
+    """The class map of an any-size segmenter at the images' own size.
+
+    The images are resized (bilinear) to the nearest multiples of `stride`
+    at or above their size (unchanged when the stride divides it), the
+    logits resized back to their size, then the arg-max taken per pixel.
+
+    Args:
+        serving: a callable from (B, H, W, 3) images to {"logits": ...}, e.g.
+            a `ServingModel` or its traced function.
+        images: float32 (B, H, W, 3).
+        stride: the model's stride (:func:`model_stride`).
+
+    Returns:
+        int32 (B, H, W).
+    """
+    size = tf.shape(images)[1:3]
+    padded = (size + stride - 1) // stride * stride
+    logits = serving(tf.image.resize(images, padded, method="bilinear"))[LOGITS]
+    logits = tf.image.resize(logits, size, method="bilinear")
+    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+
 def sample_inputs(
     serving: ServingModel, batch_size: int = 2, seed: int = 0
 ) -> dict[str, np.ndarray]:
@@ -415,6 +530,9 @@ def sample_inputs(
     samples = {}
     for spec in serving.input_specs:
         shape = (batch_size, *spec.shape[1:])
+        if None in shape:  # an any-size segmenter: a size its stride divides
+            size = SAMPLE_STRIDES * model_stride(serving.model)
+            shape = tuple(size if dim is None else dim for dim in shape)
         if spec.dtype.is_floating:
             samples[spec.name] = rng.uniform(0, 255, shape).astype(spec.dtype.as_numpy_dtype)
         elif "mask" in spec.name:

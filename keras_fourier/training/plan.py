@@ -68,7 +68,9 @@ def resolve_config(config: TrainConfig, names: Mapping[str, str] | None = None) 
     """`config` with `recipe` and every hyper-parameter left None set from the recipe.
 
     The recipe is `config.recipe`, else its task's default ("fnet_finetune"
-    for a text model with weights, else "deit"). `clipnorm` 0 (no clipping)
+    for a text model with weights, else "deit") with the values its task
+    replaces for the run's data (`Task.recipe_defaults`, e.g. the shorter
+    default segmentation job). `clipnorm` 0 (no clipping)
     stays 0; `warmup_epochs` stays None for a recipe that warms up over a
     share of the steps ("fnet_finetune"). Resolving twice gives the same
     config.
@@ -83,13 +85,18 @@ def resolve_config(config: TrainConfig, names: Mapping[str, str] | None = None) 
         >>> resolve_config(TrainConfig()).learning_rate
         0.003
     """
+    defaults: dict[str, Any] = {}
     if config.recipe is not None:
         name = check_choice("recipe", config.recipe, tuple(RECIPES))
     else:
-        name = run_task(config, names).default_recipe(config)
+        task = run_task(config, names)
+        name = task.default_recipe(config)
+        defaults = task.recipe_defaults(config)
     recipe = RECIPES[name]
     values = {
-        field: getattr(recipe, field) if getattr(config, field) is None else getattr(config, field)
+        field: defaults.get(field, getattr(recipe, field))
+        if getattr(config, field) is None
+        else getattr(config, field)
         for field in RECIPE_FIELDS
     }
     if values["clipnorm"] is None:

@@ -186,7 +186,9 @@ def evaluate(
 
     Returns:
         {"loss": ...} and the task's metrics: for a classifier "accuracy",
-        plus "top5_accuracy" when the model has more than 5 classes.
+        plus "top5_accuracy" when the model has more than 5 classes; then
+        the task's breakdown of them (`Task.breakdown`, keys with a "/": a
+        segmenter's per-class IoU ``iou/<class name>``).
 
     Raises:
         ValueError: a bad argument, or data whose class count is not the
@@ -219,7 +221,8 @@ def evaluate(
     classes = targets[-1] if len(targets) == 2 else task.num_classes(data, data_dir)
     task.check_outputs(model, classes, f"data {data!r}")
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
-    scorer.compile(loss=task.loss(), metrics=task.metrics(model.output_shape[-1]))
+    task_metrics = task.metrics(model.output_shape[-1])
+    scorer.compile(loss=task.loss(), metrics=task_metrics)
     metrics = {
         key: float(value)
         for key, value in scorer.evaluate(
@@ -232,7 +235,7 @@ def evaluate(
             f"{data!r}: its outputs are not finite (NaN or inf weights?); the result means "
             "nothing."
         )
-    return metrics
+    return {**metrics, **task.breakdown(task_metrics, labels)}
 
 
 def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Model:
