@@ -1,18 +1,24 @@
 """float32, bfloat16 and int8 (Keras and TFLite) side by side: docs/performance.md's table.
 
-For each model (a name, built with seeded random weights and saved as
-``.keras``, or a trained ``.keras`` file), ``keras-fourier export`` writes
+For each model (a name of ``--models``, built with seeded random weights and
+saved as ``.keras``, and each trained ``.keras`` file of ``--keras``: by
+default the main job's ``runs/default/model.keras``, trained first with
+``keras-fourier train`` if it is missing), ``keras-fourier export`` writes
 its float32 and full-integer int8 TFLite files (int8 calibrated on the train
 split of ``--data``), then each of ``--rounds`` rounds runs
 ``keras-fourier bench`` once per variant, each in its own process, in turn:
-float32, bf16 (``mixed_bfloat16``), Keras int8 (``model.quantize("int8")``),
+float32, bf16 (``mixed_bfloat16``), bf16 with the DFT products in bfloat16
+(``--dft-precision bfloat16``), Keras int8 (``model.quantize("int8")``),
 TFLite float32 and TFLite int8 (``--threads`` threads). Every variant but
 float32 reports its top-1 agreement and max output difference with the
 float32 Keras model on ``--examples`` images of the test split of ``--data``
-(the same weights). Prints a Markdown table (median over the rounds, each
-round's figure in the JSON) and writes OUT/table.md and OUT/results.json.
-``--quick`` runs the same steps on a tiny model (gfnet_tiny at 16 px, batch
-4, one round, 16 images; a few minutes on a 2-core CPU)::
+(the same weights); the trained model is the one whose agreement means
+something (random weights have near-tied logits). Prints a Markdown table
+(median over the rounds, each round's figure in the JSON) headed by the
+host's CPU, its ``lscpu`` flags that decide bfloat16 and int8, the date and
+the command, and writes OUT/table.md and OUT/results.json. ``--quick`` runs
+the same steps on the main job's model trained for 2 epochs in OUT alone (no
+named model; batch 4, one round, 16 images; a few minutes on a 2-core CPU)::
 
     python examples/precision_table.py --quick --out runs/precision_quick
 
@@ -24,16 +30,22 @@ and compare variants only within one table.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 
 from keras_fourier.fileio import atomic_write_text
 
-VARIANTS = ("float32", "bf16", "int8 Keras", "TFLite float32", "TFLite int8")
-QUICK = {"models": "gfnet_tiny", "image_size": 16, "batch_size": 4, "rounds": 1, "examples": 16}
+VARIANTS = ("float32", "bf16", "bf16 + bf16 DFT", "int8 Keras", "TFLite float32", "TFLite int8")
+QUICK = {"models": "", "image_size": 16, "batch_size": 4, "rounds": 1, "examples": 16}
+# The main job's model (README's `keras-fourier train`), the trained agreement reference.
+MAIN_JOB = os.path.join("runs", "default", "model.keras")
+# /proc/cpuinfo flags that decide whether bfloat16 and int8 products run natively.
+PRECISION_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16")
 
 
 def _label(model: str) -> str:
@@ -51,6 +63,37 @@ def _keras_fourier(*argv: str) -> None:
     command = [sys.executable, "-m", "keras_fourier.cli", *argv]
     print("$ keras-fourier " + " ".join(argv), flush=True)
     subprocess.run(command, check=True)
+
+
+def _trained(path: str, args: argparse.Namespace) -> str:
+    """`path`, or the main job's model trained into it (into OUT with --quick) if missing."""
+    if os.path.exists(path):
+        return path
+    if path != MAIN_JOB:
+        raise SystemExit(f"--keras: no such file. Received: --keras={path}")
+    folder = os.path.join(args.out, "main_job") if args.quick else os.path.dirname(path)
+    _keras_fourier("train", "--out", folder, *(["--epochs", "2"] if args.quick else []))
+    return os.path.join(folder, "model.keras")
+
+
+def host_header(argv: list[str]) -> str:
+    """The CPU, its precision flags (from /proc/cpuinfo), the date and the command."""
+    model, flags = "unknown CPU", set()
+    with open("/proc/cpuinfo") as file:
+        for line in file:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    present = [flag for flag in PRECISION_FLAGS if flag in flags]
+    absent = [flag for flag in PRECISION_FLAGS if flag not in flags]
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"Host: {model}, {os.cpu_count()} CPUs; flags: {' '.join(present) or '-'} "
+        f"(absent: {' '.join(absent) or '-'}). {date}.\n"
+        f"Command: `python examples/precision_table.py {shlex.join(argv)}`"
+    )
 
 
 def _prepare(model: str, args: argparse.Namespace, lite: bool) -> tuple[str, str, str]:
@@ -91,9 +134,11 @@ def _bench(variant: str, files: tuple[str, str, str], out: str, args) -> dict:
     common += ["--no-train"] if args.no_train else []
     agreement = ["--agreement", "--data", args.data, "--examples", str(args.examples)]
     lite = ["--reference", keras_file, "--threads", str(args.threads), *agreement]
+    bf16_dft = ["--dft-precision", "bfloat16"]
     argv = {
         "float32": [keras_file],
         "bf16": [keras_file, "--precision", "bf16", *agreement],
+        "bf16 + bf16 DFT": [keras_file, "--precision", "bf16", *bf16_dft, *agreement],
         "int8 Keras": [keras_file, "--precision", "int8", *agreement],
         "TFLite float32": [tflite, *lite],
         "TFLite int8": [tflite_int8, *lite],
@@ -144,7 +189,12 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gfnet_xs,gfnet_h_ti,hornet_t_gf,afnonet_s4")
-    parser.add_argument("--keras", default=None, help="comma-separated .keras files instead")
+    parser.add_argument(
+        "--keras",
+        default=MAIN_JOB,
+        help="comma-separated trained .keras files added to --models (default: the main job's, "
+        "trained first if missing; '' for none)",
+    )
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -164,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if unknown := [v for v in variants if v not in VARIANTS]:
         parser.error(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
-    models = (args.keras or args.models).split(",")
+    named = [name for name in args.models.split(",") if name]
+    models = named + [_trained(path, args) for path in args.keras.split(",") if path]
     lite = any(variant.startswith("TFLite") for variant in variants)
     files = {model: _prepare(model, args, lite) for model in models}
     results: dict[str, dict[str, list[dict]]] = {_label(model): {} for model in models}
@@ -174,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"{_label(model)}-{variant.replace(' ', '_')}-{round_}"
                 row = _bench(variant, files[model], os.path.join(args.out, "bench", name), args)
                 results[_label(model)].setdefault(variant, []).append(row)
-    text = table(results)
+    text = host_header(sys.argv[1:] if argv is None else argv) + "\n\n" + table(results)
     print(text)
     atomic_write_text(os.path.join(args.out, "table.md"), text + "\n")
     atomic_write_text(os.path.join(args.out, "results.json"), json.dumps(results, indent=2))

@@ -232,7 +232,10 @@ def zero_inputs(model: keras.Model) -> Any:
     record the shapes of the model's products.
 
     Args:
-        model: a built Keras model with static input shapes besides the batch.
+        model: a built Keras model with static input shapes besides the batch,
+            or a text model that takes any length (``FNet(sequence_length=None)``),
+            whose inputs are then as long as its position table
+            (``max_sequence_length``), the length the papers count at.
 
     Returns:
         One NumPy array per model input (batch 1, the inputs' dtypes), in
@@ -246,8 +249,16 @@ def zero_inputs(model: keras.Model) -> Any:
         (1, 224, 224, 3)
     """
 
+    longest = [
+        layer.max_sequence_length
+        for layer in model._flatten_layers()
+        if isinstance(getattr(layer, "max_sequence_length", None), int)
+    ]
+
     def zeros(tensor):
         shape = tuple(tensor.shape)
+        if len(shape) == 2 and shape[1] is None and longest:  # a text model of any length
+            shape = (shape[0], max(longest))
         if any(d is None for d in shape[1:]):
             raise ValueError(
                 "flops needs a model with static input shapes (besides the batch); "

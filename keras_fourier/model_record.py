@@ -12,12 +12,12 @@ reading needs neither Keras nor TensorFlow.
 
 from __future__ import annotations
 
-import json
 import os
 import zipfile
 from typing import Any
 
 from keras_fourier.fileio import warn
+from keras_fourier.limits import read_zip_json
 
 # Member of a checkpoint's .keras zip holding the record.
 CHECKPOINT_RECORD = "keras_fourier_checkpoint.json"
@@ -52,7 +52,7 @@ def read_checkpoint_record(path: str | os.PathLike) -> dict[str, Any] | None:
         return None
     try:
         with zipfile.ZipFile(path) as archive:
-            return json.loads(archive.read(CHECKPOINT_RECORD))
+            return read_zip_json(archive, CHECKPOINT_RECORD, path)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
         warn(f"ignoring unreadable checkpoint {path} ({type(error).__name__}: {error})")
         return None
@@ -76,7 +76,7 @@ def read_model_record(path: str | os.PathLike) -> dict[str, Any]:
         with zipfile.ZipFile(path) as archive:
             if CHECKPOINT_RECORD not in archive.namelist():
                 return {}
-            record = json.loads(archive.read(CHECKPOINT_RECORD))
+            record = read_zip_json(archive, CHECKPOINT_RECORD, path)
     except (OSError, ValueError, zipfile.BadZipFile):
         return {}
     return record if isinstance(record, dict) else {}

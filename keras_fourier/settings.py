@@ -5,7 +5,8 @@ it loads TensorFlow; the modules that use them import them from here:
 
 * :data:`BAD_IMAGE_MODES`: what a run does with a corrupt image file
   (:mod:`keras_fourier.data`);
-* :data:`FFT_IMPLS`: the implementations of the Fourier layers
+* :data:`FFT_IMPLS` and :data:`DFT_PRECISIONS`: the implementations of the
+  Fourier layers and the dtypes of the matmul DFT's products
   (:mod:`keras_fourier.layers.spectral`);
 * :data:`QUANTIZATIONS` and :data:`OUTPUTS`: TFLite quantizations and what
   the exported signatures return (:mod:`keras_fourier.export`);
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 BAD_IMAGE_MODES = ("error", "skip")
 FFT_IMPLS = ("auto", "fft", "matmul")
+DFT_PRECISIONS = ("float32", "bfloat16")
 # None: float32, no quantization.
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
 OUTPUTS = ("probabilities", "logits")

@@ -37,6 +37,8 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 import keras  # noqa: E402 (after the environment above)
 import pytest  # noqa: E402
 
+from keras_fourier.layers import spectral  # noqa: E402
+
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -62,9 +64,11 @@ def pytest_report_header(config):
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     keras.config.set_dtype_policy("float32")
+    spectral.set_dft_precision("float32")
     keras.utils.set_random_seed(0)
     yield
     keras.config.set_dtype_policy("float32")
+    spectral.set_dft_precision("float32")
 
 
 @dataclasses.dataclass

@@ -18,7 +18,8 @@ of it (a small model, a few small batches of its own data pipeline):
 * its selection metric is among its metrics, in training and evaluation,
   with mode "max" or "min";
 * `evaluate` scores the model through the public call and returns "loss"
-  and every metric, finite; the summary lines read ``test_<name>=<value>``
+  and every metric, finite (beyond them only the task's breakdown, keys with a "/", which
+  its details lines show); the summary lines read ``test_<name>=<value>``
   with 4 decimals, the last one the task's main result;
 * what it stores in model.keras (`labels`) is JSON, and with it `predict`
   shows (or writes) a prediction for every input given.
@@ -139,12 +140,16 @@ def check_evaluate_and_summary(task: Task, config: TrainConfig, model: keras.Mod
     )
     num_classes = task.num_classes(config.data, config.data_dir)
     expected = {"loss", *(metric.name for metric in task.metrics(num_classes))}
-    assert set(metrics) == expected, metrics
+    # Beyond them, only the task's breakdown (keys with a "/"), shown by its details lines.
+    assert {key for key in metrics if "/" not in key} == expected, metrics
     assert all(math.isfinite(value) for value in metrics.values()), metrics
     lines = task.summary(metrics)
     assert lines, "no summary line"
     for line in lines:
         assert SUMMARY_LINE.fullmatch(line), line
+    details = task.details(metrics)
+    assert all(isinstance(line, str) and "\n" not in line for line in details), details
+    assert bool(details) == any("/" in key for key in metrics), (details, metrics)
     assert json.loads(json.dumps(task.labels(config))) == task.labels(config)
 
 

@@ -11,6 +11,8 @@ import keras_fourier
 from keras_fourier import bench, export
 from keras_fourier.bench import scaling
 from keras_fourier.cli import main
+from keras_fourier.export.litert import FLOAT_OPS
+from keras_fourier.layers import spectral
 from keras_fourier.models.family import MIXER_NAMES
 from keras_fourier.training import create_model
 from keras_fourier.training.rundir import write_run_record
@@ -129,10 +131,12 @@ def test_memory_check_reads_this_machines_meminfo():
 def test_bench_bf16_runs_the_mixed_bfloat16_policy_and_reports_agreement(tmp_path):
     argv = ["bench", "gfnet_tiny", "--image-size", "16", "--classes", "10", "--batch-size", "2"]
     argv += ["--repeats", "1", "--precision", "bf16", "--agreement", "--examples", "8"]
+    argv += ["--dft-precision", "bfloat16"]  # gfnet_tiny's 4x4 tokens take the matmul DFT
     assert main([*argv, "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
     (row,) = report["rows"]
     assert report["precision"] == row["precision"] == "mixed_bfloat16"
+    assert report["dft_precision"] == row["dft_precision"] == "bfloat16"
     assert row["limit_dtype"] == "bfloat16"
     assert row["host_bfloat16_gmac_s"] == report["host"]["matmul_gmac_s"]["bfloat16"] > 0
     assert row["predict_fraction"] > 0 and row["train_fraction"] > 0
@@ -179,6 +183,11 @@ def test_precision_agreement_is_exact_for_float32_and_close_for_bf16_and_int8():
         result = bench.precision_agreement(model, x, precision)
         assert result["top1_agreement"] >= 0.75, precision
         assert 0 < result["max_logit_diff"] < 0.5 * result["max_abs_logit"], precision
+    # The bfloat16 DFT alone, against the float32 DFT of the reference.
+    with spectral.dft_precision_scope("bfloat16"):
+        result = bench.precision_agreement(model, x, "float32")
+    assert result["top1_agreement"] >= 0.9
+    assert 0 < result["max_logit_diff"] < 0.05 * result["max_abs_logit"]
 
 
 def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_path, capsys):
@@ -196,6 +205,7 @@ def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_p
     assert "int8 calibration on --data 'digits'" in capsys.readouterr().out
     path = out / "gfnet_tiny_int8.tflite"
     interpreter = Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()  # applies the default delegate, XNNPACK
     operations = interpreter._get_ops_details()
     names = {op["op_name"] for op in operations}
     assert not [name for name in names if name.startswith("Flex") or name == "CUSTOM"]
@@ -206,6 +216,17 @@ def test_int8_tflite_export_runs_integer_builtin_ops_and_bench_compares_it(tmp_p
         and tensors[op["inputs"][1]]["dtype"] == np.int8
         for op in products
     )
+    # The DFTs are FULLY_CONNECTED products (2 blocks x 2 transforms besides the 2 MLP layers
+    # per block and the head), LayerNorm's variance and GELU float32, and XNNPACK takes the
+    # whole graph: one delegate node.
+    assert "BATCH_MATMUL" not in names
+    assert sum(op["op_name"] == "FULLY_CONNECTED" for op in operations) == 4 + 4 + 1
+    assert all(
+        tensors[op["inputs"][0]]["dtype"] == np.float32
+        for op in operations
+        if op["op_name"] in FLOAT_OPS
+    )
+    assert [op["op_name"] for op in operations].count("DELEGATE") == 1
     # Float32 in and out; int8 inside.
     assert interpreter.get_input_details()[0]["dtype"] == np.float32
     assert interpreter.get_output_details()[0]["dtype"] == np.float32

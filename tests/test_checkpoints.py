@@ -622,6 +622,7 @@ def cache(tmp_path, monkeypatch):
     """The download cache folder: KERAS_HOME is a fresh folder under tmp_path."""
     monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
     monkeypatch.delenv(download.MIRROR_VARIABLE, raising=False)
+    monkeypatch.setenv(download.RETRIES_VARIABLE, "0")  # a cut-off download is not retried
     return tmp_path / "keras_home" / "keras_fourier"
 
 
@@ -701,11 +702,20 @@ def test_imagenet_mismatching_download_writes_no_conversion(
     assert_same_weights(small_gfnet, before)
 
 
-def test_imagenet_damaged_cached_file_says_to_delete_it(small_gfnet, cache):
+def test_imagenet_damaged_cached_file_is_downloaded_again(cache, monkeypatch, capfd):
     cache.mkdir(parents=True)
     (cache / "gfnet-ti.pth").write_bytes(b"left by an old, interrupted download")
-    with pytest.raises(ValueError, match=r"cached official checkpoint .*gfnet-ti\.pth.* delete it"):
-        load_variant_weights(catalog.variant("gfnet_ti"), small_gfnet, "imagenet")
+    with _mirror(monkeypatch, {"model": tensors(gfnet_state((256,), (12,), 16, 2))}) as server:
+        load_variant_weights(
+            catalog.variant("gfnet_ti"), km.GFNetTi(input_shape=(32, 32, 3)), "imagenet"
+        )
+        assert server.requests == ["/gfnet-ti.pth"]
+    error = capfd.readouterr().err
+    assert (
+        f"the cached download {cache / 'gfnet-ti.pth'} was damaged (it is not a complete zip"
+        in error
+    )
+    assert "downloading it again" in error
 
 
 def test_weights_file_from_a_deeper_model_is_refused(tmp_path):

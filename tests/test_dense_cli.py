@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import keras_fourier
@@ -38,6 +40,14 @@ def test_segmentation_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys
     lines = captured.out.strip().splitlines()
     assert re.fullmatch(r"test_miou=\d\.\d{4}", lines[-1]), lines[-3:]
     assert re.fullmatch(r"test_pixel_accuracy=\d\.\d{4}", lines[-2]), lines[-3:]
+    # The per-class IoU table comes before them; run.json stores the same values, by name.
+    table = lines[lines.index("per-class IoU:") + 1 : -2]
+    cells = dict(re.findall(r"(\S+) +(\d\.\d{4})", " ".join(table)))
+    stored = json.loads((out / "run.json").read_text())["metrics"]
+    per_class = {key[4:]: value for key, value in stored.items() if key.startswith("iou/")}
+    assert set(cells) == set(per_class) and "background" in cells
+    assert all(cells[name] == f"{value:.4f}" for name, value in per_class.items())
+    assert np.mean(list(per_class.values())) == pytest.approx(stored["miou"], abs=1e-6)
     history = read_history(out / "history.csv")
     assert len(history) == 2 and {"val_miou", "val_pixel_accuracy"} <= set(history[0])
     best = read_checkpoint_record(out / "model.keras")
@@ -46,6 +56,7 @@ def test_segmentation_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys
     assert main(["evaluate", "--model", str(out), "--data", "digits", "--split", "test"]) == 0
     scored = capsys.readouterr().out
     assert f"miou={lines[-1].split('=')[1]}" in scored, scored
+    assert "\n".join(["per-class IoU:", *table]) in scored and "iou/" not in scored
 
     images, _, _ = digit_canvas("test", count=2)
     paths = []

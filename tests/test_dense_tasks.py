@@ -168,3 +168,28 @@ def test_mask_composite_keeps_visible_pixels_and_round_trips(tmp_path):
     np.testing.assert_allclose(
         loaded.predict([masked, mask, prediction], verbose=0), expected, 1e-6
     )
+
+
+def test_default_digit_job_shortens_the_recipe_only_where_left_unset():
+    from keras_fourier.training.plan import resolve_config
+
+    default = resolve_config(TrainConfig(task="segmentation"))
+    assert (default.recipe, default.epochs, default.batch_size) == ("deit", 10, 32)
+    assert default.learning_rate == 3e-3  # the rest is the recipe's
+    assert resolve_config(TrainConfig(task="segmentation", epochs=3)).epochs == 3
+    named = resolve_config(TrainConfig(task="segmentation", recipe="deit"))
+    assert (named.epochs, named.batch_size) == (20, 64)
+    other = resolve_config(TrainConfig(task="segmentation", data="tfds:oxford_iiit_pet"))
+    assert (other.epochs, other.batch_size) == (20, 64)
+
+
+def test_per_class_iou_breakdown_names_the_classes():
+    task = get_task("segmentation")
+    (miou, accuracy) = task.metrics(3)
+    labels = np.array([[[0, 1, 1, 255]]])
+    miou.update_state(labels, np.eye(3)[[[[0, 0, 1, 1]]]])
+    values = task.breakdown([miou, accuracy], {"class_names": ["sky", "road", "car"]})
+    assert values == {"iou/sky": 0.5, "iou/road": 0.5}  # "car": in no label, no prediction
+    assert task.breakdown([miou, accuracy], {}) == {"iou/0": 0.5, "iou/1": 0.5}
+    lines = task.details({"miou": 0.5, **values})
+    assert lines == ["per-class IoU:", "  sky  0.5000   road 0.5000"]

@@ -73,8 +73,9 @@ def test_downloads_once_and_checks_the_sha256(server, tmp_path):
     ],
 )
 def test_failed_downloads_keep_nothing_and_say_what_to_do_offline(
-    server, tmp_path, route, sha256, cause
+    server, tmp_path, monkeypatch, route, sha256, cause
 ):
+    monkeypatch.setenv("KERAS_FOURIER_DOWNLOAD_RETRIES", "0")
     url = f"{server}{route}"
     with pytest.raises(ValueError, match=rf"Could not download {url} \(.*({cause})") as info:
         download(url, "release.pth", sha256, folder=tmp_path)
@@ -83,10 +84,12 @@ def test_failed_downloads_keep_nothing_and_say_what_to_do_offline(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_cached_file_with_another_sha256_is_refused(tmp_path):
+def test_a_cached_file_with_another_sha256_is_downloaded_again(server, tmp_path, capfd):
     (tmp_path / "release.pth").write_bytes(b"truncated")
-    with pytest.raises(ValueError, match=r"does not have the published sha256 .* delete it"):
-        download("http://127.0.0.1:9/x", "release.pth", "0" * 64, folder=tmp_path)
+    digest = hashlib.sha256(CONTENT).hexdigest()
+    path = download(f"{server}/file", "release.pth", digest, folder=tmp_path)
+    assert Path(path).read_bytes() == CONTENT
+    assert "the cached download" in capfd.readouterr().err
 
 
 # ---------------------------------------------- weights="imagenet" through a mirror on 127.0.0.1
@@ -212,3 +215,19 @@ def test_progress_is_a_bar_on_a_terminal_and_a_few_lines_in_a_log():
         "  f.pth: 75% (3.0 MB)",
         "  f.pth: done (4.0 MB)",
     ]
+
+
+def test_a_command_whose_download_fails_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "home"))
+    monkeypatch.setenv("KERAS_FOURIER_MIRROR", "http://user:secret@127.0.0.1:9")
+    monkeypatch.setenv("KERAS_FOURIER_DOWNLOAD_RETRIES", "0")
+    out = tmp_path / "models"
+    argv = ["export", "gfnet_ti", "--weights", "imagenet", "--image-size", "32"]
+    assert main([*argv, "--format", "saved_model", "--out", os.fspath(out)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(
+        "keras-fourier export: error: weights='imagenet'"
+    )
+    assert "Could not download http://user:***@127.0.0.1:9/gfnet-ti.pth" in error[0]
+    assert "secret" not in error[0] and "user:***@127.0.0.1:9" in error[0]
+    assert not out.exists()

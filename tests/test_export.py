@@ -308,7 +308,7 @@ def test_bad_arguments_raise_and_leave_files_untouched(tmp_path):
         lambda: export.saved_model(any_size, tmp_path / "serving", version=2),
         lambda: export.tflite(any_size, tmp_path / "any.tflite"),
     ):
-        with pytest.raises(ValueError, match=r"fixed input size.*set_weights"):
+        with pytest.raises(ValueError, match=r"fixed input size.*image_size"):
             write()
     assert sorted(os.listdir(tmp_path)) == ["model.tflite", "serving"]
 

@@ -11,8 +11,9 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier import cli, export, segmentation
+from keras_fourier.data.segmentation import digit_canvas
 from keras_fourier.export.parity import TOLERANCES, compare
-from keras_fourier.export.signatures import serving_model
+from keras_fourier.export.signatures import fixed_size, serving_model
 from keras_fourier.model_record import TASK_KEY
 from keras_fourier.tasks.segmentation import TASK
 from keras_fourier.training.callbacks import save_model
@@ -182,3 +183,65 @@ def test_cli_exports_a_segmentation_runs_model_keras(tmp_path, capsys):
         assert line in printed, line
     diffs = [float(v) for v in re.findall(r"Keras\| = ([0-9.e+-]+)", printed)]
     assert len(diffs) == 4 and max(diffs) <= 1e-4
+
+    # Parity data read by the model's task: digit canvases, and a segdir: folder.
+    argv = ["export", str(run / "model.keras"), "--format", "tflite", "--num-batches", "1"]
+    assert cli.main([*argv, "--data", "digits", "--out", str(tmp_path / "d")]) == 0
+    assert re.search(r"on 32 examples, pixel agreement \d+\.\d+%", capsys.readouterr().out)
+    folder = tmp_path / "segdir"
+    images, masks, _ = digit_canvas("test", count=3, size=SIZE)
+    for index in range(3):
+        for kind, array in (("images", images[index]), ("masks", masks[index][..., None] % 3)):
+            (folder / kind / "validation").mkdir(parents=True, exist_ok=True)
+            path = folder / kind / "validation" / f"{index}.png"
+            path.write_bytes(tf.io.encode_png(array).numpy())
+    (folder / "classes.txt").write_text("a\nb\nc\n")
+    assert cli.main([*argv, "--data", f"segdir:{folder}", "--out", str(tmp_path / "s")]) == 0
+    assert "on 3 examples, pixel agreement" in capsys.readouterr().out
+
+
+def test_any_size_segmenter_keeps_any_size_in_its_saved_model(tmp_path, capsys):
+    keras.utils.set_random_seed(2)
+    model = segmentation.UPerNet(backbone="hornet_tiny", num_classes=CLASSES, channels=8)
+    with pytest.raises(
+        ValueError, match=r"any size.*pass image_size \(multiples of its stride \d+\)"
+    ):
+        export.export(model, tmp_path / "refused", ("saved_model", "tflite"))
+    assert not (tmp_path / "refused").exists()
+    with pytest.raises(ValueError, match="applies to a model of any input size"):
+        export.export(fixed_size(model, (32, 32), "image_size"), tmp_path / "x", image_size=32)
+    result = export.export(
+        model, tmp_path / "models", ("saved_model", "tflite"), image_size=(32, 64)
+    )
+    saved, lite = result.reports
+    assert saved.max_abs_diff == {
+        "serving_default": saved.max_abs_diff["serving_default"],
+        "serving_bytes": 0.0,
+    }
+    assert "shape: (-1, -1, -1, 3)" in saved.signatures  # images and logits of any size
+    loaded = tf.saved_model.load(saved.path)
+    images = np.random.default_rng(4).uniform(0, 255, (1, 64, 96, 3)).astype("float32")
+    logits = loaded.signatures["serving_default"](images=tf.constant(images))["logits"].numpy()
+    np.testing.assert_allclose(logits, _logits(model, images), atol=1e-5)
+    # serving_bytes: the class map at the sent image's own size.
+    pixels = np.round(images[0]).astype(np.uint8)
+    encoded = tf.io.encode_png(pixels).numpy()
+    class_map = loaded.signatures["serving_bytes"](image_bytes=tf.constant([encoded]))["class_map"]
+    expected = _logits(model, pixels[None].astype("float32")).argmax(-1)
+    np.testing.assert_array_equal(class_map.numpy(), expected)
+    odd = tf.io.encode_png(pixels[:45, :70]).numpy()
+    assert loaded.signatures["serving_bytes"](image_bytes=tf.constant([odd]))[
+        "class_map"
+    ].shape == (1, 45, 70)
+    # TFLite at the size given.
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_path=lite.path).get_signature_runner("serving_default")
+    small = images[:, :32, :64]
+    np.testing.assert_allclose(runner(images=small)["logits"], _logits(model, small), atol=1e-4)
+
+    model.save(tmp_path / "any.keras")
+    argv = ["export", str(tmp_path / "any.keras"), "--format", "tflite", "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--image-size" in error

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from keras_fourier.cli import main
@@ -141,3 +142,39 @@ def test_ctrl_c_says_the_run_can_be_resumed(tmp_path):
     assert "Traceback" not in error
     assert f"interrupted; rerun the same command to resume '{out}'" in error
     assert error.strip().splitlines()[-1].startswith("keras-fourier train: interrupted")
+
+
+def _signal_when(condition, signum: int) -> threading.Thread:
+    """A thread that sends `signum` to this process once `condition()` holds (within 300 s)."""
+
+    def watch():
+        deadline = time.monotonic() + 300
+        while not condition():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        os.kill(os.getpid(), signum)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_sigterm_before_the_first_epoch_then_a_rerun_with_other_settings(tmp_path, capsys):
+    out = tmp_path / "run"
+    # A real SIGTERM while the first (long) epoch runs, after run.json says "running".
+    watcher = _signal_when(lambda: (out / "run.json").exists(), signal.SIGTERM)
+    argv = [*ARGV, "--epochs", "1", "--out", str(out)]
+    assert main([*argv, "--steps-per-epoch", "100000"]) == 143
+    watcher.join()
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert error.startswith("keras-fourier train: terminated; rerun the same command to resume")
+    assert json.loads((out / "run.json").read_text())["status"] == "running"
+    assert read_history(out / "history.csv") == []
+    # The corrected command (here: fewer steps) starts the run again instead of refusing it.
+    assert main(argv) == 0
+    assert "holds a run with other settings that stopped before its first epoch" in (
+        capsys.readouterr().err
+    )
+    _agrees(out)

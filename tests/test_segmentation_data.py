@@ -39,16 +39,19 @@ def test_digit_canvas_labels_are_the_pasted_digits():
     images, masks, layouts = digit_canvas("validation", count=40)
     assert images.shape == (40, 64, 64, 3) and masks.shape == (40, 64, 64)
     for image, mask, layout in zip(images, masks, layouts, strict=True):
-        assert 1 <= len(layout) <= 4
+        assert 1 <= len(layout) <= 3
         expected_image = np.zeros((64, 64), np.float32)
         expected_mask = np.zeros((64, 64), np.int64)
+        covered = np.zeros((64, 64), int)  # digits never overlap
         for index, scale, top, left in layout:
-            assert 2 <= scale <= 4 and top + 8 * scale <= 64 and left + 8 * scale <= 64
+            assert 3 <= scale <= 4 and top + 8 * scale <= 64 and left + 8 * scale <= 64
+            covered[top : top + 8 * scale, left : left + 8 * scale] += 1
             big = np.repeat(np.repeat(digits[index, :, :, 0], scale, 0), scale, 1)
             region = (slice(top, top + 8 * scale), slice(left, left + 8 * scale))
             pasted = big >= DIGIT_CANVAS_THRESHOLD
             expected_image[region][pasted] = big[pasted]
             expected_mask[region][pasted] = labels[index] + 1
+        assert covered.max() == 1
         np.testing.assert_array_equal(mask, expected_mask)
         np.testing.assert_allclose(image[..., 0], expected_image, atol=0.5)
         assert (image[..., 0] > 0).sum() == (mask > 0).sum()

@@ -206,3 +206,46 @@ def test_tensorflow_fft_gradient_is_the_adjoint_without_an_int32_transpose(size)
     assert any(op.type == "IRFFT2D" for op in graph)  # the gradient, traced
     int32 = [op.name for op in graph if op.type == "Transpose" and op.get_attr("T") == tf.int32]
     assert not int32
+
+
+# bfloat16 rounds each product to 8 significant bits: the transforms stay within 3% of the
+# largest output value (2 to 3 roundings in a row on the per-axis path).
+BF16_DFT_TOLERANCE = 0.03
+
+
+def _relative_error(actual, expected) -> float:
+    return float(np.max(np.abs(to_numpy(actual) - expected)) / np.max(np.abs(expected)))
+
+
+@pytest.mark.parametrize("size", [(14, 14), (17, 16)])
+def test_bfloat16_dft_products_agree_with_float32(size):
+    x = random_input((2, *size, 4))
+    weight = random_input((size[0], size[1] // 2 + 1, 4, 2))
+    expected_real, _ = (to_numpy(part) for part in spectral.rfft2(ops.convert_to_tensor(x)))
+    expected = to_numpy(spectral.global_filter(x, weight, "matmul"))
+    assert spectral.get_dft_precision() == "float32"
+    with spectral.dft_precision_scope("bfloat16"):
+        real, _ = spectral.rfft2(ops.convert_to_tensor(x), "matmul")
+        out = spectral.global_filter(x, weight, "matmul")
+        sequence = spectral.global_filter_1d(x[:, 0], weight[0], "matmul")
+        mixed = spectral.fourier_mix_real(x[:, :5], "matmul")
+        # The FFT path has no bfloat16 products: unchanged.
+        exact = spectral.global_filter(x, weight, "fft")
+    assert spectral.get_dft_precision() == "float32"
+    # Spectra stay float32 for the filters; the inverse transform ends in bfloat16.
+    assert keras.backend.standardize_dtype(real.dtype) == "float32"
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(exact.dtype) == "float32"
+    assert 0 < _relative_error(real, expected_real) < BF16_DFT_TOLERANCE
+    assert 0 < _relative_error(ops.cast(out, "float32"), expected) < BF16_DFT_TOLERANCE
+    np.testing.assert_allclose(to_numpy(exact), expected, atol=1e-5)
+    expected_1d = to_numpy(spectral.global_filter_1d(x[:, 0], weight[0], "matmul"))
+    assert _relative_error(ops.cast(sequence, "float32"), expected_1d) < BF16_DFT_TOLERANCE
+    expected_mixed = to_numpy(spectral.fourier_mix_real(x[:, :5], "matmul"))
+    assert _relative_error(ops.cast(mixed, "float32"), expected_mixed) < BF16_DFT_TOLERANCE
+
+
+def test_bad_dft_precision_names_the_value():
+    with pytest.raises(ValueError, match="Received: precision='float16'"):
+        spectral.set_dft_precision("float16")
+    assert spectral.get_dft_precision() == "float32"

@@ -1,6 +1,6 @@
 """`keras-fourier bench`: throughput, latency, memory and scaling of models and mixers.
 
-Three modes, one module each (and :mod:`~keras_fourier.bench.host` for the
+Four modes, one module each (and :mod:`~keras_fourier.bench.host` for the
 host's limits, :mod:`~keras_fourier.bench.tflite` for `.tflite` files):
 
 * model timing (:mod:`~keras_fourier.bench.timing`),
@@ -21,6 +21,11 @@ host's limits, :mod:`~keras_fourier.bench.tflite` for `.tflite` files):
   ``keras-fourier bench MODEL --max-input --memory-gib 16``: the largest
   square input one inference call runs on within a memory budget, each
   probe in its own process.
+* the FNet paper's speed claim (:mod:`~keras_fourier.bench.fnet_paper`),
+  ``keras-fourier bench --fnet-paper``: FNet-Base, BERT-Base and the
+  Linear model at 512 tokens (training step and inference sequences/s, the
+  speed-up over BERT, Table 2) and their mixing sublayers alone (Table 9),
+  beside the host's matmul rate.
 * scaling (:mod:`~keras_fourier.bench.scaling`),
   ``keras-fourier bench --scaling``: one block (mixer and MLP) at width 384,
   latency and peak memory against the number of tokens for every token
@@ -33,6 +38,7 @@ calls. Results are printed as a table and written atomically as JSON and CSV
 moment, never assertions: compare two sides only when measured in one session.
 """
 
+from keras_fourier.bench.fnet_paper import run_fnet_paper, time_mixing, time_model
 from keras_fourier.bench.host import (
     BF16_FEATURES,
     COMPUTE_DTYPES,
@@ -111,6 +117,7 @@ __all__ = [
     "precision_agreement",
     "probe_input",
     "random_inputs",
+    "run_fnet_paper",
     "run_scaling",
     "scaling_block",
     "scaling_series",
@@ -119,6 +126,8 @@ __all__ = [
     "tflite_is_integer",
     "tflite_matmul_rate",
     "throughput",
+    "time_mixing",
+    "time_model",
     "with_precision",
     "write_atomic",
     "write_results",

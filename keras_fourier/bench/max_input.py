@@ -29,6 +29,7 @@ from typing import Any
 from keras_fourier.bench.measure import available_mib, peak_rss_mib, resident_mib
 from keras_fourier.bench.report import format_row
 from keras_fourier.bench.timing import has_free_input_size, with_precision
+from keras_fourier.limits import MAX_MEMORY_ENV
 from keras_fourier.models.catalog import is_model_name, modality
 from keras_fourier.models.resolve import resolve_model
 from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS
@@ -100,6 +101,9 @@ def _probe_process(
         import keras
         import numpy as np
 
+        # The parent bounds this process by its resident memory (the --memory-gib budget):
+        # the estimate-based ceiling would refuse the probes that measure it.
+        os.environ[MAX_MEMORY_ENV] = str(2**62)
         if is_model_name(reference):
             model = resolve_model(reference, image_size=side, **build_options)
         else:

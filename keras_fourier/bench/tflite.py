@@ -18,6 +18,7 @@ from keras_fourier.bench.report import rounded
 from keras_fourier.export.journal import recover_around
 from keras_fourier.export.signatures import DEFAULT_SIGNATURE, serving_model
 from keras_fourier.flop_count import flops
+from keras_fourier.limits import check_memory
 
 
 def benchmark_tflite(
@@ -36,6 +37,8 @@ def benchmark_tflite(
     """
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
+
+    check_tflite_batch(path, batch_size)
 
     def timed(batch: int) -> tuple[float, float | None, str]:
         with PeakMemory() as memory:
@@ -59,6 +62,35 @@ def benchmark_tflite(
         "latency_ms": 1e3 * latency,
         "input_dtype": dtype,
     }
+
+
+def check_tflite_batch(path: str, batch_size: int) -> None:
+    """Refuses a batch whose activations in a `.tflite` file would exceed the memory ceiling.
+
+    The tensors of a batch-dependent shape (``shape_signature`` -1 first)
+    are counted per example, times `batch_size`, against
+    ``KERAS_FOURIER_MAX_MEMORY`` (:func:`keras_fourier.limits.max_memory`).
+
+    Raises:
+        ValueError: one line naming the memory needed and the batch size.
+
+    Example:
+        >>> check_tflite_batch("gfnet_tiny.tflite", 16)  # doctest: +SKIP
+    """
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    per_example = 0
+    for tensor in Interpreter(model_path=path).get_tensor_details():
+        signature = tensor.get("shape_signature")
+        if signature is not None and len(signature) and signature[0] == -1:
+            size = int(np.prod([abs(int(d)) for d in signature[1:]], dtype=np.int64))
+            per_example += size * np.dtype(tensor["dtype"]).itemsize
+    check_memory(
+        f"The LiteRT model {path!r} at a batch of {batch_size}",
+        batch_size * per_example,
+        f"batch_size={batch_size}",
+    )
 
 
 def tflite_is_integer(path: str) -> bool:

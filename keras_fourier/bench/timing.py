@@ -28,6 +28,7 @@ from keras_fourier.bench.report import rounded
 from keras_fourier.data import get_num_classes, load_image_dataset
 from keras_fourier.export.signatures import classifier_head, is_field_model
 from keras_fourier.flop_count import flops
+from keras_fourier.layers.spectral import dft_precision_scope, get_dft_precision
 from keras_fourier.models.catalog import (
     VISION_PRESETS,
     canonical_name,
@@ -164,7 +165,9 @@ def precision_agreement(
     """Top-1 agreement and max logit difference of `model` at `precision` against float32.
 
     Both sides are copies of `model` with its weights (:func:`with_precision`),
-    the classifier head made linear so that logits are compared.
+    the classifier head made linear so that logits are compared. The
+    float32 side runs the matmul DFT in float32, `model` at `precision` at
+    the DFT precision set (:func:`keras_fourier.layers.spectral.set_dft_precision`).
 
     Args:
         model: a float32 functional classifier (a Dense head), a
@@ -196,7 +199,11 @@ def precision_agreement(
         values = network.predict(inputs, batch_size=batch_size, verbose=0)
         return np.asarray(keras.tree.flatten(values)[0], dtype="float32")
 
-    expected, actual = outputs(reference), outputs(other)
+    if other is reference:  # two models, so that each traces its own DFT precision
+        other = clone_with(model)
+    with dft_precision_scope("float32"):
+        expected = outputs(reference)
+    actual = outputs(other)
     agreement = None
     if scores:
         agreement = float(np.mean(expected.argmax(-1) == actual.argmax(-1)))
@@ -444,6 +451,7 @@ def bench_keras(
                     "runtime": keras.backend.backend(),
                     "precision": precision,
                     "fft_impl": impl,
+                    "dft_precision": get_dft_precision(),
                     **({} if size is None else {"image_size": size}),
                     "batch_size": batch_size,
                     "gflops": round(gflops[size], 4),

@@ -149,8 +149,13 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 def metrics_line(metrics: dict[str, float]) -> str:
     """Metrics as ``name=value`` pairs, sorted by name, 4 decimals.
 
+    A task's breakdown values (keys with a "/", e.g. ``iou/wall``) are left
+    to its `details` lines.
+
     Example:
-        >>> metrics_line({"loss": 0.5, "accuracy": 0.75})
+        >>> metrics_line({"loss": 0.5, "accuracy": 0.75, "iou/wall": 0.5})
         'accuracy=0.7500 loss=0.5000'
     """
-    return " ".join(f"{name}={value:.4f}" for name, value in sorted(metrics.items()))
+    return " ".join(
+        f"{name}={value:.4f}" for name, value in sorted(metrics.items()) if "/" not in name
+    )

@@ -9,10 +9,18 @@ import sys
 from typing import Any
 
 from keras_fourier.cli.arguments import comma_list, model_options
+from keras_fourier.limits import (
+    MAX_THREADS_PER_CPU,
+    check_count,
+    check_memory,
+    vision_request_bytes,
+)
 from keras_fourier.models.family import MIXER_NAMES
+from keras_fourier.models.fnet_family import FNET_VARIANTS, PAPER_MIXINGS, PAPER_MODELS
 from keras_fourier.settings import (
     BENCH_JIT,
     BENCH_PRECISIONS,
+    DFT_PRECISIONS,
     FFT_IMPLS,
     SCALING_GRIDS,
     SCALING_SEQUENCES,
@@ -28,7 +36,10 @@ DESCRIPTION = (
     "int8), with --agreement against float32. Scaling mode (--scaling): one block "
     "(mixer + MLP) at width 384, latency and peak memory against the token count, "
     "plotted. A segmenter (output (B, H, W, classes), free input size) runs at 512 and "
-    "1024 px; --max-input finds the largest input within --memory-gib. "
+    "1024 px; --max-input finds the largest input within --memory-gib. FNet paper mode "
+    "(--fnet-paper): FNet, BERT and Linear Base models at 512 tokens, training-step and "
+    "inference sequences/s and the speed-up over BERT, and their mixing sublayers alone "
+    "(the paper's Table 9), beside this machine's matmul rate. "
     "Writes JSON and CSV (and PNG) into --out."
 )
 SHOW_DEFAULTS = True
@@ -51,6 +62,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("model", nargs="?", metavar="MODEL", help="model name, .keras or .tflite file")
     add("--scaling", action="store_true", help="time one block against the token count")
+    add(
+        "--fnet-paper",
+        action="store_true",
+        help="the FNet paper's speed comparison: --paper-models at --sequence-length tokens "
+        "and their mixing sublayers alone (default batch size 8)",
+    )
+    add(
+        "--paper-models",
+        type=comma_list(tuple(PAPER_MODELS)),
+        default=["bert", "fnet", "linear"],
+        help=f"--fnet-paper's models, comma-separated, of {', '.join(PAPER_MODELS)}",
+    )
+    add(
+        "--paper-mixings",
+        type=comma_list(PAPER_MIXINGS),
+        default=["attention", "fourier", "linear"],
+        help=f"--fnet-paper's mixing sublayers timed alone, of {', '.join(PAPER_MIXINGS)}",
+    )
+    add(
+        "--variant",
+        choices=tuple(FNET_VARIANTS),
+        default="base",
+        help="--fnet-paper's model size",
+    )
+    add(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="tokens per sequence of --fnet-paper (default 512) and of a named text MODEL",
+    )
     add(
         "--batch-size",
         type=comma_list(None, int),
@@ -81,6 +122,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "policy; int8: Keras's model.quantize('int8') of the float32 model",
     )
     add(
+        "--dft-precision",
+        choices=DFT_PRECISIONS,
+        default="float32",
+        help="dtype of the matmul DFT's products (bfloat16: float32 accumulation; "
+        "--agreement compares with the float32 DFT)",
+    )
+    add(
         "--fft-impl",
         type=comma_list(FFT_IMPLS),
         default=["auto"],
@@ -94,7 +142,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--backend", choices=BACKENDS, default=None, help="Keras backend (a subprocess)")
     add("--repeats", type=int, default=5, help="timed calls per figure (median)")
-    add("--threads", type=int, default=None, help="TFLite interpreter threads")
+    add(
+        "--threads",
+        type=int,
+        default=None,
+        help=f"TFLite interpreter threads (at most {MAX_THREADS_PER_CPU} per CPU)",
+    )
     add("--no-train", action="store_true", help="skip the training step")
     add(
         "--agreement",
@@ -146,10 +199,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     if args.max_input and not args.model:
         raise ValueError("--max-input needs a MODEL. Received: --max-input without MODEL")
-    if args.scaling == bool(args.model):
+    if args.scaling + args.fnet_paper + bool(args.model) != 1:
         raise ValueError(
-            f"give either MODEL or --scaling. Received: MODEL={args.model!r}, "
-            f"--scaling={args.scaling}"
+            f"give one of MODEL, --scaling or --fnet-paper. Received: MODEL={args.model!r}, "
+            f"--scaling={args.scaling}, --fnet-paper={args.fnet_paper}"
         )
     if args.max_input and args.model.endswith(".tflite"):
         raise ValueError(f"--max-input takes a Keras model. Received: MODEL={args.model!r}")
@@ -163,7 +216,7 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--agreement of a .tflite file needs --reference. Received: MODEL={args.model!r}"
         )
-    for name in ("classes", "repeats", "width", "examples", "max_side"):
+    for name in ("classes", "repeats", "width", "examples", "max_side", "sequence_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={getattr(args, name)!r}")
@@ -172,11 +225,22 @@ def _check(args: argparse.Namespace) -> None:
         if any(value < 1 for value in values):
             flag = f"--{name.replace('_', '-')}"
             raise ValueError(f"{flag} must be >= 1. Received: {flag}={','.join(map(str, values))}")
-    one_batch = args.scaling or args.max_input or (args.model or "").endswith(".tflite")
+    one_batch = (
+        args.scaling or args.fnet_paper or args.max_input or (args.model or "").endswith(".tflite")
+    )
     if one_batch and args.batch_size and len(args.batch_size) > 1:
         raise ValueError(
             "several batch sizes apply to a Keras MODEL's timing. "
             f"Received: --batch-size={','.join(map(str, args.batch_size))}"
+        )
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1. Received: --threads={args.threads}")
+        check_count(
+            "--threads",
+            args.threads,
+            MAX_THREADS_PER_CPU * (os.cpu_count() or 1),
+            f"{MAX_THREADS_PER_CPU} per CPU of this machine",
         )
     for name in ("grids", "sequences"):
         values = getattr(args, name, None) or ()
@@ -184,6 +248,14 @@ def _check(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name} must be sizes >= 1. Received: --{name}={list(values)}")
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a folder; it is a file. Received: --out={args.out!r}")
+    if args.scaling:
+        batch = args.batch_size[0] if args.batch_size else 1
+        tokens = max(max(args.grids or [1]) ** 2, max(args.sequences or [1]), 56 * 56)
+        check_memory(
+            f"--scaling at {tokens} tokens, width {args.width} and a batch of {batch}",
+            vision_request_bytes((args.width,), (1,), 1, (tokens, 1), batch),
+            f"--batch-size={batch}, --width={args.width}",
+        )
 
 
 def _rerun_on_backend(args: argparse.Namespace) -> int:
@@ -215,10 +287,12 @@ def run(args: argparse.Namespace) -> int:
         machine,
         named_model_size,
         plot_scaling,
+        run_fnet_paper,
         run_scaling,
         write_results,
     )
-    from keras_fourier.models.catalog import is_model_name
+    from keras_fourier.layers.spectral import set_dft_precision
+    from keras_fourier.models.catalog import check_model_batch, is_model_name
     from keras_fourier.models.resolve import resolve_model
 
     def keras_rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -238,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             args.image_size = None  # the sizes a model of free input size runs at
         base = resolve_model(args.model, **model_options(args))
+        if args.batch_size:
+            check_model_batch(base, max(args.batch_size), {"batch_size": "--batch-size"})
         inputs = None
         if args.agreement:
             first = (sizes or [512])[0] if has_free_input_size(base) else None
@@ -299,11 +375,34 @@ def run(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(paths))
         return 0
 
+    def fnet_paper(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+        """--fnet-paper: the paper's models and mixing sublayers, beside the matmul rate."""
+        report = run_fnet_paper(
+            models=args.paper_models,
+            mixings=args.paper_mixings,
+            variant=args.variant,
+            sequence_length=args.sequence_length or 512,
+            batch_size=args.batch_size[0] if args.batch_size else 8,
+            fft_impl=args.fft_impl[0],
+            repeats=args.repeats,
+            train=not args.no_train,
+        )
+        print(format_table(report["rows"]))
+        rate = report["host"]["matmul_macs_per_s"]
+        print(
+            f"host float32 matmul rate {rate / 1e9:.1f} GMAC/s on {report['host']['matmul_shape']}"
+        )
+        paths = write_results(args.out, "fnet_paper", {"mode": "fnet_paper", **settings, **report})
+        print("wrote " + ", ".join(paths))
+        return 0
+
     _check(args)
     if args.backend and args.backend != keras.backend.backend():
         return _rerun_on_backend(args)
+    set_dft_precision(args.dft_precision)
     settings = {
         "precision": args.precision,
+        "dft_precision": args.dft_precision,
         "jit": args.jit,
         "repeats": args.repeats,
         "machine": machine(),
@@ -337,6 +436,8 @@ def run(args: argparse.Namespace) -> int:
             paths.append(png)
         print("wrote " + ", ".join(paths))
         return 0
+    if args.fnet_paper:
+        return fnet_paper(args, settings)
     if args.max_input:
         return max_input(args, settings)
     if args.model.endswith(".tflite"):

@@ -116,5 +116,5 @@ def run(args: argparse.Namespace) -> int:
     size = "" if count is None else f", {count:,} examples"
     scored = args.model if named else resolve_model_file(args.model)
     print(f"scored {scored} on data {args.data!r}, split {args.split!r}{size}:")
-    print(metrics_line(metrics))
+    print("\n".join([metrics_line(metrics), *task.details(metrics)]))
     return 0

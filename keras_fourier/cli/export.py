@@ -73,6 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--classes", type=int, default=None, help="builders: head size (default 1000)"
     )
     parser.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="text models: the exported input length (names: default 512; required for a "
+        "model that takes any length)",
+    )
+    parser.add_argument(
         "--output",
         choices=OUTPUTS,
         default="probabilities",
@@ -95,14 +102,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data",
         default=None,
-        help="image source of keras_fourier.data.load_image_dataset ('digits', 'dir:PATH', "
-        "'tfds:NAME'): int8 calibration on its train split, top-1 agreement on --data-split "
+        help="image source of the model's task ('digits', 'dir:PATH', 'tfds:NAME'; a "
+        "segmentation model's: 'digits', 'segdir:PATH', 'tfds:oxford_iiit_pet', ...): int8 "
+        "calibration on its train split, top-1 (segmentation: pixel) agreement on --data-split "
         "(default for int8: the data of the run folder holding a .keras MODEL)",
     )
     parser.add_argument(
         "--data-split",
         default="validation",
-        help="split of --data on which each TFLite (and ONNX) file's top-1 agreement with "
+        help="split of --data on which each TFLite (and ONNX) file's agreement with "
         "Keras is measured (default: validation)",
     )
     parser.add_argument(
@@ -132,6 +140,7 @@ FLAGS = {
     "max_pixels": "--max-pixels",
     "overwrite": "--overwrite",
     "out": "--out",
+    "image_size": "--image-size",
 }
 
 
@@ -158,31 +167,51 @@ def run(args: argparse.Namespace) -> int:
     """
     import keras
 
-    from keras_fourier.data import load_image_dataset
     from keras_fourier.export import ParityError, export
     from keras_fourier.export.serving_config import CONTAINER_ROOT
+    from keras_fourier.export.signatures import is_dense_model
+    from keras_fourier.model_record import TASK_KEY, read_model_record
+    from keras_fourier.models.names import is_model_name
     from keras_fourier.models.resolve import resolve_model
+    from keras_fourier.run_folder import resolve_model_file
+    from keras_fourier.tasks import select_task
+    from keras_fourier.tasks.base import EvaluationRequest
     from keras_fourier.training.rundir import read_run_record
 
     def image_batches(model: keras.Model, split: str) -> Any:
-        """`--num-batches` image batches of `--data`, or None without `--data`."""
+        """`--num-batches` image batches of `--data`, read by the model's task; None without it.
+
+        The task is the one the model's run stored, else segmentation for a
+        dense model, else the one `--data` tells (image classification).
+        """
         if args.data is None:
             return None
         shape = model.input_shape
         if not isinstance(shape, tuple) or len(shape) != 4 or shape[-1] != 3:
             raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
-        _, height, width, _ = shape
+        named = record.get(TASK_KEY) or ("segmentation" if is_dense_model(model) else None)
+        task = select_task(args.data, task=named)
+        request = EvaluationRequest(args.data, split, 32, None, 0, "error", record)
+        dataset = task.evaluation_data(model, request).take(args.num_batches)
+        height, width = image_size or shape[1:3]
+        if height is None or width is None:
+            return dataset.map(lambda images, targets: images)
         crop = keras.layers.CenterCrop(height, width)
-        dataset = load_image_dataset(
-            args.data, split, image_size=max(height, width), batch_size=32, training=False
-        )
-        return dataset.take(args.num_batches).map(lambda images, labels: crop(images))
+        return dataset.map(lambda images, targets: crop(images))
 
     check_positive_int("--num-batches", args.num_batches)
     if args.classes is not None:
         check_positive_int("--classes", args.classes)
     identity = _identity(args)
-    model = resolve_model(args.model, **model_options(args))
+    options = model_options(args)
+    saved = not is_model_name(args.model) or os.path.exists(args.model)
+    if saved:
+        options["sequence_length"] = None  # a saved model's length is fixed at export
+    # A saved model of any input size is exported at --image-size (names are built at it).
+    image_size = options.pop("image_size") if saved else None
+    model = resolve_model(args.model, **options)
+    # A run's model.keras names its task (and what labels its outputs).
+    record = read_model_record(resolve_model_file(args.model)) if saved else {}
     quantizations = [None if quantize == "none" else quantize for quantize in args.quantize]
     if args.data is None and "int8" in quantizations and args.model.endswith(".keras"):
         # Without --data, int8 calibrates on the images a run folder's model was trained on.
@@ -216,13 +245,17 @@ def run(args: argparse.Namespace) -> int:
             verify=args.verify,
             identity=identity,
             names=FLAGS,
+            sequence_length=args.sequence_length,
+            image_size=image_size,
         )
     except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
         raise CommandError(str(error)) from error
     except ImportError as error:  # LiteRT or tf2onnx missing: its message names the extra
         raise CommandError(str(error), 2) from error
     except ValueError as error:  # the library's message names its keyword; the command's a flag
-        raise ValueError(str(error).replace("pass overwrite=True", "pass --overwrite")) from error
+        message = str(error).replace("pass overwrite=True", "pass --overwrite")
+        message = message.replace("Received: sequence_length=", "Received: --sequence-length=")
+        raise ValueError(message) from error
     except OSError as error:
         raise CommandError(f"{error.strerror or error}: {error.filename or args.out}") from error
     if result.recovered:

@@ -24,7 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     parser.add_argument(
-        "--image-size", type=int, default=None, help="names: input height and width (224)"
+        "--image-size",
+        type=int,
+        default=None,
+        help="names: input height and width (224; at most what KERAS_FOURIER_MAX_MEMORY allows)",
     )
     parser.add_argument("--classes", type=int, default=None, help="names: head size (1000)")
     parser.add_argument(

@@ -137,7 +137,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     option(
         "image_size",
         "default: 16 for digits, else 32 for presets and 224 for named models, "
-        "rounded up to a multiple of the model's stride",
+        "rounded up to a multiple of the model's stride; refused when the batch would need "
+        "more than KERAS_FOURIER_MAX_MEMORY (8 GiB)",
         type=int,
     )
     option(
@@ -187,7 +188,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'train')",
     )
     option("data_dir", "TFDS data directory")
-    option("sequence_length", "text models: tokens per example (padded or cut)", type=int)
+    option(
+        "sequence_length",
+        "text models: tokens per example (padded or cut); refused when the batch would need "
+        "more than KERAS_FOURIER_MAX_MEMORY (8 GiB)",
+        type=int,
+    )
     option("train_examples", "ListOps training examples", type=int)
     option("eval_examples", "ListOps validation and test examples (each)", type=int)
     option("seed", "seed of weights, data and augmentation", type=int)
@@ -255,14 +261,14 @@ def run(args: argparse.Namespace) -> int:
             f"{error.filename or args.out}); free space or fix it, then rerun the same command "
             "to resume."
         ) from error
-    except KeyboardInterrupt as interrupt:
-        raise KeyboardInterrupt(
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (cli.Terminated): the same type
+        raise type(interrupt)(
             f"rerun the same command to resume {args.out!r} after its last completed epoch."
         ) from interrupt
     task = run_task(config, FLAGS)
     record = read_checkpoint_record(result.model_path) or {}
     print("\n".join(_footer(result, record, args.eval_split, task.monitor)))
-    print("\n".join(task.summary(result.metrics)))
+    print("\n".join([*task.details(result.metrics), *task.summary(result.metrics)]))
     return 0
 
 

@@ -9,12 +9,14 @@ Sources:
 
 * ``"digits"``: the package's digits composited onto canvases (the
   default; needs no download). Each example is a 64x64 black canvas on
-  which 1 to 4 of the package's embedded 8x8 digits
-  (:func:`keras_fourier.data.load_digits`) are pasted at random positions,
-  each scaled by a random integer factor 2-4 (16 to 32 pixels, nearest
-  neighbour). A digit's pixels of at least a quarter of full intensity are
-  pasted (later digits cover earlier ones) and labelled with its class + 1;
-  everything else is background, label 0: 11 classes. Split "train" (1,000
+  which 1 to 3 of the package's embedded 8x8 digits
+  (:func:`keras_fourier.data.load_digits`) are pasted at random positions
+  where they do not overlap, each scaled by a random integer factor 3 or 4
+  (24 or 32 pixels, nearest neighbour). A digit's pixels of at least a
+  quarter of full intensity are pasted and labelled with its class + 1;
+  everything else is background, label 0: 11 classes. Training augments
+  them with `DIGIT_CANVAS_AUGMENT` (a milder rescale, no flip: a mirrored
+  digit is another shape). Split "train" (1,000
   canvases), "validation" (200) and "test" (200) paste only digits of the
   digits' own split, with fixed seeds, so they never change and never share
   a digit image.
@@ -82,6 +84,11 @@ DIGIT_CANVAS_SIZE = 64
 DIGIT_CANVAS_COUNTS = {"train": 1000, "validation": 200, "test": 200}
 DIGIT_CANVAS_SEEDS = {"train": 0, "validation": 1, "test": 2}
 DIGIT_CANVAS_CLASSES = ["background"] + [str(digit) for digit in range(10)]
+DIGIT_CANVAS_MAX_DIGITS = 3
+# Each digit is its 8x8 image scaled by an integer factor in this range (nearest neighbour).
+DIGIT_CANVAS_SCALES = (3, 4)
+# Random positions tried for a digit before it is left out (digits never overlap).
+DIGIT_CANVAS_TRIES = 20
 # A digit pixel of at least this value (a quarter of 255) is pasted and labelled.
 DIGIT_CANVAS_THRESHOLD = 63.75
 ADE20K_NUM_CLASSES = 150
@@ -174,6 +181,10 @@ def digit_canvas(
         count: canvases to make. Default None: the split's (1,000, 200, 200).
         size: canvas height and width, at least 32. Default 64.
 
+    Each canvas holds 1 to 3 digits, each scaled by 3 or 4 (24 or 32
+    pixels), at random positions where it overlaps no other (a digit that
+    finds none in 20 tries is left out; the first always fits).
+
     Returns:
         (images, masks, layouts): uint8 (N, size, size, 3) images, uint8
         (N, size, size) masks (0 background, digit d is d + 1) and, per
@@ -193,12 +204,24 @@ def digit_canvas(
     images = np.zeros((count, size, size), np.uint8)
     masks = np.zeros((count, size, size), np.uint8)
     layouts = []
+    low, high = DIGIT_CANVAS_SCALES
     for image, mask in zip(images, masks, strict=True):
-        layout = []
-        for _ in range(rng.integers(1, 5)):
-            index, scale = int(rng.integers(len(labels))), int(rng.integers(2, 5))
+        layout: list[tuple[int, int, int, int]] = []
+        for _ in range(rng.integers(1, DIGIT_CANVAS_MAX_DIGITS + 1)):
+            index, scale = int(rng.integers(len(labels))), int(rng.integers(low, high + 1))
             extent = 8 * scale
-            top, left = (int(value) for value in rng.integers(0, size - extent + 1, size=2))
+            for _ in range(DIGIT_CANVAS_TRIES):
+                top, left = (int(value) for value in rng.integers(0, size - extent + 1, size=2))
+                if not any(
+                    top < other_top + 8 * other_scale
+                    and other_top < top + extent
+                    and left < other_left + 8 * other_scale
+                    and other_left < left + extent
+                    for _, other_scale, other_top, other_left in layout
+                ):
+                    break
+            else:
+                continue
             patch = np.kron(digits[index, :, :, 0], np.ones((scale, scale), np.float32))
             pasted = patch >= DIGIT_CANVAS_THRESHOLD
             window = (slice(top, top + extent), slice(left, left + extent))
@@ -593,6 +616,23 @@ class SegmentationAugment:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1]. Received: {name}={value!r}")
+
+
+DIGIT_CANVAS_AUGMENT = SegmentationAugment(
+    ratio_range=(0.75, 1.25), cat_max_ratio=1.0, flip_prob=0.0
+)
+
+
+def default_augment(source: str) -> SegmentationAugment:
+    """The training augmentation of `source`: `DIGIT_CANVAS_AUGMENT` for "digits", else mmseg's.
+
+    Example:
+        >>> default_augment("digits").flip_prob
+        0.0
+    """
+    return (
+        DIGIT_CANVAS_AUGMENT if _parse_source(source)[0] == DIGIT_CANVAS else SegmentationAugment()
+    )
 
 
 def _resize(image: tf.Tensor, mask: tf.Tensor, size: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

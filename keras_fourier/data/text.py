@@ -30,7 +30,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.limits import read_file_bounded
+from keras_fourier.validation import check_choice
 from keras_fourier.weights import download
+
+# How text_dataset pads: every batch to sequence_length, or each batch to its longest sequence.
+TEXT_PADDINGS = ("fixed", "batch")
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -125,6 +130,9 @@ OFFICIAL_VOCABULARY_SIZE = 32000
 BYTES_TOKENIZER = "bytes"
 OFFICIAL_TOKENIZER = "official"
 TOKENIZER_NAMES = (BYTES_TOKENIZER, OFFICIAL_TOKENIZER)
+# Largest SentencePiece model file read (the official one has 0.8 MB; large multilingual
+# vocabularies a few MB): a larger file is refused before it is read.
+MAX_TOKENIZER_BYTES = 64 * 2**20
 
 
 class SentencePieceTokenizer:
@@ -154,7 +162,8 @@ class SentencePieceTokenizer:
 
     Raises:
         ImportError: the `sentencepiece` package is not installed.
-        ValueError: the model cannot be read, or lacks one of the pieces
+        ValueError: the model cannot be read, is larger than
+            :data:`MAX_TOKENIZER_BYTES`, or lacks one of the pieces
             ``[CLS]``, ``[SEP]``, ``[MASK]`` or a pad id.
 
     Example:
@@ -176,8 +185,7 @@ class SentencePieceTokenizer:
         else:
             source = os.fspath(model)
             try:
-                with open(source, "rb") as file:
-                    proto = file.read()
+                proto = read_file_bounded(source, MAX_TOKENIZER_BYTES, "The SentencePiece model")
             except OSError as error:
                 raise ValueError(
                     f"Cannot read the SentencePiece model {source!r}: {error}"
@@ -229,10 +237,12 @@ def official_sentencepiece_model() -> str:
     """The official FNet SentencePiece model, downloaded once into the Keras cache.
 
     ``c4_bpe_sentencepiece.model`` (32,000 pieces, :data:`OFFICIAL_SENTENCEPIECE_URL`)
-    is fetched the first time with a progress bar, whole or not at all, into
+    is fetched the first time with a progress bar, whole, bounded and checked
+    to be a SentencePiece model, or not at all, into
     ``$KERAS_HOME/keras_fourier`` (from ``$KERAS_FOURIER_MIRROR`` when set), as
     the pretrained weights are (:func:`keras_fourier.weights.download.download`);
-    later calls return the cached file offline.
+    later calls return the cached file offline (downloaded again, with one
+    warning line, if it was damaged).
 
     Returns:
         The path of the cached ``.model`` file.
@@ -246,9 +256,11 @@ def official_sentencepiece_model() -> str:
         32000
     """
     try:
-        return download.download(OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE)
-    except ValueError as error:
-        raise ValueError(
+        return download.download(
+            OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE, file_format="sentencepiece"
+        )
+    except download.DownloadError as error:
+        raise download.DownloadError(
             f"The official FNet vocabulary needs network access the first time. {error} "
             "A downloaded .model file can also be passed as the tokenizer "
             "(--tokenizer PATH)."
@@ -293,8 +305,22 @@ def load_tokenizer(spec: str | os.PathLike) -> ByteTokenizer | SentencePieceToke
     spec = _check_tokenizer_spec(spec)
     if spec == BYTES_TOKENIZER:
         return ByteTokenizer()
-    path = official_sentencepiece_model() if spec == OFFICIAL_TOKENIZER else spec
-    return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    if spec != OFFICIAL_TOKENIZER:
+        return _sentencepiece_file(spec, os.stat(spec).st_mtime_ns)
+    path = official_sentencepiece_model()
+    try:
+        return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    except ValueError as error:
+        download.discard(path, str(error))
+    path = official_sentencepiece_model()
+    try:
+        return _sentencepiece_file(path, os.stat(path).st_mtime_ns)
+    except ValueError as error:
+        os.remove(path)
+        raise ValueError(
+            f"The official FNet vocabulary, downloaded again into the cache "
+            f"{os.path.dirname(path)!r}, cannot be read ({error}); it was not kept."
+        ) from error
 
 
 def tokenizer_vocabulary_size(spec: str | os.PathLike) -> int:
@@ -464,12 +490,23 @@ def text_dataset(
     cls_id: int | None = None,
     sep_id: int | None = None,
     pad_id: int | None = None,
+    padding: str = "fixed",
+    bucket_boundaries: Sequence[int] | None = None,
 ) -> tf.data.Dataset:
     """Build a batched text classification pipeline from in-memory texts.
 
     Texts are tokenized and packed once (in batches of 1,024), optionally
     cached, then shuffled each epoch when training (seeded, so the order is
     reproducible) and batched.
+
+    With ``padding="batch"`` each batch is padded to its longest sequence
+    only (at most `sequence_length`), for a model that takes any length
+    (``FNet(sequence_length=None)``); `bucket_boundaries` then groups the
+    examples by length first (``tf.data``'s bucketing), so that a batch
+    holds sequences of similar lengths and little padding. An FNet mixes
+    over the batch's length, so its outputs for one text differ between a
+    fixed-length and a per-batch-padded pipeline (as in keras-hub and
+    transformers, which also pad per batch).
 
     Args:
         texts: the (first) sentences.
@@ -485,6 +522,12 @@ def text_dataset(
         cls_id: see `tokenize_and_pack`. Default None.
         sep_id: see `tokenize_and_pack`. Default None.
         pad_id: see `tokenize_and_pack`. Default None.
+        padding: "fixed" (default): every batch is (B, `sequence_length`);
+            "batch": each batch is padded to its longest sequence.
+        bucket_boundaries: with ``padding="batch"``, increasing sequence
+            lengths splitting the examples into buckets (lengths below the
+            first, between two, at least the last), each batched apart.
+            Default None: no bucketing.
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -496,6 +539,19 @@ def text_dataset(
         >>> features["token_ids"].shape, labels.numpy().tolist()
         (TensorShape([2, 8]), [1, 0])
     """
+    check_choice("padding", padding, TEXT_PADDINGS)
+    if bucket_boundaries is not None:
+        bounds = list(bucket_boundaries)
+        if (
+            padding != "batch"
+            or not bounds
+            or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in bounds)
+            or bounds != sorted(set(bounds))
+        ):
+            raise ValueError(
+                '`bucket_boundaries` must be increasing positive ints, with padding="batch". '
+                f"Received: bucket_boundaries={bucket_boundaries!r}"
+            )
     labels = np.asarray(labels, dtype=np.int32)
     if len(texts) != len(labels) or (text_pairs is not None and len(text_pairs) != len(labels)):
         raise ValueError(
@@ -528,10 +584,48 @@ def text_dataset(
         ds = ds.cache()
     if training:
         ds = ds.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=training if drop_remainder is None else drop_remainder)
+    drop = training if drop_remainder is None else drop_remainder
+    if padding == "fixed":
+        ds = ds.batch(batch_size, drop_remainder=drop)
+    else:
+        ds = _batch_padded(ds, batch_size, drop, bucket_boundaries, tokenizer, pad_id)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.prefetch(AUTOTUNE).with_options(options)
+
+
+def _batch_padded(
+    ds: tf.data.Dataset,
+    batch_size: int,
+    drop_remainder: bool,
+    bucket_boundaries: Sequence[int] | None,
+    tokenizer: Callable | None,
+    pad_id: int | None,
+) -> tf.data.Dataset:
+    """Batches of packed examples cut to their real length and padded per batch (or bucket)."""
+    if pad_id is None:
+        pad_id = getattr(ByteTokenizer() if tokenizer is None else tokenizer, "pad_id", 0)
+
+    def unpad(features, label):
+        length = tf.reduce_sum(features["padding_mask"])
+        return {key: value[:length] for key, value in features.items()}, label
+
+    ds = ds.map(unpad, num_parallel_calls=AUTOTUNE)
+    padding_values = (
+        {"token_ids": pad_id, "segment_ids": 0, "padding_mask": 0},
+        0,
+    )
+    if bucket_boundaries is None:
+        return ds.padded_batch(
+            batch_size, padding_values=padding_values, drop_remainder=drop_remainder
+        )
+    return ds.bucket_by_sequence_length(
+        lambda features, _: tf.shape(features["token_ids"])[0],
+        list(bucket_boundaries),
+        [batch_size] * (len(bucket_boundaries) + 1),
+        padding_values=padding_values,
+        drop_remainder=drop_remainder,
+    )
 
 
 def select_model_inputs(dataset: tf.data.Dataset, model: keras.Model) -> tf.data.Dataset:

@@ -34,7 +34,13 @@ import keras
 from keras_fourier.export import litert, onnx_export, savedmodel
 from keras_fourier.export.journal import Transaction, locked, recover
 from keras_fourier.export.serving_config import merge_models_config, read_models_config
-from keras_fourier.export.signatures import MAX_IMAGE_PIXELS
+from keras_fourier.export.signatures import (
+    MAX_IMAGE_PIXELS,
+    at_sequence_length,
+    fixed_size,
+    is_dense_model,
+    model_stride,
+)
 from keras_fourier.fileio import check_writable_folder, make_folders
 from keras_fourier.validation import check_number, check_positive_int
 
@@ -216,6 +222,28 @@ def _served(out: str, name: str, formats: Sequence[str]) -> tuple[str | None, li
         return merge_models_config(out, name)
 
 
+def _fixed_model(
+    model: keras.Model,
+    formats: Sequence[str],
+    image_size: int | tuple[int, int] | None,
+    flag: str,
+) -> keras.Model:
+    """What TFLite and ONNX convert: an any-size model at `image_size`, else `model` itself."""
+    if image_size is not None:
+        size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+        return fixed_size(model, size, flag)
+    shapes = [tuple(tensor.shape) for tensor in model.inputs]
+    if any(len(shape) == 4 and None in shape[1:3] for shape in shapes) and (
+        {"tflite", "onnx"} & set(formats) or not is_dense_model(model)
+    ):
+        raise ValueError(
+            f"Model {model.name!r} takes images of any size; TFLite, ONNX and the SavedModel "
+            f"of a classifier are exported at one size: pass {flag} (multiples of its stride "
+            f"{model_stride(model)}). Received: {flag}=None"
+        )
+    return model
+
+
 def export(
     model: keras.Model,
     out: str | os.PathLike,
@@ -233,6 +261,8 @@ def export(
     verify: bool = True,
     identity: dict[str, Any] | None = None,
     names: Mapping[str, str] | None = None,
+    sequence_length: int | None = None,
+    image_size: int | tuple[int, int] | None = None,
 ) -> ExportResult:
     """Exports `model` in several formats into `out`, all or nothing, in one journaled commit.
 
@@ -259,6 +289,15 @@ def export(
             completed instead of exported again. Default None.
         names: how messages name the arguments (e.g. {"overwrite":
             "--overwrite"}). Default None: by their names.
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at, in every
+            format; None (default) for models of fixed input shapes.
+        image_size: for a model of any input size (e.g. a segmenter built
+            with ``input_shape=(None, None, 3)``): the input size, an int or
+            (height, width), of its TFLite and ONNX files (and of a
+            classifier's SavedModel); a segmenter's SavedModel keeps any
+            size. Required for those; refused for a model of a fixed size.
+            Default None.
 
     Returns:
         An :class:`ExportResult`.
@@ -273,6 +312,7 @@ def export(
     """
     out = os.fspath(out)
     names = dict(names or {})
+    model = at_sequence_length(model, sequence_length)
     unknown = [kind for kind in formats if kind not in FORMATS]
     if unknown or not formats:
         raise ValueError(
@@ -304,21 +344,22 @@ def export(
     config = os.path.join(out, "models.config")
     if "saved_model" in formats and os.path.exists(config):
         read_models_config(config)
+    fixed = _fixed_model(model, formats, image_size, names.get("image_size", "image_size"))
     outputs = [
-        (row, quantization, path)
+        (row, model if kind == "saved_model" and is_dense_model(model) else fixed, *output)
         for kind, row in FORMATS.items()
         if kind in formats
-        for quantization, path in row.outputs(out, name, version, quantizations)
+        for output in row.outputs(out, name, version, quantizations)
     ]
-    for row, quantization, path in outputs:
+    for row, _, quantization, path in outputs:
         row.check(options, quantization, path)
     created = make_folders(out)
     try:
         with Transaction(out) as staging:
             moves, reports = [], []
-            for row, quantization, path in outputs:
+            for row, source, quantization, path in outputs:
                 staged = os.path.join(staging.path, os.path.basename(path))
-                report = row.write(model, staging.path, options, quantization, staged)
+                report = row.write(source, staging.path, options, quantization, staged)
                 moves.append((os.path.relpath(report.path, staging.path), path))
                 reports.append(report)
             if "saved_model" in formats and not os.path.isdir(base):

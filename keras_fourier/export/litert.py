@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -14,11 +15,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
+from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     ServingModel,
     as_input_dict,
+    at_sequence_length,
     check_output,
     serving_model,
 )
@@ -28,6 +30,7 @@ from keras_fourier.fileio import (
     remove_stale_temporaries,
     temporary_directory,
 )
+from keras_fourier.layers import spectral
 from keras_fourier.settings import QUANTIZATIONS
 from keras_fourier.validation import check_choice
 
@@ -51,6 +54,8 @@ class TFLiteReport:
             classification output or a check.
         num_examples: examples compared (the sample batch without
             `validation_data`); 0 when not checked.
+        agreement: "top-1 agreement" (a classifier: examples) or "pixel
+            agreement" (a dense model: pixels), what `top1_agreement` counts.
     """
 
     path: str
@@ -59,6 +64,7 @@ class TFLiteReport:
     max_abs_diff: float | None
     top1_agreement: float | None
     num_examples: int
+    agreement: str = "top-1 agreement"
 
     def summary(self) -> str:
         """One line: the file, its quantization and size, and its check against Keras."""
@@ -71,7 +77,7 @@ class TFLiteReport:
                 f"max |LiteRT - Keras| = {self.max_abs_diff:.3g} on {self.num_examples} examples"
             )
         if self.top1_agreement is not None:
-            line += f", top-1 agreement {self.top1_agreement:.2%}"
+            line += f", {self.agreement} {self.top1_agreement:.2%}"
         return line
 
 
@@ -125,9 +131,12 @@ def _convert(
     """Converts through a temporary SavedModel (in `folder`) with TFLite builtin ops only."""
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
+    # Full-integer files take the dense DFTs as FULLY_CONNECTED products, which XNNPACK runs.
+    layout = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
     archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
     with temporary_directory(folder, STAGING_PREFIX) as directory:
-        archive.write_out(directory, verbose=False)
+        with layout:  # the endpoint is traced when written
+            archive.write_out(directory, verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(
             directory, signature_keys=[DEFAULT_SIGNATURE]
         )
@@ -149,13 +158,59 @@ def _convert(
         with warnings.catch_warnings():
             # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
             warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
-            content = converter.convert()
-    if quantization == "int8" and not calibrated:
+            if quantization != "int8":
+                return converter.convert()
+            try:
+                content = _integer_model(converter)
+            except Exception:
+                if calibrated:
+                    raise
+                content = None  # refused below, naming the cause
+    if not calibrated:
         raise ValueError(
             "quantization='int8' needs at least one calibration batch; the "
             "`representative_dataset` was empty. Nothing was written."
         )
     return content
+
+
+# Ops that XNNPACK (LiteRT 2.3) runs in float32 but not in int8. In a full-integer file they
+# ran in LiteRT's own kernels and cut the XNNPACK graph in pieces around them (GFNet: two
+# LayerNorms and a GELU per block); they are kept float32 between DEQUANTIZE and QUANTIZE,
+# which XNNPACK takes, so that the whole graph is one XNNPACK partition.
+FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU")
+
+
+def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
+    """Full-integer quantization of `converter`'s model but for :data:`FLOAT_OPS`.
+
+    Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
+    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
+    and LayerNorm's epsilon additions (its variance plus a constant too small
+    for an int8 scale XNNPACK accepts), found in the calibrated model, in
+    float32.
+    """
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=lambda: iter(()), debug_options=options
+    )
+    if nodes := _variance_epsilon_additions(debugger.calibrated_model):
+        debugger.options = tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
+        )
+    return debugger.get_nondebug_quantized_model()
+
+
+def _variance_epsilon_additions(content: bytes) -> list[str]:
+    """Output names of the ADDs of `content` that add a constant to a LayerNorm's variance."""
+    interpreter = tf.lite.Interpreter(model_content=content)
+    names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
+    return [
+        names[op["outputs"][0]]
+        for op in interpreter._get_ops_details()
+        if op["op_name"] == "ADD"
+        and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
+    ]
 
 
 def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
@@ -177,6 +232,7 @@ def tflite(
     *,
     validation_data: Iterable | tf.data.Dataset | None = None,
     output: str = "probabilities",
+    sequence_length: int | None = None,
     overwrite: bool = False,
     verify: bool = True,
     verbose: bool = True,
@@ -214,6 +270,9 @@ def tflite(
             with it, classifiers also report top-1 agreement. Default None:
             one sample batch.
         output: "probabilities" (default) or "logits" for a classifier.
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at; None (default)
+            for models of fixed input shapes.
         overwrite: whether an existing `path` may be replaced. Default False.
         verify: run the file in LiteRT and compare it with Keras. Default
             True; False writes it unchecked (no LiteRT needed).
@@ -239,6 +298,7 @@ def tflite(
     path = os.fspath(path)
     check_output(output)
     check_arguments(path, quantization, representative_dataset, overwrite, verify)
+    model = at_sequence_length(model, sequence_length)
     folder = os.path.dirname(os.path.abspath(path))
     created = not os.path.isdir(folder)
     os.makedirs(folder, exist_ok=True)
@@ -251,10 +311,11 @@ def tflite(
             representative_dataset,
             folder,
         )
+        reference = serving_model(model, output)
         max_diff, agreement, count = None, None, 0
         if verify:
             max_diff, agreement, count = compare(
-                _runner(content), serving_model(model, output), validation_data, "LiteRT"
+                _runner(content), reference, validation_data, "LiteRT"
             )
             if quantization is None:
                 check_tolerance(max_diff, TOLERANCES["tflite"], "float32 TFLite model")
@@ -270,6 +331,7 @@ def tflite(
         max_abs_diff=max_diff,
         top1_agreement=agreement,
         num_examples=count,
+        agreement=agreement_name(reference),
     )
     if verbose:
         print(report.summary())

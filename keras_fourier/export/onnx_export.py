@@ -25,8 +25,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.parity import TOLERANCES, check_tolerance, compare
-from keras_fourier.export.signatures import ServingModel, check_output, serving_model
+from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
+from keras_fourier.export.signatures import (
+    ServingModel,
+    at_sequence_length,
+    check_output,
+    serving_model,
+)
 from keras_fourier.fileio import atomic_write_bytes
 
 ONNX_EXTRA = 'pip install "keras-fourier[onnx]"'
@@ -46,6 +51,8 @@ class ONNXReport:
             in onnxruntime and Keras; None without `validation_data` or a
             classification output.
         num_examples: examples compared.
+        agreement: "top-1 agreement" (a classifier: examples) or "pixel
+            agreement" (a dense model: pixels), what `top1_agreement` counts.
     """
 
     path: str
@@ -55,6 +62,7 @@ class ONNXReport:
     max_abs_diff: float
     top1_agreement: float | None
     num_examples: int
+    agreement: str = "top-1 agreement"
 
     def summary(self) -> str:
         """One line: the file, its opset and size, and its check against Keras."""
@@ -63,7 +71,7 @@ class ONNXReport:
             f"max |onnxruntime - Keras| = {self.max_abs_diff:.3g} on {self.num_examples} examples"
         )
         if self.top1_agreement is not None:
-            line += f", top-1 agreement {self.top1_agreement:.2%}"
+            line += f", {self.agreement} {self.top1_agreement:.2%}"
         return line
 
 
@@ -144,6 +152,7 @@ def onnx(
     output: str = "probabilities",
     validation_data: Iterable | tf.data.Dataset | None = None,
     opset: int | None = None,
+    sequence_length: int | None = None,
     overwrite: bool = False,
     verbose: bool = True,
 ) -> ONNXReport:
@@ -171,6 +180,9 @@ def onnx(
             list in input order or an ``(x, y)`` tuple); with it, classifiers
             also report top-1 agreement. Default None: one sample batch.
         opset: ONNX opset; None (default) for tf2onnx's default.
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at; None (default)
+            for models of fixed input shapes.
         overwrite: whether an existing `path` may be replaced. Default False.
         verbose: print the report. Default True.
 
@@ -193,12 +205,12 @@ def onnx(
     check_output(output)
     if os.path.exists(path) and not overwrite:
         raise ValueError(f"{path!r} already exists; pass overwrite=True to replace it.")
+    model = at_sequence_length(model, sequence_length)
     model_proto = _convert(serving_model(model, output, fft_impl="matmul"), opset)
     content = model_proto.SerializeToString()
 
-    max_diff, agreement, count = compare(
-        _runner(content), serving_model(model, output), validation_data, "ONNX"
-    )
+    reference = serving_model(model, output)
+    max_diff, agreement, count = compare(_runner(content), reference, validation_data, "ONNX")
     check_tolerance(max_diff, TOLERANCES["onnx"], "ONNX model")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_bytes(path, content)
@@ -211,6 +223,7 @@ def onnx(
         max_abs_diff=max_diff,
         top1_agreement=agreement,
         num_examples=count,
+        agreement=agreement_name(reference),
     )
     if verbose:
         print(report.summary())

@@ -20,6 +20,16 @@ from keras_fourier.export.signatures import OUTPUTS, ServingModel, as_input_dict
 TOLERANCES: dict[str, float] = {"saved_model": 1e-5, "tflite": 1e-4, "onnx": 1e-4}
 
 
+def agreement_name(serving: ServingModel) -> str:
+    """How reports name :func:`compare`'s agreement: of pixels (a dense model), else of examples.
+
+    Example:
+        >>> agreement_name(serving_model(keras_fourier.GFNetTi(input_shape=(64, 64, 3))))
+        'top-1 agreement'
+    """
+    return "pixel agreement" if serving.dense else "top-1 agreement"
+
+
 def max_abs_diff(actual: dict, expected: dict[str, np.ndarray]) -> float:
     """max |actual - expected| over every output of `expected` (NaN if any is NaN).
 

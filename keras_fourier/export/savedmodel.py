@@ -25,8 +25,12 @@ from keras_fourier.export.signatures import (
     STEPS_INPUT,
     TRAJECTORY,
     ServingModel,
+    any_size_class_map,
+    at_sequence_length,
     decode_images,
+    decode_images_any_size,
     dense_transform,
+    model_stride,
     sample_inputs,
     serving_model,
 )
@@ -107,6 +111,19 @@ def _add_endpoints(
     if not serving.is_image_model:
         return None
     height, width = serving.image_size
+    if height is None:  # an any-size segmenter: the class map at the image's own size
+        stride = model_stride(serving.model)
+
+        def serve_any_size(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+            images = decode_images_any_size(image_bytes, max_pixels)
+            return {CLASS_MAP: any_size_class_map(serve, images, stride)}
+
+        archive.add_endpoint(
+            BYTES_SIGNATURE,
+            serve_any_size,
+            input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)],
+        )
+        return None
     if serving.dense:
         transform = dense_transform(height, width)
     else:
@@ -152,6 +169,19 @@ def _check_parity(
             **{name: tf.constant(state), STEPS_INPUT: tf.constant(ROLLOUT_CHECK_STEPS)}
         )
         diffs[ROLLOUT_SIGNATURE] = max_abs_diff(actual, {TRAJECTORY: expected})
+    if serving.dense and serving.image_size[0] is None:
+        # One request per image: the sample, and a narrower crop the stride does not divide.
+        images = next(iter(samples.values()))
+        encoded = _sample_image_bytes(images)
+        diffs[BYTES_SIGNATURE] = 0.0
+        for index in range(2):
+            decoded = decode_images_any_size(encoded[index : index + 1])
+            expected = any_size_class_map(serving, decoded, model_stride(serving.model))
+            actual = loaded.signatures[BYTES_SIGNATURE](**{BYTES_INPUT: encoded[index : index + 1]})
+            diffs[BYTES_SIGNATURE] = max(
+                diffs[BYTES_SIGNATURE],
+                max_abs_diff(actual, {CLASS_MAP: expected.numpy()}),
+            )
     if transform is not None:
         encoded = _sample_image_bytes(next(iter(samples.values())))
         decoded = decode_images(encoded, transform, *serving.image_size)
@@ -224,6 +254,7 @@ def saved_model(
     output: str = "probabilities",
     crop_pct: float = 0.875,
     max_pixels: int = MAX_IMAGE_PIXELS,
+    sequence_length: int | None = None,
     overwrite: bool = False,
     verbose: bool = True,
 ) -> SavedModelReport:
@@ -265,7 +296,14 @@ def saved_model(
       ``class_map``, int32 (B, H, W): the arg-max class of each pixel at the
       model's input size (scale it to the sent image's size with
       nearest-neighbour resizing); its parity check requires it to equal the
-      arg-max of Keras's logits on every pixel.
+      arg-max of Keras's logits on every pixel. A segmenter of any input
+      size (``input_shape=(None, None, 3)``) keeps it: ``serving_default``
+      takes images of any size its stride divides (B, H, W, 3) and returns
+      logits of that size, and ``serving_bytes`` returns the class map at
+      each sent image's own size, int32 (B, H, W) (the image is resized to
+      the nearest multiples of the stride at or above its size, the logits
+      back to its size; unchanged where the stride divides it); the images
+      of one request must then share a size.
 
     Args:
         model: a functional or Sequential Keras model.
@@ -278,6 +316,9 @@ def saved_model(
             Default 0.875.
         max_pixels: largest image (height * width) ``serving_bytes``
             decodes. Default 40 million (`MAX_IMAGE_PIXELS`).
+        sequence_length: the length a text model that takes any length
+            (``FNet(sequence_length=None)``) is exported at; None (default)
+            for models of fixed input shapes.
         overwrite: whether an existing version may be replaced.
             Default False.
         verbose: print the signatures and the parity check. Default True.
@@ -301,7 +342,7 @@ def saved_model(
     target = version_path(export_dir, version, overwrite)
     crop_pct = check_number("crop_pct", crop_pct, low=0, high=1, low_open=True)
     check_positive_int("max_pixels", max_pixels)
-    serving = serving_model(model, output)
+    serving = serving_model(at_sequence_length(model, sequence_length), output)
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
     transform = _add_endpoints(archive, serving, crop_pct, max_pixels)

@@ -45,10 +45,12 @@ import tensorflow as tf
 
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
 from keras_fourier.layers import spectral
+from keras_fourier.layers.decode_heads import ResizeToMatch
+from keras_fourier.layers.position import StrideCheck
 from keras_fourier.models.clone import clone_with
 from keras_fourier.segmentation import without_auxiliary
 from keras_fourier.settings import OUTPUTS
-from keras_fourier.validation import check_choice
+from keras_fourier.validation import check_choice, check_positive_int
 
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
 FEATURES = "features"
@@ -62,6 +64,8 @@ NEXT_STATE = "next_state"
 ROLLOUT_SIGNATURE = "serving_rollout"
 STEPS_INPUT = "steps"
 TRAJECTORY = "trajectory"
+# Sample inputs of an any-size segmenter are this many strides high and wide.
+SAMPLE_STRIDES = 2
 # Default limit of `decode_images`: larger images are refused before they are decoded.
 
 
@@ -139,7 +143,8 @@ def is_dense_model(model: keras.Model) -> bool:
 
     Returns:
         True for one (B, H, W, 3) float input and one (B, H, W, C) output
-        with the same, known, H and W.
+        with the same H and W: known, or free in a model that resizes its
+        outputs to its input (a segmenter of any size); False for a field model.
 
     Example:
         >>> is_dense_model(keras_fourier.segmentation.UPerNet(
@@ -149,14 +154,64 @@ def is_dense_model(model: keras.Model) -> bool:
     if isinstance(model.output, dict) or len(model.outputs) != 1 or len(model.inputs) != 1:
         return False
     image, output = tuple(model.inputs[0].shape), tuple(model.outputs[0].shape)
-    return (
-        not is_field_model(model)
-        and len(image) == 4
-        and len(output) == 4
-        and image[-1] == 3
-        and None not in image[1:3]
-        and image[1:3] == output[1:3]
-    )
+    if (
+        is_field_model(model)
+        or len(image) != 4
+        or len(output) != 4
+        or image[-1] != 3
+        or image[1:3] != output[1:3]
+    ):
+        return False
+    # Any size: only a model that resizes its outputs to its input's size (a segmenter's).
+    return None not in image[1:3] or any(isinstance(layer, ResizeToMatch) for layer in model.layers)
+
+
+def model_stride(model: keras.Model) -> int:
+    """What an any-size model's input height and width must be multiples of (1: anything).
+
+    Example:
+        >>> model_stride(keras_fourier.segmentation.UPerNet(backbone="hornet_tiny"))
+        32
+    """
+    strides = [layer.stride for layer in model.layers if isinstance(layer, StrideCheck)]
+    return max(strides, default=1)
+
+
+def fixed_size(model: keras.Model, image_size: tuple[int, int], name: str) -> keras.Model:
+    """A copy of an any-size image model at input size `image_size`, with the same weights.
+
+    Args:
+        model: a functional model of one (B, None, None, 3) input.
+        image_size: (height, width), multiples of :func:`model_stride`.
+        name: how messages name `image_size` (e.g. "--image-size").
+
+    Returns:
+        A `keras.Model` of the same name, layers and weights (copied).
+
+    Raises:
+        ValueError: a model of a fixed size, or a size the stride does not divide.
+
+    Example:
+        >>> any_size = keras_fourier.segmentation.UPerNet(backbone="hornet_tiny")
+        >>> fixed_size(any_size, (64, 96), "image_size").input_shape
+        (None, 64, 96, 3)
+    """
+    shape = tuple(model.inputs[0].shape) if len(model.inputs) == 1 else ()
+    if len(shape) != 4 or shape[1:3] != (None, None):
+        raise ValueError(
+            f"`{name}` applies to a model of any input size; model {model.name!r} takes "
+            f"{shape[1:3] or 'no image'}. Received: {name}={image_size!r}"
+        )
+    stride = model_stride(model)
+    if any(size % stride for size in image_size):
+        raise ValueError(
+            f"`{name}` of model {model.name!r} must be multiples of its stride {stride}. "
+            f"Received: {name}={image_size!r}"
+        )
+    inputs = keras.Input((*image_size, 3), name=model.inputs[0].name)
+    copy = keras.models.clone_model(model, input_tensors=inputs)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def dense_transform(height: int, width: int) -> keras.layers.Layer:
@@ -212,9 +267,11 @@ class ServingModel:
         return spec.shape.rank == 4 and spec.shape[-1] == 3 and spec.dtype.is_floating
 
     @property
-    def image_size(self) -> tuple[int, int]:
-        """(H, W) of the images of an image model."""
+    def image_size(self) -> tuple[int, int] | tuple[None, None]:
+        """(H, W) of the images of an image model; (None, None) for a segmenter of any size."""
         _, height, width, _ = self.input_specs[0].shape
+        if height is None or width is None:
+            return None, None
         return int(height), int(width)
 
     def __call__(self, *tensors: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -231,6 +288,71 @@ class ServingModel:
         """Eager outputs for a dict {input name: batch}, as NumPy arrays."""
         outputs = self(*(tf.constant(inputs[name]) for name in self.input_names))
         return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
+
+
+def _free_length_inputs(model: keras.Model) -> list:
+    return [
+        tensor
+        for tensor in keras.tree.flatten(model.input)
+        if len(tensor.shape) == 2 and tensor.shape[1] is None
+    ]
+
+
+def at_sequence_length(model: keras.Model, sequence_length: int | None) -> keras.Model:
+    """`model` with (B, L) inputs of a fixed length: what the exports trace.
+
+    A text model built to take any length (``FNet(sequence_length=None)``)
+    is exported at one length: a model of the same layers, called on
+    inputs of length `sequence_length` (its weights are the model's). A
+    model of fixed length is returned as is, and `sequence_length`, if
+    given, must be that length.
+
+    Args:
+        model: a functional Keras model.
+        sequence_length: the exported length, at most the model's
+            ``max_sequence_length``; None for a model whose length is fixed.
+
+    Returns:
+        A model with static input shapes besides the batch (a copy of the
+        layers, with the model's weights, when the length was free).
+
+    Raises:
+        ValueError: a free-length model without `sequence_length`, or a
+            `sequence_length` that is not a positive int or differs from a
+            fixed model's length.
+
+    Example:
+        >>> at_sequence_length(keras_fourier.FNet(sequence_length=None), 128).input_shape
+        {'segment_ids': (None, 128), 'token_ids': (None, 128)}
+    """
+    free = _free_length_inputs(model)
+    if sequence_length is not None:
+        check_positive_int("sequence_length", sequence_length)
+    if not free:
+        lengths = {t.shape[1] for t in keras.tree.flatten(model.input) if len(t.shape) == 2}
+        if sequence_length is not None and lengths != {sequence_length}:
+            raise ValueError(
+                f"`sequence_length` must be the model's fixed input length {sorted(lengths)} "
+                f"or None. Received: sequence_length={sequence_length!r}"
+            )
+        return model
+    if sequence_length is None:
+        raise ValueError(
+            f"Export needs a fixed sequence length; model {model.name!r} takes any length: "
+            "pass the length to export at. Received: sequence_length=None"
+        )
+    inputs = keras.tree.map_structure(
+        lambda t: (
+            keras.Input((sequence_length,), dtype=t.dtype, name=t.name)
+            if len(t.shape) == 2 and t.shape[1] is None
+            else keras.Input(t.shape[1:], dtype=t.dtype, name=t.name)
+        ),
+        model.input,
+    )
+    # The layers rebuilt from their configs on the fixed-length inputs, with the model's weights.
+    fixed = keras.models.clone_model(model, input_tensors=inputs)
+    fixed.set_weights(model.get_weights())
+    return fixed
 
 
 def serving_model(
@@ -263,16 +385,19 @@ def serving_model(
         spectral.validate_fft_impl(fft_impl)
     if isinstance(model.output, dict) and set(model.output) == {LOGITS, "auxiliary"}:
         model = without_auxiliary(model)
+    dense = is_dense_model(model)
     for tensor in keras.tree.flatten(model.input):
         if len(tensor.shape) == 4 and None in tuple(tensor.shape[1:3]):
+            if dense and fft_impl is None:
+                break  # a segmenter's SavedModel keeps any size
             raise ValueError(
-                "Export needs a model of a fixed input size; this one accepts any size "
-                f"(input {tensor.name!r} of shape {tuple(tensor.shape)}). Build it again "
-                "with a fixed input_shape, the size its filters were built for (224 x 224 "
-                "for the named builders), and copy the weights: "
-                f"fixed.set_weights(model.get_weights()). Received: model={model.name!r}"
+                "This export needs a model of a fixed input size; this one accepts any size "
+                f"(input {tensor.name!r} of shape {tuple(tensor.shape)}): give the size to "
+                "export at (image_size, --image-size), the size its filters were built for "
+                f"(224 x 224 for the named builders). Received: model={model.name!r}"
             )
-    dense = is_dense_model(model)
+    if _free_length_inputs(model):
+        at_sequence_length(model, None)  # raises: the exports take a fixed length
     field = is_field_model(model)
     head = classifier_head(model)
     if field:
@@ -360,6 +485,69 @@ def decode_images(
     )
 
 
+def decode_images_any_size(image_bytes: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """Decodes a batch of encoded images of one size, kept, to float32 RGB 0-255.
+
+    As :func:`decode_images` (sizes read from the headers first, an empty
+    batch refused), without resizing; images of different sizes in one batch
+    fail with an `InvalidArgumentError` naming both sizes.
+
+    Example:
+        >>> png = tf.io.encode_png(tf.zeros((40, 60, 3), tf.uint8))
+        >>> decode_images_any_size(tf.stack([png, png])).shape
+        TensorShape([2, 40, 60, 3])
+    """
+    not_empty = tf.debugging.Assert(
+        tf.size(image_bytes) > 0,
+        [f"{BYTES_SIGNATURE} needs at least one image: input {BYTES_INPUT} is an empty batch."],
+    )
+    with tf.control_dependencies([not_empty]):
+        image_bytes = tf.identity(image_bytes)
+    first = tf.shape(decode_image_checked(image_bytes[0], max_pixels))[:2]
+
+    def decode(data: tf.Tensor) -> tf.Tensor:
+        image = decode_image_checked(data, max_pixels)
+        same = tf.debugging.Assert(
+            tf.reduce_all(tf.equal(tf.shape(image)[:2], first)),
+            [
+                f"{BYTES_SIGNATURE} of a model of any input size takes images of one size per "
+                "request; an image of height and width",
+                tf.shape(image)[:2],
+                "follows one of",
+                first,
+            ],
+        )
+        with tf.control_dependencies([same]):
+            return tf.cast(image, tf.float32)
+
+    return tf.map_fn(
+        decode, image_bytes, fn_output_signature=tf.TensorSpec((None, None, 3), tf.float32)
+    )
+
+
+def any_size_class_map(serving: Any, images: tf.Tensor, stride: int) -> tf.Tensor:
+    """The class map of an any-size segmenter at the images' own size.
+
+    The images are resized (bilinear) to the nearest multiples of `stride`
+    at or above their size (unchanged when the stride divides it), the
+    logits resized back to their size, then the arg-max taken per pixel.
+
+    Args:
+        serving: a callable from (B, H, W, 3) images to {"logits": ...}, e.g.
+            a `ServingModel` or its traced function.
+        images: float32 (B, H, W, 3).
+        stride: the model's stride (:func:`model_stride`).
+
+    Returns:
+        int32 (B, H, W).
+    """
+    size = tf.shape(images)[1:3]
+    padded = (size + stride - 1) // stride * stride
+    logits = serving(tf.image.resize(images, padded, method="bilinear"))[LOGITS]
+    logits = tf.image.resize(logits, size, method="bilinear")
+    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+
 def sample_inputs(
     serving: ServingModel, batch_size: int = 2, seed: int = 0
 ) -> dict[str, np.ndarray]:
@@ -389,6 +577,9 @@ def sample_inputs(
     samples = {}
     for spec in serving.input_specs:
         shape = (batch_size, *spec.shape[1:])
+        if None in shape:  # an any-size segmenter: a size its stride divides
+            size = SAMPLE_STRIDES * model_stride(serving.model)
+            shape = tuple(size if dim is None else dim for dim in shape)
         if serving.field:
             samples[spec.name] = rng.standard_normal(shape).astype(spec.dtype.as_numpy_dtype)
         elif spec.dtype.is_floating:

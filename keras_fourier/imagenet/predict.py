@@ -9,11 +9,14 @@ stored names is an ImageNet classifier: ImageNet names, and images are read
 as the releases were evaluated (the DeiT/timm evaluation
 transform of the official GFNet and HorNet code): the shorter side resized to
 ``int(size / crop_pct)`` with bicubic interpolation (antialiased, as PIL),
-then the centre ``size`` x ``size`` crop; crop_pct 0.875 at 224 pixels and
+then the centre ``size`` x ``size`` crop (computed for the crop alone: the
+whole image is never resized); crop_pct 0.875 at 224 pixels and
 1.0 at 384 (HorNet's 384-pixel evaluation resizes without cropping).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -36,6 +39,24 @@ def eval_crop_pct(image_size: int) -> float:
         0.875
     """
     return 1.0 if image_size >= 384 else 0.875
+
+
+def _decode(path: str):
+    """The image of a file as uint8 RGB, its size checked from its header before decoding.
+
+    Raises:
+        ValueError: one line: unreadable, not an image, or larger than
+            :data:`~keras_fourier.data.checks.MAX_IMAGE_PIXELS`.
+    """
+    import tensorflow as tf
+
+    try:
+        return decode_image_checked(tf.io.read_file(path))
+    except (tf.errors.OpError, ValueError) as error:
+        message = getattr(error, "message", None) or str(error)
+        message = " ".join(message.replace("b'", "").replace("'", "").split())
+        message = re.sub(r"^Expected .*? to be true\. Summarized data: ", "", message)
+        raise ValueError(f"Could not read {path!r} as an image: {message}") from None
 
 
 def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> np.ndarray:
@@ -62,19 +83,23 @@ def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> n
 
     if isinstance(crop_pct, bool) or not 0 < crop_pct <= 1:
         raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
-    try:
-        image = decode_image_checked(tf.io.read_file(path))
-    except (tf.errors.OpError, ValueError) as error:
-        raise ValueError(f"Could not read {path!r} as an image: {error}") from error
+    image = _decode(path)
     source_h, source_w = int(image.shape[0]), int(image.shape[1])
     scale = max(height / crop_pct / source_h, width / crop_pct / source_w)
     resized_h = max(height, int(source_h * scale))
     resized_w = max(width, int(source_w * scale))
-    resized = tf.image.resize(
-        tf.cast(image, tf.float32), (resized_h, resized_w), method="bicubic", antialias=True
-    )
     top, left = (resized_h - height) // 2, (resized_w - width) // 2
-    cropped = tf.clip_by_value(resized[top : top + height, left : left + width], 0.0, 255.0)
+    # The centre crop of the resized image, computed from the original without resizing it
+    # whole: the resize's own kernel (bicubic, antialiased) scaled and shifted to the crop.
+    cropped = tf.raw_ops.ScaleAndTranslate(
+        images=tf.cast(image, tf.float32)[None],
+        size=[height, width],
+        scale=[resized_h / source_h, resized_w / source_w],
+        translation=[-float(top), -float(left)],
+        kernel_type="keyscubic",
+        antialias=True,
+    )[0]
+    cropped = tf.clip_by_value(cropped, 0.0, 255.0)
     return cropped.numpy()
 
 
@@ -111,10 +136,7 @@ def load_run_image(path: str, height: int, width: int, crop_pct: float = 0.875) 
     import tensorflow as tf
 
     transform = eval_transform((height, width), crop_pct)
-    try:
-        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-    except (tf.errors.OpError, ValueError) as error:
-        raise ValueError(f"Could not read {path!r} as an image: {error}") from error
+    image = _decode(path)
     return np.asarray(clip_to_value_range(transform(tf.cast(image, tf.float32))))
 
 

@@ -21,6 +21,7 @@ from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.padding import PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
+from keras_fourier.layers.sequence_mixing import LinearMixing, RandomMixing
 
 __all__ = [
     "AFBO",
@@ -44,11 +45,13 @@ __all__ = [
     "GlobalLocalFilter",
     "GnConv",
     "LayerScale",
+    "LinearMixing",
     "MaskComposite",
     "Mlp",
     "MultiScaleNeck",
     "PeriodicPad2D",
     "PositionEmbedding",
+    "RandomMixing",
     "SegFormerHead",
     "SelfAttention",
     "StrideCheck",

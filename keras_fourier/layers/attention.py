@@ -15,7 +15,11 @@ class SelfAttention(keras.layers.Layer):
     [q | k | v] each split into heads, as timm) and an output projection
     ``proj``; softmax(q k^T / sqrt(head_dim)) v. Every token attends to every
     other, so it costs O((HW)^2 C): the baseline the Fourier mixers replace.
-    It also accepts (B, L, C) sequences.
+    It also accepts (B, L, C) sequences, of any length, with an optional
+    padding mask: the self-attention sublayer of BERT in the FNet paper's
+    baselines (:class:`~keras_fourier.layers.FNetEncoderBlock` with
+    ``mixing="attention"``), BERT's parameters with its query, key and value
+    kernels side by side in ``qkv``: 4 C^2 + 4 C per layer.
 
     Args:
         num_heads: number of attention heads; must divide C.
@@ -26,6 +30,10 @@ class SelfAttention(keras.layers.Layer):
 
     Call arguments:
         inputs: (B, H, W, C) or (B, L, C) tensor.
+        padding_mask: optional (B, L) tensor for (B, L, C) inputs, 1 for
+            real tokens and 0 for padding: padded tokens are not attended
+            to (their scores are set to -10000 before the softmax, as BERT).
+            Default None: every token is attended to.
         training: whether dropout is active.
 
     Returns:
@@ -49,8 +57,8 @@ class SelfAttention(keras.layers.Layer):
         self.dropout = dropout
         self.drop = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="drop")
 
-    def build(self, input_shape):
-        channels = input_shape[-1]
+    def build(self, inputs_shape, padding_mask_shape=None):
+        channels = inputs_shape[-1]
         if channels % self.num_heads:
             raise ValueError(
                 f"SelfAttention needs channels divisible by `num_heads`; received {channels} "
@@ -63,7 +71,7 @@ class SelfAttention(keras.layers.Layer):
         self.qkv.build((None, channels))
         self.proj.build((None, channels))
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, padding_mask=None, training=None):
         ops = keras.ops
         shape = ops.shape(inputs)
         channels = inputs.shape[-1]
@@ -73,13 +81,16 @@ class SelfAttention(keras.layers.Layer):
         qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
         query, key, value = qkv[0], qkv[1], qkv[2]
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))) * (head_dim**-0.5)
+        if padding_mask is not None:
+            keep = ops.cast(padding_mask, "bool")[:, None, None, :]
+            scores = ops.where(keep, scores, ops.cast(-10000.0, scores.dtype))
         weights = self.drop(ops.softmax(scores, axis=-1), training=training)
         out = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))
         out = self.proj(ops.reshape(out, (shape[0], -1, channels)))
         return self.drop(ops.reshape(out, shape), training=training)
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
+        return tuple(inputs_shape)
 
     def get_config(self):
         return {

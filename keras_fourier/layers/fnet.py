@@ -1,8 +1,10 @@
-"""FNet's layers: the embeddings and the post-LN encoder block with Fourier mixing.
+"""FNet's layers: the embeddings and the post-LN encoder block with its token mixing.
 
 The model builders (`FNet`, `FNetBase`, `FNetLarge`) are in
 :mod:`keras_fourier.models.fnet`, which documents the wiring and the padding
-mask.
+mask. :data:`MIXINGS` is the one registration point of the block's token
+mixings, the paper's mixers (Section 4.1): a row there gives
+``FNet(mixing=...)`` and the bench.
 
 Reference:
     Lee-Thorp, Ainslie, Eckstein, Ontanon, "FNet: Mixing Tokens with Fourier
@@ -11,11 +13,16 @@ Reference:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import keras
 
 from keras_fourier.layers import spectral
+from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.fourier import FourierMixing
-from keras_fourier.validation import check_positive_int, check_rate
+from keras_fourier.layers.sequence_mixing import LinearMixing, RandomMixing
+from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 LAYER_NORM_EPSILON = 1e-12
 INITIALIZER_STDDEV = 0.02
@@ -52,6 +59,30 @@ def initializer() -> keras.initializers.Initializer:
     return keras.initializers.RandomNormal(stddev=INITIALIZER_STDDEV)
 
 
+def _attention(block: FNetEncoderBlock, **kwargs: Any) -> keras.layers.Layer:
+    return SelfAttention(block.num_heads, dropout=block.dropout, **kwargs)
+
+
+# The token mixings of FNetEncoderBlock, by name (the paper's names in the comments):
+# name -> (factory of the mixing sublayer from the block, whether it takes the padding mask).
+# "fourier": FNet; "attention": BERT (multi-head self-attention, BERT's parameters);
+# "linear": Linear (two learned matrices); "random": Random (two fixed random matrices);
+# "identity": FF-only (no mixing: the sublayer returns its input, as the official
+# IdentityTransform, so the block computes LayerNorm(x + x) before the feed-forward).
+MIXINGS: dict[str, tuple[Callable[..., keras.layers.Layer], bool]] = {
+    "fourier": (lambda block, **kw: FourierMixing(fft_impl=block.fft_impl, **kw), False),
+    "attention": (_attention, True),
+    "linear": (lambda block, **kw: LinearMixing(block.max_sequence_length, **kw), False),
+    "random": (
+        lambda block, **kw: RandomMixing(block.max_sequence_length, seed=block.seed, **kw),
+        False,
+    ),
+    "identity": (lambda block, **kw: keras.layers.Identity(**kw), False),
+}
+# The mixings with a sequence-sized matrix: they need max_sequence_length.
+SEQUENCE_SIZED_MIXINGS = ("linear", "random")
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class FNetEmbeddings(keras.layers.Layer):
     """FNet's input embeddings: word + position + segment, LayerNorm, projection, dropout.
@@ -71,7 +102,8 @@ class FNetEmbeddings(keras.layers.Layer):
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
-        token_ids: int tensor (B, L), L static and <= max_sequence_length.
+        token_ids: int tensor (B, L), L <= max_sequence_length (L may be
+            unknown until run time).
         segment_ids: int tensor (B, L).
         training: whether dropout is active.
 
@@ -146,13 +178,14 @@ class FNetEmbeddings(keras.layers.Layer):
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         length = token_ids_shape[-1]
-        if length is None or length > self.max_sequence_length:
+        if length is not None and length > self.max_sequence_length:
             raise ValueError(
-                "FNetEmbeddings needs a static sequence length <= max_sequence_length="
-                f"{self.max_sequence_length}; received token_ids shape {tuple(token_ids_shape)}."
+                "FNetEmbeddings takes sequences of at most max_sequence_length="
+                f"{self.max_sequence_length} tokens; received token_ids shape "
+                f"{tuple(token_ids_shape)}."
             )
         self.word.build(token_ids_shape)
-        self.position.build((length,))
+        self.position.build((self.max_sequence_length,))
         self.segment.build(token_ids_shape)
         embedded_shape = (*tuple(token_ids_shape), self.hidden_size)
         self.norm.build(embedded_shape)
@@ -179,28 +212,46 @@ class FNetEmbeddings(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class FNetEncoderBlock(keras.layers.Layer):
-    """One post-LN FNet encoder block: Fourier mixing then a GELU feed-forward sublayer.
+    """One post-LN FNet encoder block: token mixing then a GELU feed-forward sublayer.
 
-    ``x = LayerNorm(x + Re(DFT2(x * mask)))`` followed by
+    ``x = LayerNorm(x + Mixing(x * mask))`` followed by
     ``x = LayerNorm(x + Dropout(Dense(D)(gelu_tanh(Dense(intermediate_size)(x)))))``,
-    LayerNorm eps 1e-12 (``activation`` replaces ``gelu_tanh``), where DFT2 is
-    the unnormalised DFT over (sequence, hidden) of
-    :class:`~keras_fourier.layers.FourierMixing`. The padding mask, when
-    given, only zeroes the mixing's input (see the module docstring); without
-    it every position is mixed, as in the official code.
-    Dense kernels and the intermediate bias are initialised N(0, 0.02).
+    LayerNorm eps 1e-12 (``activation`` replaces ``gelu_tanh``). The mixing is
+    FNet's by default,
+    ``Re(DFT2(x))``, the unnormalised DFT over (sequence, hidden) of
+    :class:`~keras_fourier.layers.FourierMixing`; the paper's baselines
+    swap it (:data:`MIXINGS`): "attention" (BERT's multi-head
+    self-attention, :class:`~keras_fourier.layers.SelfAttention`, whose
+    dropout is `dropout`), "linear"
+    (:class:`~keras_fourier.layers.LinearMixing`), "random"
+    (:class:`~keras_fourier.layers.RandomMixing`) or "identity" (FF-only).
+    The padding mask, when given, zeroes the mixing's input (see the module
+    docstring of :mod:`keras_fourier.models.fnet`), and self-attention also
+    attends to real tokens only; without it every position is mixed, as in
+    the official code. Dense kernels and the intermediate bias are
+    initialised N(0, 0.02).
 
     Args:
         intermediate_size: width of the feed-forward hidden layer.
-        dropout: dropout rate after the feed-forward output. Default 0.1.
-        fft_impl: "auto" (default), "fft" or "matmul".
+        dropout: dropout rate after the feed-forward output (and of the
+            self-attention). Default 0.1.
+        fft_impl: "auto" (default), "fft" or "matmul" (Fourier mixing).
+        mixing: a name of :data:`MIXINGS`. Default "fourier".
+        max_sequence_length: the longest input, the size of the sequence
+            matrix of "linear" and "random" (required by those). Default
+            None.
+        num_heads: attention heads of "attention". Default None: one head
+            per 64 hidden units (at least one), as BERT and the paper.
+        seed: NumPy seed of the "random" matrices. Default 0.
         activation: the feed-forward activation, "gelu_tanh" (default, the
             official code's) or a Keras activation name, e.g. "gelu" (exact),
             as transformers' ``hidden_act`` "gelu" asks.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: (B, L, D) tensor with static L and D.
+        inputs: (B, L, D) tensor with a static D; L may be unknown until
+            run time (at most `max_sequence_length` for "linear" and
+            "random").
         padding_mask: optional (B, L) tensor, 1 for real tokens and 0 for
             padding. Default None: every position is mixed.
         training: whether dropout is active.
@@ -215,7 +266,7 @@ class FNetEncoderBlock(keras.layers.Layer):
 
     Reference:
         Lee-Thorp et al., "FNet: Mixing Tokens with Fourier Transforms",
-        NAACL 2022, Eq. (3) and Appendix A.6.
+        NAACL 2022, Eq. (3), Section 4.1 and Appendix A.6.
     """
 
     def __init__(
@@ -223,18 +274,31 @@ class FNetEncoderBlock(keras.layers.Layer):
         intermediate_size: int,
         dropout: float = 0.1,
         fft_impl: str = "auto",
+        mixing: str = "fourier",
+        max_sequence_length: int | None = None,
+        num_heads: int | None = None,
+        seed: int = 0,
         activation: str = GELU_TANH,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("intermediate_size", intermediate_size)
         check_rate("dropout", dropout)
+        check_choice("mixing", mixing, tuple(MIXINGS))
+        if max_sequence_length is not None or mixing in SEQUENCE_SIZED_MIXINGS:
+            check_positive_int("max_sequence_length", max_sequence_length)
+        if num_heads is not None:
+            check_positive_int("num_heads", num_heads)
         self.intermediate_size = intermediate_size
         self.dropout = dropout
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
+        self.mixing_name = mixing
+        self.max_sequence_length = max_sequence_length
+        self.num_heads = num_heads
+        self.seed = seed
+        self._mixing_takes_mask = MIXINGS[mixing][1]
         self.activation = activation
         self._activation = feed_forward_activation(activation)
-        self.mixing = FourierMixing(fft_impl=fft_impl, dtype=self.dtype_policy, name="mixing")
         self.mixing_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="mixing_norm"
         )
@@ -254,6 +318,10 @@ class FNetEncoderBlock(keras.layers.Layer):
 
     def build(self, inputs_shape, padding_mask_shape=None):
         inputs_shape = tuple(inputs_shape)
+        if self.mixing_name == "attention" and self.num_heads is None:
+            self.num_heads = max(1, inputs_shape[-1] // 64)
+        # Made here, where the hidden size (attention's heads) is known.
+        self.mixing = MIXINGS[self.mixing_name][0](self, dtype=self.dtype_policy, name="mixing")
         self.mixing.build(inputs_shape)
         self.mixing_norm.build(inputs_shape)
         self.intermediate.build(inputs_shape)
@@ -270,7 +338,10 @@ class FNetEncoderBlock(keras.layers.Layer):
         mixing_input = inputs
         if padding_mask is not None:
             mixing_input = inputs * keras.ops.cast(padding_mask, inputs.dtype)[..., None]
-        mixed = self.mixing(mixing_input)
+        if self._mixing_takes_mask:
+            mixed = self.mixing(mixing_input, padding_mask=padding_mask, training=training)
+        else:
+            mixed = self.mixing(mixing_input)
         # float32 under mixed_float16 (see FourierMixing): the residual add and the
         # LayerNorm run in float32, and the LayerNorm casts back to the compute dtype.
         x = self.mixing_norm(keras.ops.cast(inputs, mixed.dtype) + mixed)
@@ -287,6 +358,10 @@ class FNetEncoderBlock(keras.layers.Layer):
             "intermediate_size": self.intermediate_size,
             "dropout": self.dropout,
             "fft_impl": self.fft_impl,
+            "mixing": self.mixing_name,
+            "max_sequence_length": self.max_sequence_length,
+            "num_heads": self.num_heads,
+            "seed": self.seed,
             "activation": self.activation,
         }
 

@@ -507,7 +507,8 @@ class FourierMixing(keras.layers.Layer):
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: (B, L, D) or (B, H, W, D) tensor with static non-batch axes.
+        inputs: (B, L, D) or (B, H, W, D) tensor with a static D; L (or H,
+            W) may be unknown until run time.
 
     Returns:
         Tensor of the same shape and the layer's compute dtype, or float32
@@ -528,10 +529,10 @@ class FourierMixing(keras.layers.Layer):
         self.fft_impl = spectral.validate_fft_impl(fft_impl)
 
     def build(self, input_shape):
-        if len(input_shape) not in (3, 4) or any(d is None for d in input_shape[1:]):
+        if len(input_shape) not in (3, 4) or input_shape[-1] is None:
             raise ValueError(
-                "FourierMixing expects (B, L, D) or (B, H, W, D) inputs with static "
-                f"non-batch dimensions; received input_shape={tuple(input_shape)}."
+                "FourierMixing expects (B, L, D) or (B, H, W, D) inputs with a static D; "
+                f"received input_shape={tuple(input_shape)}."
             )
 
     def call(self, inputs):

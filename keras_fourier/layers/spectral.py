@@ -31,6 +31,21 @@ before any transform: ``tf.signal`` rejects float16 and bfloat16, and the
 spectral products of half-precision inputs lose too many bits. Callers cast
 the result back to their compute dtype.
 
+The one exception is explicit: :func:`set_dft_precision` ``("bfloat16")``
+(or the :func:`dft_precision_scope` context) runs the products of the
+``"matmul"`` path in bfloat16, float32 accumulation inside the kernels
+(TensorFlow's and XLA's CPU matmuls; the results are rounded to bfloat16).
+Forward transforms still return float32 spectra (the spectral filters and
+MLPs stay float32); inverse transforms, :func:`global_filter` and
+:func:`fourier_mix_real` return bfloat16, which the layers cast to their
+compute dtype: under ``mixed_bfloat16`` no cast to float32 is left around
+the transforms' inputs and outputs. It is off by default ("float32"): the
+error is that of bfloat16 rounding, about 2**-8 of each product's magnitude
+(the tests hold it to 3% of the output's largest value on small layers),
+and it changes nothing on the ``"fft"`` path. The setting is read when a
+layer is traced (its first call, ``fit``, ``predict`` or an export), like
+Keras's dtype policies.
+
 Conventions follow the official PyTorch code of the papers:
 
 * :func:`rfft2` / :func:`irfft2` are ``torch.fft.rfft2`` / ``irfft2`` over the
@@ -52,14 +67,16 @@ Conventions follow the official PyTorch code of the papers:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import keras
 import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
-from keras_fourier.settings import FFT_IMPLS
+from keras_fourier.settings import DFT_PRECISIONS, FFT_IMPLS
 from keras_fourier.validation import check_choice, is_static_size
 
 FFT_BACKENDS = ("tensorflow", "jax", "torch", "numpy")
@@ -68,6 +85,93 @@ FFT_BACKENDS = ("tensorflow", "jax", "torch", "numpy")
 def validate_fft_impl(fft_impl: str) -> str:
     """Returns `fft_impl` if it names an implementation, else raises ValueError."""
     return check_choice("fft_impl", fft_impl, FFT_IMPLS)
+
+
+_DFT_PRECISION = {"value": "float32"}
+
+
+def set_dft_precision(precision: str) -> None:
+    """Sets the dtype of the matmul DFT's products for layers traced from now on.
+
+    Args:
+        precision: "float32" (the default) or "bfloat16" (bfloat16 operands,
+            float32 accumulation in the matmul kernels, bfloat16 results).
+            Only the ``"matmul"`` path of the transforms reads it.
+
+    Raises:
+        ValueError: for another name.
+
+    Example:
+        >>> set_dft_precision("bfloat16")
+        >>> get_dft_precision()
+        'bfloat16'
+    """
+    _DFT_PRECISION["value"] = check_choice("precision", precision, DFT_PRECISIONS)
+
+
+def get_dft_precision() -> str:
+    """The dtype of the matmul DFT's products: "float32" (default) or "bfloat16"."""
+    return _DFT_PRECISION["value"]
+
+
+@contextlib.contextmanager
+def dft_precision_scope(precision: str) -> Iterator[None]:
+    """Runs the matmul DFT's products at `precision` inside the ``with`` block.
+
+    Args:
+        precision: "float32" or "bfloat16" (see :func:`set_dft_precision`).
+
+    Example:
+        >>> with dft_precision_scope("bfloat16"):
+        ...     outputs = model.predict(images)
+    """
+    previous = get_dft_precision()
+    set_dft_precision(precision)
+    try:
+        yield
+    finally:
+        set_dft_precision(previous)
+
+
+_FULLY_CONNECTED = {"value": False}
+
+
+@contextlib.contextmanager
+def fully_connected_dft() -> Iterator[None]:
+    """Inside: the dense 2D DFTs contract the token axis with a constant matrix on the right.
+
+    By default the dense matmul DFT (grids of at most
+    :data:`DENSE_DFT_MAX_TOKENS` tokens) is one batched product with the
+    DFT matrix on the left, ``M @ x`` for each (H * W, C) example: no
+    transposes, twice as fast as the alternative in TensorFlow on a CPU.
+    TFLite's converter turns that into a BATCH_MATMUL with a broadcast
+    constant, which XNNPACK runs in float32 but not in int8, so a
+    full-integer file ran those products in LiteRT's own kernels, outside
+    the XNNPACK graph (cut in pieces around them). Traced inside this
+    context, the same product is ``x^T @ M^T``: a transpose, a 2D product
+    with a constant matrix, which the converter lowers to FULLY_CONNECTED
+    with per-channel int8 weights (one scale per frequency row) that XNNPACK
+    takes, and a transpose back. The TFLite export traces its int8 files
+    this way; the numbers are the same up to float32 summation order.
+    """
+    previous = _FULLY_CONNECTED["value"]
+    _FULLY_CONNECTED["value"] = True
+    try:
+        yield
+    finally:
+        _FULLY_CONNECTED["value"] = previous
+
+
+def _dft_operand(x):
+    """`x` in the dtype of the matmul DFT's products."""
+    return ops.cast(x, get_dft_precision())
+
+
+def _contract(x, matrix, axis: int):
+    """:func:`contract_axis` with `matrix` (an array or a float32 table) in the dtype of `x`."""
+    if not isinstance(matrix, np.ndarray):
+        matrix = ops.cast(matrix, keras.backend.standardize_dtype(x.dtype))
+    return contract_axis(x, matrix, axis)
 
 
 def _on_tpu() -> bool:
@@ -186,12 +290,24 @@ def _channels(x):
     return x.shape[-1] if x.shape[-1] is not None else ops.shape(x)[-1]
 
 
+def _right_product(x, matrix: np.ndarray):
+    """(B, N, C) x (N, M) -> (B, M, C) as transpose, product with the constant on the right,
+    transpose: FULLY_CONNECTED in TFLite (see :func:`fully_connected_dft`)."""
+    n, m = matrix.shape
+    rows = ops.reshape(ops.transpose(x, (0, 2, 1)), (-1, n))
+    out = ops.matmul(rows, _const(matrix, keras.backend.standardize_dtype(x.dtype)))
+    return ops.transpose(ops.reshape(out, (-1, _channels(x), m)), (0, 2, 1))
+
+
 def _dense_rfft2(x, height: int, width: int):
     k = width // 2 + 1
     channels = _channels(x)
-    spectrum = ops.matmul(
-        _const(_dense_rfft2_matrix(height, width)), ops.reshape(x, (-1, height * width, channels))
-    )
+    x = ops.reshape(_dft_operand(x), (-1, height * width, channels))
+    if _FULLY_CONNECTED["value"]:
+        spectrum = _float32(_right_product(x, _dense_rfft2_matrix(height, width).T))
+    else:
+        matrix = _const(_dense_rfft2_matrix(height, width), get_dft_precision())
+        spectrum = _float32(ops.matmul(matrix, x))
     # A split, not two slices: its gradient is one concat, not two zero-padded copies.
     real, imag = ops.split(spectrum, 2, axis=1)
     return (
@@ -205,12 +321,15 @@ def _dense_irfft2(real, imag, height: int, width: int):
     channels = _channels(real)
     stacked = ops.concatenate(
         [
-            ops.reshape(real, (-1, height * k, channels)),
-            ops.reshape(imag, (-1, height * k, channels)),
+            ops.reshape(_dft_operand(real), (-1, height * k, channels)),
+            ops.reshape(_dft_operand(imag), (-1, height * k, channels)),
         ],
         axis=1,
     )
-    out = ops.matmul(_const(_dense_irfft2_matrix(height, width)), stacked)
+    if _FULLY_CONNECTED["value"]:
+        out = _right_product(stacked, _dense_irfft2_matrix(height, width).T)
+    else:
+        out = ops.matmul(_const(_dense_irfft2_matrix(height, width), get_dft_precision()), stacked)
     return ops.reshape(out, (-1, height, width, channels))
 
 
@@ -239,8 +358,8 @@ def _irfft_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return (cos * weight).T, (sin * weight).T
 
 
-def _const(array: np.ndarray):
-    return ops.convert_to_tensor(np.asarray(array, dtype=np.float32))
+def _const(array: np.ndarray, dtype: str = "float32"):
+    return ops.convert_to_tensor(np.asarray(array, dtype=np.float32), dtype=dtype)
 
 
 def _float32(x):
@@ -253,11 +372,13 @@ def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     cos, sin = _tables(n, n)
     sign = 1.0 if inverse else -1.0
     # (r + i q) (cos + i*sign*sin) = r cos - sign q sin + i (q cos + sign r sin)
-    out_real = contract_axis(real, cos, axis)
-    out_imag = contract_axis(real, sign * sin, axis)
+    real = _dft_operand(real)
+    out_real = _contract(real, cos, axis)
+    out_imag = _contract(real, sign * sin, axis)
     if imag is not None:
-        out_real = out_real - contract_axis(imag, sign * sin, axis)
-        out_imag = out_imag + contract_axis(imag, cos, axis)
+        imag = _dft_operand(imag)
+        out_real = out_real - _contract(imag, sign * sin, axis)
+        out_imag = out_imag + _contract(imag, cos, axis)
     return out_real, out_imag
 
 
@@ -426,9 +547,8 @@ def rfft2(x, fft_impl: str = "auto"):
     """
     height, width = spatial_dims(x, (1, 2))
     static = is_static_size(height, width)
-    x = _float32(x)
     if resolve_fft_impl(fft_impl, height * width if static else None) == "fft":
-        real, imag = _native_rfft2(x)
+        real, imag = _native_rfft2(_float32(x))
         if static:
             return real, imag
         dims = (*spatial_dims(x, (0, 1)), width // 2 + 1, *spatial_dims(x, (3,)))
@@ -437,9 +557,11 @@ def rfft2(x, fft_impl: str = "auto"):
         return _dense_rfft2(x, height, width)
     scale = _ortho_scale(height, width)
     cos, sin = _tables(width, width // 2 + 1)
-    real = contract_axis(x, cos * scale, axis=2)
-    imag = contract_axis(x, -sin * scale, axis=2)
-    return _complex_dft_axis(real, imag, axis=1)
+    x = _dft_operand(x)
+    real = _contract(x, cos * scale, axis=2)
+    imag = _contract(x, -sin * scale, axis=2)
+    real, imag = _complex_dft_axis(real, imag, axis=1)
+    return _float32(real), _float32(imag)
 
 
 def _hermitian_edge_columns(real, imag, width: int):
@@ -487,7 +609,8 @@ def irfft2(real, imag, width: int, fft_impl: str = "auto"):
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
-        float32 tensor (B, H, W, C).
+        float32 tensor (B, H, W, C) (bfloat16 on the
+        "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
     (height,) = spatial_dims(real, (1,))
     static = is_static_size(height, width)
@@ -503,7 +626,7 @@ def irfft2(real, imag, width: int, fft_impl: str = "auto"):
     scale = _ortho_scale(height, width)
     real, imag = _complex_dft_axis(real, imag, axis=1, inverse=True)
     cos, sin = _inverse_tables(width)
-    return contract_axis(real, cos * scale, axis=2) - contract_axis(imag, sin * scale, axis=2)
+    return _contract(real, cos * scale, axis=2) - _contract(imag, sin * scale, axis=2)
 
 
 def global_filter(x, weight, fft_impl: str = "auto"):
@@ -517,7 +640,8 @@ def global_filter(x, weight, fft_impl: str = "auto"):
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
-        float32 tensor (B, H, W, C).
+        float32 tensor (B, H, W, C) (bfloat16 on the
+        "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
     real, imag = rfft2(x, fft_impl)
     weight = _float32(weight)
@@ -536,21 +660,24 @@ def fourier_mix_real(x, fft_impl: str = "auto"):
     returned in float32 and may exceed the float16 range.
 
     Args:
-        x: real tensor of rank 3 or 4 with static non-batch dimensions.
+        x: real tensor of rank 3 or 4 with a static last dimension; the
+            others may be unknown until run time (any-length FNet): "fft"
+            needs no length, "matmul" builds its DFT tables in the graph
+            from the run-time length.
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
-        float32 tensor of the same shape.
+        float32 tensor of the same shape (bfloat16 on the
+        "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
     rank = len(x.shape)
-    if rank not in (3, 4) or any(d is None for d in x.shape[1:]):
+    if rank not in (3, 4) or x.shape[-1] is None:
         raise ValueError(
-            "fourier_mix_real needs a rank-3 or rank-4 tensor with static non-batch "
-            f"dimensions; received shape {tuple(x.shape)}."
+            "fourier_mix_real needs a rank-3 or rank-4 tensor with a static last "
+            f"dimension; received shape {tuple(x.shape)}."
         )
-    x = _float32(x)
     if resolve_fft_impl(fft_impl) == "fft":
-        return _native_fft_real(x)
+        return _native_fft_real(_float32(x))
     axes = list(range(1, rank))
     real, imag = _complex_dft_axis(x, None, axes[0])
     for axis in axes[1:-1]:
@@ -558,7 +685,7 @@ def fourier_mix_real(x, fft_impl: str = "auto"):
     n = x.shape[axes[-1]]
     cos, sin = _dft_tables(n, n)
     # Re((r + i q)(cos - i sin)) = r cos + q sin: the last axis needs only the real part.
-    return contract_axis(real, cos, axes[-1]) + contract_axis(imag, sin, axes[-1])
+    return _contract(real, cos, axes[-1]) + _contract(imag, sin, axes[-1])
 
 
 # ----------------------------------------------------------------------------- 1D
@@ -638,16 +765,16 @@ def rfft(x, fft_impl: str = "auto"):
     """
     (length,) = spatial_dims(x, (1,))
     static = is_static_size(length)
-    x = _float32(x)
     if resolve_fft_impl(fft_impl, length if static else None) == "fft":
-        real, imag = _native_rfft(x)
+        real, imag = _native_rfft(_float32(x))
         if static:
             return real, imag
         dims = (*spatial_dims(x, (0,)), length // 2 + 1, *spatial_dims(x, (2,)))
         return _with_dims(real, dims), _with_dims(imag, dims)
     scale = _ortho_scale(length, 1)
     cos, sin = _tables(length, length // 2 + 1)
-    return contract_axis(x, cos * scale, axis=1), contract_axis(x, -sin * scale, axis=1)
+    x = _dft_operand(x)
+    return _float32(_contract(x, cos * scale, axis=1)), _float32(_contract(x, -sin * scale, axis=1))
 
 
 def irfft(real, imag, length, fft_impl: str = "auto"):
@@ -664,7 +791,8 @@ def irfft(real, imag, length, fft_impl: str = "auto"):
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
-        float32 tensor (B, L, C).
+        float32 tensor (B, L, C) (bfloat16 on the
+        "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
     static = is_static_size(length)
     real = _float32(real)
@@ -676,7 +804,8 @@ def irfft(real, imag, length, fft_impl: str = "auto"):
         return out if static else _with_dims(out, (batch, length, channels))
     scale = _ortho_scale(length, 1)
     cos, sin = _inverse_tables(length)
-    return contract_axis(real, cos * scale, axis=1) - contract_axis(imag, sin * scale, axis=1)
+    real, imag = _dft_operand(real), _dft_operand(imag)
+    return _contract(real, cos * scale, axis=1) - _contract(imag, sin * scale, axis=1)
 
 
 def global_filter_1d(x, weight, fft_impl: str = "auto"):
@@ -689,7 +818,8 @@ def global_filter_1d(x, weight, fft_impl: str = "auto"):
         fft_impl: "auto", "fft" or "matmul".
 
     Returns:
-        float32 tensor (B, L, C).
+        float32 tensor (B, L, C) (bfloat16 on the
+        "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
     real, imag = rfft(x, fft_impl)
     weight = _float32(weight)

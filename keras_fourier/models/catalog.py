@@ -40,6 +40,7 @@ from typing import Any
 import keras
 
 from keras_fourier.layers.fnet import GELU_TANH
+from keras_fourier.limits import check_memory, text_request_bytes, vision_request_bytes
 from keras_fourier.models import fnet
 from keras_fourier.models.builder import build_model
 from keras_fourier.models.fnet_weights import (
@@ -55,6 +56,7 @@ from keras_fourier.models.names import (
     FAMILIES,
     PUBLIC_NAMES,
     RELEASES,
+    TEXT_MIXINGS,
     TEXT_PRESETS,
     VARIANTS,
     VISION_PRESETS,
@@ -75,6 +77,7 @@ __all__ = [
     "FAMILIES",
     "PUBLIC_NAMES",
     "RELEASES",
+    "TEXT_MIXINGS",
     "TEXT_PRESETS",
     "VARIANTS",
     "VISION_PRESETS",
@@ -83,6 +86,8 @@ __all__ = [
     "FNetLarge",
     "canonical_name",
     "check_architecture",
+    "check_model_batch",
+    "check_request",
     "create_model",
     "default_image_size",
     "is_model_name",
@@ -90,6 +95,7 @@ __all__ = [
     "make_builder",
     "modality",
     "model_names",
+    "request_memory",
     "variant",
     "vision_stride",
 ]
@@ -175,6 +181,149 @@ def vision_stride(name: str, **architecture: Any) -> int:
 
 # The architecture options a field model takes (its embed_dim, depth and patch_size).
 FIELD_ARCHITECTURE = ("dims", "depths", "patch_size")
+
+
+def request_memory(
+    name: str,
+    *,
+    image_size: int | tuple[int, int] = 224,
+    sequence_length: int = 512,
+    batch_size: int = 1,
+    **architecture: Any,
+) -> int:
+    """Estimated bytes that model `name` needs for a batch at an input size, before building it.
+
+    Vision models: activations and size-dependent filters
+    (:func:`keras_fourier.limits.vision_request_bytes`); text models:
+    activations and the sequence DFT table
+    (:func:`keras_fourier.limits.text_request_bytes`).
+
+    Args:
+        name: a model name (either spelling).
+        image_size: vision input size, an int or (height, width). Default 224.
+        sequence_length: text input length. Default 512.
+        batch_size: examples per call. Default 1.
+        **architecture: `build_model` overrides of a preset.
+
+    Returns:
+        The estimate in bytes.
+
+    Example:
+        >>> request_memory("fnet_tiny", sequence_length=512) < 2**30
+        True
+    """
+    name = canonical_name(name)
+    if name in TEXT_PRESETS:
+        sizes = TEXT_PRESETS[name]
+        return text_request_bytes(
+            sizes["hidden_size"],
+            sizes["num_layers"],
+            sizes["intermediate_size"],
+            sequence_length,
+            batch_size,
+        )
+    options = check_architecture(name, architecture)
+    if name in VARIANTS and name not in VISION_PRESETS:
+        spec = VARIANTS[name]
+        dims, depths, patch = spec.dims, spec.depths, spec.patch_size
+    else:
+        options = {**VISION_PRESETS.get(name, {}), **options}
+        depths = options.get("depths", 1)
+        depths = (depths,) if isinstance(depths, int) else tuple(depths)
+        dims = options.get("dims", 64)
+        dims = (dims,) * len(depths) if isinstance(dims, int) else tuple(dims)
+        patch = options.get("patch_size", 16 if len(depths) == 1 else 4)
+    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
+    return vision_request_bytes(dims, depths, patch, (height, width), batch_size)
+
+
+def check_request(
+    name: str,
+    *,
+    image_size: int | tuple[int, int] = 224,
+    sequence_length: int = 512,
+    batch_size: int = 1,
+    names: Mapping[str, str] | None = None,
+    **architecture: Any,
+) -> None:
+    """Refuses an input size or batch for which model `name` would need more than the ceiling.
+
+    The ceiling is ``KERAS_FOURIER_MAX_MEMORY`` (:func:`keras_fourier.limits.max_memory`).
+
+    Args:
+        name: a model name (either spelling).
+        image_size, sequence_length, batch_size: the request (see
+            :func:`request_memory`).
+        names: {argument: flag} for the message, e.g. ``{"image_size":
+            "--image-size"}``. Default None: the argument names.
+        **architecture: `build_model` overrides of a preset.
+
+    Raises:
+        ValueError: one line naming the memory the request would need, the
+            argument and its value, and the setting that allows it.
+
+    Example:
+        >>> check_request("fnet_tiny", sequence_length=512)
+    """
+    names = dict(names or {})
+    needed = request_memory(
+        name,
+        image_size=image_size,
+        sequence_length=sequence_length,
+        batch_size=batch_size,
+        **architecture,
+    )
+    text = canonical_name(name) in TEXT_PRESETS
+    key, value = ("sequence_length", sequence_length) if text else ("image_size", image_size)
+    if not isinstance(value, int):
+        value = "x".join(map(str, value))
+    shown = value if text or not isinstance(value, int) else f"{value}x{value}"
+    received = f"{names.get(key, key)}={value}"
+    if batch_size != 1:
+        received += f", {names.get('batch_size', 'batch_size')}={batch_size}"
+    unit = "tokens" if text else "pixels"
+    check_memory(
+        f"Model {canonical_name(name)!r} at {shown} {unit} and a batch of {batch_size}",
+        needed,
+        received,
+    )
+
+
+def check_model_batch(
+    model: keras.Model, batch_size: int, names: Mapping[str, str] | None = None
+) -> None:
+    """Refuses a batch for which a built model's activations would exceed the memory ceiling.
+
+    The estimate is the model's weights plus, per example, every layer's
+    outputs (of static shape) in float32, times the batch; the ceiling is
+    ``KERAS_FOURIER_MAX_MEMORY`` (:func:`keras_fourier.limits.max_memory`).
+
+    Args:
+        model: a built functional or sequential model.
+        batch_size: the examples of one call.
+        names: {"batch_size": flag} for the message. Default None.
+
+    Raises:
+        ValueError: one line naming the memory needed, the batch size and the setting.
+
+    Example:
+        >>> check_model_batch(create_model("gfnet_tiny", num_classes=10, image_size=16), 32)
+    """
+    per_example = 0
+    for layer in model.layers:
+        try:
+            outputs = keras.tree.flatten(layer.output)
+        except (AttributeError, ValueError):  # a layer called more than once, or never
+            continue
+        for tensor in outputs:
+            shape = getattr(tensor, "shape", None)
+            if shape is not None and all(isinstance(d, int) for d in shape[1:]):
+                per_example += math.prod(shape[1:])
+    needed = 4 * (model.count_params() + batch_size * per_example)
+    flag = dict(names or {}).get("batch_size", "batch_size")
+    check_memory(f"Model {model.name!r} at a batch of {batch_size}", needed, f"{flag}={batch_size}")
+
+
 # The side of the embedded "digits" images' default input (they are 8x8).
 DIGITS_IMAGE_SIZE = 16
 
@@ -337,6 +486,7 @@ def _text_classifier(
         num_classes=num_classes,
         activation=activation,
         name=name,
+        **TEXT_MIXINGS[name],
     )
     probabilities = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
         encoder.output
@@ -406,6 +556,7 @@ def create_model(
             drop_path_rate=drop_path_rate,
             **overrides,
         )
+    check_request(name, image_size=image_size, sequence_length=sequence_length, **overrides)
     if name in TEXT_PRESETS:
         if weights is not None:
             raise ValueError(
@@ -550,6 +701,7 @@ def create_pretrained_model(
     """
     name = canonical_name(name)
     overrides = check_architecture(name, architecture)
+    check_request(name, image_size=image_size, sequence_length=sequence_length, **overrides)
     source = os.fspath(weights)
     if name in TEXT_PRESETS:
         sizes = check_text_weights(

@@ -21,6 +21,13 @@ loader of :mod:`keras_fourier.models.fnet_weights` bound
 (:func:`public_builder`), the latter two with the variant fixed. This module
 holds the architecture only; it reads no file.
 
+The paper's other models are the same builder with another token mixing
+(``mixing``: "attention" for BERT, "linear", "random", "identity" for FF-only;
+``attention_layers=2`` for FNet-Hybrid), rows of
+:data:`keras_fourier.models.fnet_family.PAPER_MODELS`. With
+``sequence_length=None`` (the default) a model takes batches of any length up
+to ``max_sequence_length``.
+
 Padding mask
 ------------
 The official FNet code does not mask: every position, padding included,
@@ -53,7 +60,7 @@ and is the same for every batch padded with the pad id. What the mask does
 *not* do:
 
 * it does not make a padded sequence equivalent to the shorter unpadded one:
-  the DFT still has length L (the static sequence length) and zero rows
+  the DFT still has length L (the padded length of the batch) and zero rows
   still take part in it, as in zero-padded signal processing;
 * it does not clean the padded positions themselves: their rows of
   ``sequence_output`` are computed (from their own embeddings and the mixed
@@ -83,6 +90,7 @@ import keras
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fnet import (
     GELU_TANH,
+    MIXINGS,
     FNetEmbeddings,
     FNetEncoderBlock,
     FNetMaskedLMHead,
@@ -90,7 +98,7 @@ from keras_fourier.layers.fnet import (
     initializer,
 )
 from keras_fourier.models.fnet_family import FNET_VARIANTS, SIZE_KEYS, check_fnet_weights
-from keras_fourier.validation import check_positive_int, check_rate
+from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
 
 def _resolve_variant(variant: str | Mapping[str, int]) -> dict[str, int]:
@@ -245,6 +253,9 @@ def build_fnet(
     classifier_activation: str | Callable | None = None,
     heads: str | None = None,
     fft_impl: str = "auto",
+    mixing: str = "fourier",
+    attention_layers: int = 0,
+    num_heads: int | None = None,
     activation: str = GELU_TANH,
     weights: str | os.PathLike | None = None,
     name: str = "fnet",
@@ -263,11 +274,15 @@ def build_fnet(
             ``intermediate_size`` (positive ints). Default "base".
         vocabulary_size: rows of the word embedding table. Default 32000,
             the paper's SentencePiece vocabulary.
-        max_sequence_length: rows of the position embedding table.
-            Default 512.
+        max_sequence_length: rows of the position embedding table (and
+            the size of the sequence matrices of the "linear" and "random"
+            mixings): the longest input. Default 512.
         sequence_length: static length L of the inputs, at most
-            ``max_sequence_length``. The Fourier transform needs a static
-            length. Default None: ``max_sequence_length``.
+            ``max_sequence_length``. Default None: any length up to
+            ``max_sequence_length``, chosen per batch (the FFT needs no
+            static length, the matmul DFT builds its tables from the
+            batch's length); export such a model at a fixed length
+            (``sequence_length=`` of the exports).
         num_segments: rows of the segment (type) embedding table. Default 4.
         dropout: dropout rate after the embeddings, after each feed-forward
             sublayer and before the classifier. Default 0.1.
@@ -290,6 +305,18 @@ def build_fnet(
             next-sentence heads, which takes ``masked_positions`` too.
         fft_impl: "auto" (default), "fft" or "matmul"; see
             :mod:`keras_fourier.layers.spectral`.
+        mixing: the token mixing of every encoder block, the paper's
+            models (Section 4.1, Table 2): "fourier" (default, FNet),
+            "attention" (BERT: multi-head self-attention with BERT's
+            parameters), "linear" (Linear: learned sequence and hidden
+            matrices), "random" (Random: fixed random ones) or "identity"
+            (FF-only: no token mixing). See
+            :data:`keras_fourier.layers.fnet.MIXINGS`.
+        attention_layers: how many of the last blocks mix with
+            self-attention instead of `mixing`: 2 with "fourier" is the
+            paper's FNet-Hybrid. Default 0.
+        num_heads: attention heads of the self-attention blocks. Default
+            None: hidden_size // 64 (at least 1), as BERT and the paper.
         activation: the feed-forward (and masked-LM head) activation:
             "gelu_tanh" (default, the tanh-approximate GELU of the official
             code and of transformers' ``hidden_act="gelu_new"``) or a Keras
@@ -345,10 +372,9 @@ def build_fnet(
         ("num_segments", num_segments),
     ):
         check_positive_int(arg, value)
-    if sequence_length is None:
-        sequence_length = max_sequence_length
-    check_positive_int("sequence_length", sequence_length)
-    if sequence_length > max_sequence_length:
+    if sequence_length is not None:
+        check_positive_int("sequence_length", sequence_length)
+    if sequence_length is not None and sequence_length > max_sequence_length:
         raise ValueError(
             f"`sequence_length` must be <= max_sequence_length={max_sequence_length}. "
             f"Received: sequence_length={sequence_length!r}"
@@ -359,6 +385,18 @@ def build_fnet(
         _check_classifier_activation(classifier_activation)
     _check_heads(heads, num_classes)
     spectral.validate_fft_impl(fft_impl)
+    check_choice("mixing", mixing, tuple(MIXINGS))
+    if (
+        isinstance(attention_layers, bool)
+        or not isinstance(attention_layers, int)
+        or not 0 <= attention_layers <= sizes["num_layers"]
+    ):
+        raise ValueError(
+            f"`attention_layers` must be an int from 0 to num_layers={sizes['num_layers']}. "
+            f"Received: attention_layers={attention_layers!r}"
+        )
+    if num_heads is not None:
+        check_positive_int("num_heads", num_heads)
     feed_forward_activation(activation)
     check_fnet_weights(weights)
     if weights is not None and load_weights is None:
@@ -381,11 +419,16 @@ def build_fnet(
         dropout=dropout,
         name="embeddings",
     )(inputs["token_ids"], inputs["segment_ids"])
+    first_attention = sizes["num_layers"] - attention_layers
     for index in range(sizes["num_layers"]):
         x = FNetEncoderBlock(
             intermediate_size=sizes["intermediate_size"],
             dropout=dropout,
             fft_impl=fft_impl,
+            mixing="attention" if index >= first_attention else mixing,
+            max_sequence_length=max_sequence_length,
+            num_heads=num_heads,
+            seed=index,
             activation=activation,
             name=f"encoder_layer_{index}",
         )(x, padding_mask=padding_mask)
@@ -423,7 +466,8 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
     Args:
         vocabulary_size: word table rows. Default 32000.
         max_sequence_length: position table rows. Default 512.
-        sequence_length: static input length. Default None: max_sequence_length.
+        sequence_length: static input length. Default None: any length up
+            to max_sequence_length.
         num_segments: segment table rows. Default 4.
         dropout: dropout rate. Default 0.1.
         use_padding_mask: whether to take a ``padding_mask`` input (not the
@@ -432,6 +476,11 @@ _VARIANT_DOCSTRING = """FNet-{title} text encoder, ``FNet("{variant}", ...)``.
         classifier_activation: head activation. Default None: logits.
         heads: None (default) or "pretraining" (masked-LM and NSP heads).
         fft_impl: "auto" (default), "fft" or "matmul".
+        mixing: "fourier" (default, FNet), "attention" (BERT), "linear",
+            "random" or "identity" (FF-only); the paper's models.
+        attention_layers: last blocks with self-attention (2: FNet-Hybrid).
+            Default 0.
+        num_heads: attention heads. Default None: hidden_size // 64.
         activation: feed-forward activation, "gelu_tanh" (default) or a
             Keras activation name such as "gelu".
         weights: None (default), "f_net_{variant}" (the official release), or

@@ -25,6 +25,24 @@ FNET_VARIANTS: dict[str, dict[str, int]] = {
     "large": {"hidden_size": 1024, "num_layers": 24, "intermediate_size": 4096},
 }
 
+# The paper's models (Section 4.1, Tables 1 and 2) as `FNet` arguments: the same encoder
+# (embeddings, feed-forward sublayers, pooler) with another token mixing. Each row with each
+# size of FNET_VARIANTS is a model name, "<row>_<size>" ("bert_base", "fnet_hybrid_large"),
+# that `keras-fourier train --model` and `bench` build; the mixings are the rows of
+# keras_fourier.layers.fnet.MIXINGS.
+PAPER_MODELS: dict[str, dict[str, Any]] = {
+    "fnet": {},
+    "bert": {"mixing": "attention"},
+    "linear": {"mixing": "linear"},
+    "random": {"mixing": "random"},
+    "ff_only": {"mixing": "identity"},
+    "fnet_hybrid": {"mixing": "fourier", "attention_layers": 2},
+}
+# The mixing of each paper model, keras-free (for the command line): every row of MIXINGS.
+PAPER_MIXINGS: tuple[str, ...] = tuple(
+    dict.fromkeys(row.get("mixing", "fourier") for row in PAPER_MODELS.values())
+)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FNetRelease(Release):
@@ -48,8 +66,9 @@ _GRESEARCH = "https://storage.googleapis.com/gresearch/f_net/checkpoints/{}/f_ne
 # Pretrained on C4 with the MLM and NSP heads, max_seq_length 512, type_vocab_size 4, the
 # 32,000-piece c4_bpe SentencePiece vocabulary (google-research f_net/README.md).
 _SOURCE = "https://github.com/google-research/google-research/tree/master/f_net"
-# Sizes as the README gives them: Base "~1 GB", Large "3-4 GB". No sha256 is published, and
-# these rows were written without network access to compute one.
+# The README gives sizes, not exact ones: Base "~1 GB", Large "3-4 GB"; each row's ceiling
+# is twice that (Large's is above the default download ceiling). No sha256 or exact size is
+# published, and these rows were written without network access to compute them.
 RELEASES: dict[str, FNetRelease] = {
     f"f_net_{variant}": FNetRelease(
         f"f_net_{variant}_checkpoint",
@@ -57,10 +76,10 @@ RELEASES: dict[str, FNetRelease] = {
         _SOURCE,
         "Apache-2.0",
         reader="flax",
-        size=size,
+        max_size=ceiling,
         variant=variant,
     )
-    for variant, size in (("base", 10**9), ("large", 35 * 10**8))
+    for variant, ceiling in (("base", 2 * 10**9), ("large", 8 * 10**9))
 }
 
 

@@ -44,6 +44,7 @@ import keras
 import numpy as np
 
 from keras_fourier.layers.fnet import GELU_TANH, LAYER_NORM_EPSILON
+from keras_fourier.limits import check_parameters
 from keras_fourier.models.fnet import FNetPretraining, build_fnet, encoder_of, num_layers
 from keras_fourier.models.fnet_family import (
     FNET_VARIANTS,
@@ -54,7 +55,9 @@ from keras_fourier.models.fnet_family import (
 )
 from keras_fourier.weights.convert import KeyMap, copy_weights_except, load_tensors
 from keras_fourier.weights.flax_msgpack import FlaxCheckpointError, read_flax_shapes
+from keras_fourier.weights.hdf5 import check_headers, dataset_headers
 from keras_fourier.weights.keras_hub import (
+    PRESET_WEIGHTS,
     read_keras_hub_config,
     read_keras_hub_preset,
     read_keras_hub_task,
@@ -340,7 +343,7 @@ def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
             f"The keras-hub preset {folder!r} is of a {description.get('class_name')!r}, not of "
             "an FNetBackbone."
         )
-    config, tensors = read_keras_hub_preset(folder)
+    config = description["config"]
     ours = {theirs: _model_sizes(model)[key] for key, theirs in _KERAS_HUB_SIZES.items()}
     differing = [
         f"{key}: preset {config.get(key)!r}, model {value!r}"
@@ -357,6 +360,9 @@ def load_keras_hub_preset(model: keras.Model, folder: str | os.PathLike) -> None
             f"The keras-hub preset {folder!r} is not an FNet backbone of the sizes of model "
             f"{model.name!r} ({'; '.join(differing)}); the model was left unchanged."
         )
+    keys, _ = keras_hub_key_map(model)
+    expected = {key: tuple(variable.shape) for key, (variable, _) in keys.items()}
+    _, tensors = read_keras_hub_preset(folder, expected)
     task, task_tensors = read_keras_hub_task(folder)
     task_class = (task or {}).get("class_name")
     tensors.update({f"{_TASK}/{key}": value for key, value in task_tensors.items()})
@@ -782,6 +788,13 @@ def _flax_sizes(path: str) -> dict[str, int]:
     missing = [key for key in needed.values() if key not in shapes]
     if missing:
         raise ValueError(f"{path!r} is a Flax checkpoint but not of an FNet (no {missing[0]}).")
+    ranks = {"word": (2,), "position": (2, 3), "type": (2,), "intermediate": (2,)}
+    for key, allowed in ranks.items():
+        if len(shapes[needed[key]]) not in allowed:
+            raise ValueError(
+                f"{path!r} is not an FNet Flax checkpoint: {needed[key]} has shape "
+                f"{shapes[needed[key]]}. Received: {needed[key]}={shapes[needed[key]]}"
+            )
     layers = {int(m[1]) for key in shapes if (m := re.match(r"encoder/encoder_(\d+)/", key))}
     return {
         "hidden_size": shapes[needed["word"]][-1],
@@ -794,15 +807,64 @@ def _flax_sizes(path: str) -> dict[str, int]:
 
 
 def _preset_sizes(folder: str) -> dict[str, int]:
-    config = read_keras_hub_config(folder)["config"]
+    description = read_keras_hub_config(folder)
+    config = description["config"]
     sizes = {ours: config.get(theirs) for ours, theirs in _KERAS_HUB_SIZES.items()}
-    absent = [_KERAS_HUB_SIZES[key] for key, value in sizes.items() if not isinstance(value, int)]
+    weights = os.path.join(
+        folder, os.path.basename(str(description.get("weights", PRESET_WEIGHTS)))
+    )
+    try:  # the weights' headers, checked before anything is built from the sizes
+        check_headers(dataset_headers(weights, skip=()), weights)
+    except OSError as error:
+        raise ValueError(f"Cannot read the preset's weights {weights!r}: {error}") from error
+    absent = [_KERAS_HUB_SIZES[key] for key, value in sizes.items() if value is None]
     if absent:
         raise ValueError(
             f"The keras-hub preset {folder!r} does not describe an FNet backbone (no "
             f"{', '.join(absent)})."
         )
     return sizes
+
+
+def check_fnet_sizes(sizes: Mapping[str, Any], source: str) -> dict[str, int]:
+    """FNet sizes read from a file, checked before anything of them is built.
+
+    Every size must be a positive integer, and the encoder they describe
+    (word, position and segment tables, blocks, pooler) within the
+    parameter ceiling of :mod:`keras_fourier.limits`
+    (``KERAS_FOURIER_MAX_PARAMETERS``).
+
+    Args:
+        sizes: {"hidden_size", "num_layers", "intermediate_size",
+            "vocabulary_size", "max_sequence_length", "num_segments"}.
+        source: the weights, for the message.
+
+    Returns:
+        `sizes`, as ints.
+
+    Raises:
+        ValueError: naming the size and its value.
+
+    Example:
+        >>> sizes = {**FNET_VARIANTS["base"], **OFFICIAL_TABLES}
+        >>> check_fnet_sizes(sizes, "f_net_base")["num_layers"]
+        12
+    """
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(
+                f"The FNet weights {source!r} declare a size that is not a positive integer. "
+                f"Received: {key}={value!r}"
+            )
+    hidden, layers = sizes["hidden_size"], sizes["num_layers"]
+    tables = {key: sizes[key] * hidden for key in _TABLE_KEYS}
+    blocks = layers * (2 * hidden * sizes["intermediate_size"] + 6 * hidden)
+    check_parameters(
+        f"The FNet weights {source!r} describe an encoder that",
+        sum(tables.values()) + blocks + hidden * hidden,
+        ", ".join(f"{key}={sizes[key]}" for key in (*_TABLE_KEYS, *SIZE_KEYS)),
+    )
+    return dict(sizes)
 
 
 def _folder_sizes(folder: str) -> dict[str, int]:
@@ -858,11 +920,11 @@ def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
     check_fnet_weights(weights)
     path = os.fspath(weights)
     if os.path.isdir(path):
-        return _folder_sizes(path)
+        return check_fnet_sizes(_folder_sizes(path), path)
     if path.endswith(".weights.h5"):
-        return _h5_sizes(path)[0]
+        return check_fnet_sizes(_h5_sizes(path)[0], path)
     try:
-        return _flax_sizes(path)
+        return check_fnet_sizes(_flax_sizes(path), path)
     except FlaxCheckpointError as error:
         raise ValueError(
             f"Cannot read weights={path!r}: not a `.weights.h5` file, a transformers or "

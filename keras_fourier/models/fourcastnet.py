@@ -44,6 +44,7 @@ from keras_fourier.models.names import FIELD_PRESETS
 from keras_fourier.models.vision import _block
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 from keras_fourier.weights.download import download
+from keras_fourier.weights.saved import load_weights_file
 
 # The fields of a row a builder call may override (``precip`` is chosen by the variant).
 OVERRIDABLE = tuple(f.name for f in dataclasses.fields(FourCastNetSpec) if f.name != "precip")
@@ -245,7 +246,7 @@ def FourCastNet(
                 f"Received: weights={weights!r}"
             )
         if path.endswith(".weights.h5"):
-            model.load_weights(path)
+            load_weights_file(model, path)
         else:
             load_fourcastnet_checkpoint(model, path, variant)
     return model

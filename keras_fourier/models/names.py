@@ -89,10 +89,19 @@ RELEASES: dict[str, tuple[Any, ...]] = {
 BUILDERS: dict[str, Variant] = {
     public: Variant(family, key) for family in FAMILIES for public, key in family.builders.items()
 }
-# Training names of the FNet text classifiers: fnet_<variant> and a tiny preset.
+# Training names of the FNet text classifiers and their sizes: a tiny preset and every
+# paper model at every size, <model>_<variant> ("fnet_base", "bert_base", "linear_large").
 TEXT_PRESETS: dict[str, dict[str, int]] = {
     "fnet_tiny": {"hidden_size": 64, "num_layers": 2, "intermediate_size": 128},
-    **{f"fnet_{key}": dict(sizes) for key, sizes in fnet_family.FNET.variants.items()},
+    **{
+        f"{model}_{key}": dict(sizes)
+        for model in fnet_family.PAPER_MODELS
+        for key, sizes in fnet_family.FNET.variants.items()
+    },
+}
+# The FNet mixing arguments of each text name: {} for FNet itself.
+TEXT_MIXINGS: dict[str, dict[str, Any]] = {
+    name: dict(fnet_family.PAPER_MODELS[name.rsplit("_", 1)[0]]) for name in TEXT_PRESETS
 }
 # Training names of the field operators (FourCastNet's builder, modality "field"): the full
 # rows of fourcastnet_family.VARIANTS, and a small preset that `keras-fourier train --task

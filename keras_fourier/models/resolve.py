@@ -22,7 +22,14 @@ from typing import Any
 
 import keras
 
-from keras_fourier.models.catalog import PUBLIC_NAMES, create_model, is_model_name, model_names
+from keras_fourier.models.catalog import (
+    ARCHITECTURE_OPTIONS,
+    PUBLIC_NAMES,
+    check_request,
+    create_model,
+    is_model_name,
+    model_names,
+)
 from keras_fourier.models.names import modality
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.weights.saved import load_keras_file
@@ -103,6 +110,13 @@ def resolve_model(
                 weights=weights,
                 **build_options,
             )
+        check_request(
+            reference,
+            image_size=224 if image_size is None else image_size,
+            sequence_length=512 if sequence_length is None else sequence_length,
+            names=names,
+            **{key: build_options[key] for key in ARCHITECTURE_OPTIONS if key in build_options},
+        )
         return create_model(
             reference,
             num_classes=1000 if classes is None else classes,

@@ -64,7 +64,17 @@ class SegmentationRelease(Release):
     drop_path_rate: float = 0.0
 
 
-def _release(variant: str, code: str, miou: float, miou_ms: float, crop: int, rate: float):
+def _release(
+    variant: str,
+    code: str,
+    miou: float,
+    miou_ms: float,
+    crop: int,
+    rate: float,
+    sha256: str | None = None,
+    size_bytes: int | None = None,
+):
+    """The release row of `variant`; `sha256` and `size_bytes` once the file has been read."""
     size, kind = variant.split("_")[1:]
     name = {"t": "tiny", "s": "small", "b": "base", "l": "large"}[size]
     file_name = f"upernet_hornet_{name}_{kind}_{crop}_160k_ade20k.pth"
@@ -77,12 +87,16 @@ def _release(variant: str, code: str, miou: float, miou_ms: float, crop: int, ra
         miou_ms=miou_ms,
         crop_size=crop,
         drop_path_rate=rate,
+        sha256=sha256,
+        size=size_bytes,
     )
 
 
 # Links and mIoU from semantic_segmentation/README.md; crop sizes and drop-path rates from
 # configs/hornet/upernet_hornet_*_160k_ade20k.py (the README lists HorNet-B GF at 640x640,
-# its config file at 512x512: the config is what trained it).
+# its config file at 512x512: the config is what trained it). No sha256 or size yet: the
+# Tsinghua Cloud host did not resolve from the machine that wrote these rows (2026-11-25), so
+# no file was read; a row gains them as `_release(..., sha256=..., size_bytes=...)`.
 RELEASES: dict[str, SegmentationRelease] = {
     "hornet_t_7x7": _release("hornet_t_7x7", "684334b0a7ea436b9a97", 48.1, 48.9, 512, 0.4),
     "hornet_t_gf": _release("hornet_t_gf", "34725e1401194786bb76", 49.2, 49.3, 512, 0.4),

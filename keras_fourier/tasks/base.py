@@ -18,11 +18,13 @@ or pixels: they ask the run's :class:`Task`. A task owns
 * its objective: the training and evaluation loss (`loss`), the metrics
   (`metrics`), the metric that selects ``best.keras`` and its mode
   (`selection_metric`, `selection_mode`), the default recipe
-  (`default_recipe`);
+  (`default_recipe`) and the values of it that a run of its data replaces
+  (`recipe_defaults`);
 * its results: the last line(s) the commands print (`summary`, e.g.
-  ``test_accuracy=0.9312``), what ``model.keras`` stores to label the
-  model's outputs later (`labels`), and what `keras-fourier predict` shows
-  or writes (`predict`).
+  ``test_accuracy=0.9312``), the values that break a split's score down
+  (`breakdown`, e.g. per-class IoU) and their lines (`details`), what
+  ``model.keras`` stores to label the model's outputs later (`labels`), and
+  what `keras-fourier predict` shows or writes (`predict`).
 
 Metrics are `keras.metrics.Metric` objects, so they are computed over a
 whole split, not averaged per batch: `Model.evaluate` resets them once and
@@ -190,6 +192,15 @@ class Task(abc.ABC):
         del config
         return "deit"
 
+    def recipe_defaults(self, config: TrainConfig) -> dict[str, Any]:
+        """Hyper-parameters that replace the default recipe's for run `config` (e.g. a short job).
+
+        They apply to a run that names no recipe, where it leaves them unset.
+        Default: none.
+        """
+        del config
+        return {}
+
     @abc.abstractmethod
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         """The class count of data source `data`."""
@@ -264,6 +275,30 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def summary(self, metrics: dict[str, float]) -> list[str]:
         """The line(s) a command prints last for test-split `metrics` (``name=value``)."""
+
+    def breakdown(
+        self, metrics: Sequence[keras.metrics.Metric], labels: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """Values of a scored split beyond its metrics, from `metrics` after evaluation.
+
+        Keys hold a "/" (e.g. ``iou/<class name>``); `keras_fourier.evaluate`
+        returns them with the metrics and a finished run stores them in its
+        ``run.json``; `details` prints them.
+
+        Args:
+            metrics: the objects of `metrics` that scored the split.
+            labels: what the model's run stored (`labels`), e.g. class names.
+
+        Returns:
+            Default: nothing.
+        """
+        del metrics, labels
+        return {}
+
+    def details(self, metrics: dict[str, float]) -> list[str]:
+        """Lines that show the `breakdown` values of `metrics`, before the summary. Default none."""
+        del metrics
+        return []
 
     def labels(self, config: TrainConfig) -> dict[str, Any]:
         """What `predict` and `evaluate` need to label the run's outputs, stored in model.keras.

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from keras_fourier.data.augment import AugmentConfig
-from keras_fourier.models.catalog import check_architecture
+from keras_fourier.models.catalog import check_architecture, check_request, is_model_name
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.tasks import Task, all_tasks, get_task, select_task
@@ -100,7 +100,9 @@ def resolve_config(config: TrainConfig, names: Mapping[str, str] | None = None) 
     """`config` with `recipe` and every hyper-parameter left None set from the recipe.
 
     The recipe is `config.recipe`, else its task's default ("fnet_finetune"
-    for a text model with weights, else "deit"). `clipnorm` 0 (no clipping)
+    for a text model with weights, else "deit") with the values its task
+    replaces for the run's data (`Task.recipe_defaults`, e.g. the shorter
+    default segmentation job). `clipnorm` 0 (no clipping)
     stays 0; `warmup_epochs` stays None for a recipe that warms up over a
     share of the steps ("fnet_finetune"). Resolving twice gives the same
     config.
@@ -115,13 +117,18 @@ def resolve_config(config: TrainConfig, names: Mapping[str, str] | None = None) 
         >>> resolve_config(TrainConfig()).learning_rate
         0.003
     """
+    defaults: dict[str, Any] = {}
     if config.recipe is not None:
         name = check_choice("recipe", config.recipe, tuple(RECIPES))
     else:
-        name = run_task(config, names).default_recipe(config)
+        task = run_task(config, names)
+        name = task.default_recipe(config)
+        defaults = task.recipe_defaults(config)
     recipe = RECIPES[name]
     values = {
-        field: getattr(recipe, field) if getattr(config, field) is None else getattr(config, field)
+        field: defaults.get(field, getattr(recipe, field))
+        if getattr(config, field) is None
+        else getattr(config, field)
         for field in RECIPE_FIELDS
     }
     if values["clipnorm"] is None:
@@ -238,6 +245,16 @@ def _check(config: TrainConfig, name: Callable[[str], str], names: Mapping[str, 
             f"Received: {name('validation_split')}={config.validation_split!r}"
         )
     task.check(config, name)
+    if not config.saved_model and is_model_name(config.model):
+        size = task.model_options(config).get("image_size") if task.modality == "image" else None
+        check_request(
+            config.model,
+            image_size=224 if size is None else size,
+            sequence_length=config.sequence_length,
+            batch_size=config.batch_size,
+            names=names,
+            **config.architecture,
+        )
 
 
 def run_identity(config: TrainConfig) -> dict[str, Any]:

@@ -11,8 +11,10 @@ one):
 * ``run.json``: the run's identity (model, data, image size,
   hyper-parameters, package version) and, once finished, its held-out
   result. Rerunning with other settings fails and lists the fields that
-  differ; rerunning a finished run reports it as finished and returns the
-  stored result;
+  differ (a run that stopped before its first epoch, with nothing but
+  ``run.json`` written, starts again with them, with a warning);
+  rerunning a finished run reports it as finished and returns the stored
+  result;
 * ``run.lock``: held (``fcntl.flock``) by the live run; a second run on the
   folder fails at once naming the holder's pid; the lock of a killed run is
   taken over;
@@ -98,6 +100,7 @@ from keras_fourier.training.plan import (
 )
 from keras_fourier.training.recipe import get_recipe
 from keras_fourier.training.rundir import (
+    RunConfigError,
     RunLock,
     check_identity,
     read_run_record,
@@ -189,7 +192,9 @@ def evaluate(
 
     Returns:
         {"loss": ...} and the task's metrics: for a classifier "accuracy",
-        plus "top5_accuracy" when the model has more than 5 classes.
+        plus "top5_accuracy" when the model has more than 5 classes; then
+        the task's breakdown of them (`Task.breakdown`, keys with a "/": a
+        segmenter's per-class IoU ``iou/<class name>``).
 
     Raises:
         ValueError: a bad argument, or data whose class count is not the
@@ -222,7 +227,8 @@ def evaluate(
     classes = targets[-1] if len(targets) == 2 else task.num_classes(data, data_dir)
     task.check_outputs(model, classes, f"data {data!r}")
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
-    scorer.compile(loss=task.loss(), metrics=task.metrics(model.output_shape[-1]))
+    task_metrics = task.metrics(model.output_shape[-1])
+    scorer.compile(loss=task.loss(), metrics=task_metrics)
     metrics = {
         key: float(value)
         for key, value in scorer.evaluate(
@@ -235,7 +241,7 @@ def evaluate(
             f"{data!r}: its outputs are not finite (NaN or inf weights?); the result means "
             "nothing."
         )
-    return metrics
+    return {**metrics, **task.breakdown(task_metrics, labels)}
 
 
 def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Model:
@@ -354,7 +360,22 @@ def _check_folder(out: str, config: TrainConfig, names: Mapping[str, str]) -> di
     if not isinstance(stored, dict):
         warn(f"{RunFolder(out).run_record} has no run identity; it is rewritten")
         return None
-    check_identity(out, stored, run_identity(config), names)
+    try:
+        check_identity(out, stored, run_identity(config), names)
+    except RunConfigError:
+        folder = RunFolder(out)
+        if (
+            record.get("status") == "finished"
+            or any(os.path.exists(path) for path in (folder.last, folder.best))
+            or read_history(folder.history)
+            or EpochBackup(folder.backup, folder.history).stored_history()
+        ):
+            raise
+        warn(
+            f"run folder {out!r} holds a run with other settings that stopped before its first "
+            "epoch; it starts again with these settings"
+        )
+        return None
     version = record.get("keras_fourier_version")
     if version != __version__:
         warn(f"run folder {out!r} was written by keras_fourier {version}, this is {__version__}")

@@ -18,7 +18,8 @@ beside each model.
   resolution-dependent tensors of vision models;
 * :mod:`.releases` (keras-free rows: where a release is and which reader
   reads it), :mod:`.download` (the Keras cache, the mirror variable, the
-  progress bar) and :mod:`.pipeline` (download once, convert once, cache).
+  progress bar, the size cap, deadline, retries and checks of each format)
+  and :mod:`.pipeline` (download once, convert once, cache).
 
 This package's ``__init__`` imports nothing: the family modules import
 :mod:`.releases` without loading Keras.

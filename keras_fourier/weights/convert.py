@@ -29,6 +29,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from keras_fourier.weights.hdf5 import lossy_cast
 from keras_fourier.weights.resize import (
     resize_global_filter,
     resize_global_local_filter,
@@ -122,7 +123,9 @@ def convert(
 
     Raises:
         ValueError: listing the missing keys, the unexpected keys and the
-            tensors of the wrong shape (all of them in one message).
+            tensors of the wrong shape or of a dtype the variable would hold
+            with loss (complex into real, floating point into integer), all
+            of them in one message.
 
     Example:
         >>> dense = keras.layers.Dense(2)
@@ -144,6 +147,12 @@ def convert(
         value = tensors[key]
         if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.number):
             wrong.append(f"{key} -> {variable.path}: not a numeric array ({type(value).__name__})")
+            continue
+        if lossy_cast(value.dtype, np.dtype(variable.dtype)):
+            wrong.append(
+                f"{key} -> {variable.path}: stored as {value.dtype.name}, which a "
+                f"{variable.dtype} variable would hold with loss"
+            )
             continue
         try:
             pairs.append((variable, convert_tensor(transform, value, variable.shape)))

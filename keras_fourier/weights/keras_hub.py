@@ -23,7 +23,11 @@ from typing import Any
 import h5py
 import numpy as np
 
+from keras_fourier.limits import MAX_JSON_BYTES, loads_json, read_file_bounded
+from keras_fourier.weights.hdf5 import check_headers, dataset_headers, read_datasets
+
 PRESET_CONFIG = "config.json"
+PRESET_WEIGHTS = "model.weights.h5"
 TASK_CONFIG = "task.json"
 TASK_WEIGHTS = "task.weights.h5"
 
@@ -47,9 +51,9 @@ def read_keras_hub_config(folder: str | os.PathLike) -> dict[str, Any]:
     """
     config_path = os.path.join(os.fspath(folder), PRESET_CONFIG)
     try:
-        with open(config_path, encoding="utf-8") as file:
-            description = json.load(file)
-    except (OSError, json.JSONDecodeError) as error:
+        data = read_file_bounded(config_path, MAX_JSON_BYTES, "The preset's config")
+        description = loads_json(data, repr(config_path))
+    except (OSError, ValueError) as error:
         raise ValueError(
             f"{os.fspath(folder)!r} is not a keras-hub preset folder: {error}"
         ) from error
@@ -59,7 +63,7 @@ def read_keras_hub_config(folder: str | os.PathLike) -> dict[str, Any]:
 
 
 def read_keras_hub_preset(
-    folder: str | os.PathLike,
+    folder: str | os.PathLike, expected: Mapping[str, tuple[int, ...]] | None = None
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A keras-hub preset folder's backbone config and weight tensors.
 
@@ -67,6 +71,11 @@ def read_keras_hub_preset(
         folder: a folder with keras-hub's ``config.json`` (``{"class_name",
             "config", ...}``) and the weights file it names (``"weights"``,
             default ``model.weights.h5``).
+        expected: {dataset path: shape} the model needs. Default None. The
+            datasets' shapes and storage are read from the HDF5 headers and
+            checked (:func:`~keras_fourier.weights.hdf5.check_headers`: the
+            parameter ceiling, data declared but not stored, shapes other
+            than `expected`) before any data is read.
 
     Returns:
         (the backbone's ``config`` dict, {HDF5 dataset path: array}) with
@@ -74,8 +83,8 @@ def read_keras_hub_preset(
         ``layers/token_embedding/vars/0``.
 
     Raises:
-        ValueError: no ``config.json``, not valid JSON, or no readable
-            weights file.
+        ValueError: no ``config.json``, not valid JSON (or too large or
+            deep), no readable weights file, or headers refused.
 
     Example:
         >>> config, tensors = read_keras_hub_preset("f_net_base_en")  # doctest: +SKIP
@@ -84,23 +93,19 @@ def read_keras_hub_preset(
     """
     folder = os.fspath(folder)
     description = read_keras_hub_config(folder)
-    weights_name = description.get("weights", "model.weights.h5")
+    weights_name = description.get("weights", PRESET_WEIGHTS)
     weights_path = os.path.join(folder, os.path.basename(str(weights_name)))
-    return description["config"], _h5_tensors(weights_path)
+    return description["config"], _h5_tensors(weights_path, expected)
 
 
-def _h5_tensors(weights_path: str) -> dict[str, np.ndarray]:
-    """{HDF5 dataset path: array} of a preset's weights file."""
-    tensors: dict[str, np.ndarray] = {}
+def _h5_tensors(
+    weights_path: str, expected: Mapping[str, tuple[int, ...]] | None = None
+) -> dict[str, np.ndarray]:
+    """{HDF5 dataset path: array} of a preset's weights file, its headers checked first."""
     try:
-        with h5py.File(weights_path, "r") as handle:
-            handle.visititems(
-                lambda name, item: (
-                    tensors.__setitem__(name, np.asarray(item))
-                    if isinstance(item, h5py.Dataset)
-                    else None
-                )
-            )
+        headers = dataset_headers(weights_path, skip=())
+        check_headers(headers, weights_path, expected)
+        tensors = read_datasets(weights_path, headers)
     except OSError as error:
         raise ValueError(f"Cannot read the preset's weights {weights_path!r}: {error}") from error
     return tensors
@@ -137,9 +142,8 @@ def read_keras_hub_task(
     if not os.path.exists(task_path):
         return None, {}
     try:
-        with open(task_path, encoding="utf-8") as file:
-            task = json.load(file)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        task = loads_json(read_file_bounded(task_path, MAX_JSON_BYTES, "The task"), task_path)
+    except (OSError, ValueError) as error:
         raise ValueError(f"Cannot read the keras-hub task {task_path!r}: {error}") from error
     if not isinstance(task, dict) or not isinstance(task.get("config"), dict):
         raise ValueError(f"{task_path!r} is not a keras-hub task description (no 'config').")

@@ -7,20 +7,26 @@ checked, or nothing; ``KERAS_FOURIER_MIRROR``; a progress bar), reads it
 with the release's reader (:data:`READERS`), converts it through the key map
 all or nothing (:func:`keras_fourier.weights.convert.load_tensors`) and
 saves the model's weights beside the download (:func:`converted_path`);
-later calls load that file, offline. :func:`load_checkpoint` is the same
-read-and-convert for a file the user names.
+later calls load that file, offline. A damaged conversion is converted
+again, a damaged download downloaded again, and a cache that cannot hold the
+conversion leaves it in memory, each with one warning line.
+:func:`load_checkpoint` is the same read-and-convert for a file the user names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 
 import keras
 import numpy as np
 
-from keras_fourier.fileio import atomic_save
+from keras_fourier.fileio import atomic_save, warn
 from keras_fourier.weights import download
 from keras_fourier.weights.convert import KeyMapFunction, load_tensors
 from keras_fourier.weights.flax_msgpack import read_flax_params
@@ -103,6 +109,11 @@ def load_release(
 ) -> None:
     """Loads the official release into `model`: downloaded once, converted once, then offline.
 
+    A damaged conversion in the cache is converted again, and a cached
+    download that cannot be read is downloaded again, each with one warning
+    line; a cache that cannot hold the conversion (read-only, or short of
+    space) leaves it in memory, with one warning line.
+
     Args:
         model: the model to load.
         release: the release row (its URL, file name, reader, sha256).
@@ -113,31 +124,89 @@ def load_release(
 
     Raises:
         ValueError: the download failed (the message says how to work
-            offline), the cached download cannot be read (the message says
-            to delete it), or it does not match the model; the model is
-            then unchanged and no conversion is cached.
+            offline), a fresh download cannot be read (it is not kept), or
+            it does not match the model; the model is then unchanged and no
+            conversion is cached.
 
     Example:
         >>> load_release(model, gfnet.RELEASES["gfnet_ti"][0], key_map,
         ...              label="weights='imagenet'")  # doctest: +SKIP
     """
-    try:
-        path = download.download(release.url, release.file_name, release.sha256)
-    except ValueError as error:
-        raise ValueError(f"{label} needs network access the first time. {error}") from error
+    path = _download(release, label)
     cache = converted_path(path, model)
     if os.path.exists(cache):
-        load_weights_file(model, cache)
-        return
+        try:
+            load_weights_file(model, cache)
+            return
+        except ValueError as error:
+            _remove_damaged_conversion(cache, str(error))
     try:
         tensors = read(path, release.reader)
     except ValueError as error:
-        raise ValueError(
-            f"The cached official checkpoint {path!r} cannot be read ({error}); "
-            "delete it to download it again."
-        ) from error
+        download.discard(path, str(error))
+        path = _download(release, label)
+        try:
+            tensors = read(path, release.reader)
+        except ValueError as again:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            raise ValueError(
+                f"The official checkpoint {release.file_name!r}, downloaded again into the "
+                f"cache {os.path.dirname(path)!r}, cannot be read ({again}); it was not kept."
+            ) from again
     load_tensors(model, tensors, key_map, source=path, description=description)
-    atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
+    _cache_conversion(model, cache)
+
+
+def _download(release: Release, label: str) -> str:
+    try:
+        return download.download(
+            release.url,
+            release.file_name,
+            release.sha256,
+            size=release.size,
+            max_size=release.max_size,
+            file_format=release.reader,
+        )
+    except download.DownloadError as error:
+        raise download.DownloadError(
+            f"{label} needs network access the first time. {error}"
+        ) from error
+
+
+def _remove_damaged_conversion(cache: str, reason: str) -> None:
+    """Removes a conversion that no longer loads (truncated, overwritten), with one line."""
+    with contextlib.suppress(OSError):
+        os.remove(cache)
+    warn(f"the cached conversion {cache} is damaged ({reason}); converting the download again")
+
+
+def _cache_conversion(model: keras.Model, cache: str) -> None:
+    """Saves the converted weights beside the download, or warns that they stay in memory.
+
+    The conversion is skipped when the cache's free space is short of the
+    weights' size (HDF5 does not recover from a full disk in the middle of a
+    file) and when the folder cannot be written (a read-only shared cache):
+    the model is loaded either way, and the next call converts again.
+    """
+    folder = os.path.dirname(cache)
+    # Twice the float32 weights and a MiB: HDF5's metadata, and room left for others.
+    needed = 2 * sum(4 * math.prod(variable.shape) for variable in model.weights) + (1 << 20)
+    try:
+        free = shutil.disk_usage(folder).free
+        reason = f"{free} bytes free, {needed} needed" if free < needed else None
+        if reason is None:  # h5py's own errors are long and leave it unusable: probe first
+            handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
+            os.close(handle)
+            os.remove(probe)
+            atomic_save(cache, lambda temporary: model.save_weights(temporary, overwrite=True))
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+    if reason is not None:
+        warn(
+            f"cannot cache the converted weights in {folder} ({reason}); they were converted "
+            "in memory, and will be converted again next time"
+        )
 
 
 def load_release_or_file(

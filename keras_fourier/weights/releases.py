@@ -3,7 +3,8 @@
 A :class:`Release` row is what the pipeline (:func:`keras_fourier.weights.pipeline.load_release`)
 needs for every family: the file's name in the cache, its URL, its source
 and licence, its format (a key of ``pipeline.READERS``), and its size and
-sha256 where recorded. A family adds what it publishes about the file in a
+sha256 where recorded (their download's size cap and checks,
+:mod:`keras_fourier.weights.download`). A family adds what it publishes about the file in a
 subclass (:class:`ImageNetRelease`: the evaluation of an ImageNet
 classifier; ``fnet_family.FNetRelease``: the variant it was trained as).
 Each family module keeps the rows of its own releases (``gfnet.RELEASES``,
@@ -32,10 +33,17 @@ class Release:
         reader: the file's format, a key of ``pipeline.READERS``: "pth" (a
             PyTorch ``torch.save`` zip, default) or "flax" (a Flax msgpack
             checkpoint).
-        sha256: hex digest of the file, checked after downloading; None where
-            none is recorded (the official READMEs publish none, and the rows
-            were written without network access to compute one).
-        size: approximate size in bytes as the publisher gives it, or None.
+        sha256: hex digest of the file, checked before it enters the cache
+            and when it is used from there; None where none is recorded (the
+            official READMEs publish none, and the rows were written without
+            network access to the official hosts to compute one).
+        size: exact size of the file in bytes, checked like `sha256`
+            (the download is refused as soon as the server announces another,
+            or sends more); None where none is recorded (as `sha256`).
+        max_size: a ceiling in bytes for a file without a recorded `size`
+            that may be larger than the download ceiling
+            (:func:`keras_fourier.weights.download.size_cap`), e.g. from
+            the size the publisher gives; None (default) otherwise.
     """
 
     file_name: str
@@ -45,6 +53,7 @@ class Release:
     reader: str = "pth"
     sha256: str | None = None
     size: int | None = None
+    max_size: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,12 +17,13 @@ float32, as :mod:`keras_fourier.weights.pth` reads them.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from typing import Any
 
 import numpy as np
+
+from keras_fourier.limits import loads_json
 
 MAX_HEADER_BYTES = 100 * 2**20
 _DTYPES: dict[str, Any] = {
@@ -123,8 +124,8 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
                     f"{MAX_HEADER_BYTES:,})."
                 )
             try:
-                header = json.loads(file.read(length).decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                header = loads_json(file.read(length), f"the header of {path!r}")
+            except ValueError as error:
                 raise ValueError(
                     f"{path!r} is not a safetensors file: its header is not JSON ({error})."
                 ) from error

@@ -17,13 +17,13 @@ its own key map (``fnet_weights.transformers_key_map``).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from keras_fourier.limits import loads_json
 from keras_fourier.weights.pth import read_pth
 from keras_fourier.weights.safetensors_file import read_safetensors
 
@@ -45,9 +45,9 @@ def read_json_object(path: str) -> dict[str, Any]:
     try:
         if os.path.getsize(path) > MAX_JSON_BYTES:
             raise ValueError(f"{path!r} is larger than {MAX_JSON_BYTES:,} bytes.")
-        with open(path, encoding="utf-8") as file:
-            value = json.load(file)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        with open(path, "rb") as file:
+            value = loads_json(file.read(MAX_JSON_BYTES + 1), repr(path))
+    except (OSError, ValueError) as error:
         raise ValueError(f"Cannot read {path!r}: {error}") from error
     if not isinstance(value, dict):
         raise ValueError(f"{path!r} does not hold a JSON object.")
