@@ -42,7 +42,7 @@ import dataclasses
 import functools
 import os
 import zipfile
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import tensorflow as tf
@@ -96,6 +96,34 @@ class FieldSpec:
     channels: tuple[int, ...] | None = None
     stats: str | None = None
     shares: tuple[float, float] = DEFAULT_SHARES
+
+
+def read_npy_header(file: BinaryIO) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype of the .npy array `file` is at, read from its header only.
+
+    Args:
+        file: a binary file positioned at the start of a .npy array.
+
+    Returns:
+        (shape, dtype); the array's data is not read.
+
+    Raises:
+        ValueError: a file that is not a .npy array of format version 1 or 2.
+
+    Example:
+        >>> with open("state.npy", "rb") as file:  # doctest: +SKIP
+        ...     read_npy_header(file)
+        ((2, 32, 32), dtype('float32'))
+    """
+    version = np.lib.format.read_magic(file)
+    header = {
+        (1, 0): np.lib.format.read_array_header_1_0,
+        (2, 0): np.lib.format.read_array_header_2_0,
+    }.get(version)
+    if header is None:
+        raise ValueError(f"unsupported .npy version {version}")
+    shape, _, dtype = header(file)
+    return shape, dtype
 
 
 def _bad(source: str, reason: str) -> ValueError:
@@ -214,14 +242,7 @@ class _Frames:
                 members = [m[: -len(".npy")] for m in archive.namelist() if m.endswith(".npy")]
                 name = self._choose(path, members, name)
                 with archive.open(name + ".npy") as member:
-                    version = np.lib.format.read_magic(member)
-                    header = {
-                        (1, 0): np.lib.format.read_array_header_1_0,
-                        (2, 0): np.lib.format.read_array_header_2_0,
-                    }.get(version)
-                    if header is None:
-                        raise ValueError(f"unsupported .npy version {version}")
-                    shape, _, dtype = header(member)
+                    shape, dtype = read_npy_header(member)
         except zipfile.BadZipFile as error:
             raise _bad(self.source, f"{path!r} is not a readable .npz ({error})") from None
         size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

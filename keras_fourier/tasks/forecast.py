@@ -33,7 +33,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.data.fields import SPLITS, field_dataset, is_field_source, load_field_source
+from keras_fourier.data.fields import (
+    SPLITS,
+    field_dataset,
+    is_field_source,
+    load_field_source,
+    read_npy_header,
+)
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.metrics import AnomalyCorrelation, ChannelRMSE, FieldMSE, RelativeL2
 from keras_fourier.model_record import FIELD_STATS_KEY
@@ -260,14 +266,7 @@ def _read_state(path: str, shape: tuple[int, ...]) -> np.ndarray:
     height, width, channels = shape
     try:
         with open(path, "rb") as file:
-            version = np.lib.format.read_magic(file)
-            header = {
-                (1, 0): np.lib.format.read_array_header_1_0,
-                (2, 0): np.lib.format.read_array_header_2_0,
-            }.get(version)
-            if header is None:
-                raise ValueError(f"unsupported .npy version {version}")
-            size, _, dtype = header(file)
+            size, dtype = read_npy_header(file)
         if int(np.prod(size, dtype=np.int64)) * dtype.itemsize > MAX_STATE_BYTES:
             raise ValueError(f"over {MAX_STATE_BYTES:,} bytes")
         array = np.load(path, allow_pickle=False)
