@@ -16,7 +16,7 @@ from keras_fourier.cli import main
 from keras_fourier.data.segmentation import digit_canvas
 from keras_fourier.model_record import read_checkpoint_record
 from keras_fourier.training import read_history
-from tests.test_run_faults import ENV, KILL_BEFORE_CHECKPOINTS
+from tests.test_run_faults import ENV, kill_before_checkpoints
 
 TINY = ["--model", "afno_tiny", "--dims", "16", "--depths", "1", "--image-size", "32"]
 
@@ -25,14 +25,7 @@ def test_segmentation_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys
     out = tmp_path / "run"
     argv = ["train", "--task", "segmentation", *TINY, "--batch-size", "8", "--epochs", "2"]
     argv += ["--steps-per-epoch", "2", "--verbose", "0", "--no-tensorboard", "--out", str(out)]
-    killed = subprocess.run(
-        [sys.executable, "-c", KILL_BEFORE_CHECKPOINTS, "1", *argv],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert killed.returncode == -9, killed.stderr[-3000:]
+    kill_before_checkpoints(argv)
     assert read_checkpoint_record(out / "last.keras")["epoch"] == 0
     assert main(argv) == 0
     captured = capsys.readouterr()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
@@ -16,7 +14,7 @@ from keras_fourier.model_record import FIELD_STATS_KEY, read_checkpoint_record
 from keras_fourier.models.fourcastnet import rollout
 from keras_fourier.training import read_history
 from keras_fourier.weights.saved import load_keras_file
-from tests.test_run_faults import ENV, KILL_BEFORE_CHECKPOINTS
+from tests.test_run_faults import ENV, kill_before_checkpoints
 
 TINY = ["--task", "forecast", "--dims", "16", "--depths", "1", "--batch-size", "8"]
 TINY += ["--epochs", "2", "--steps-per-epoch", "2", "--verbose", "0", "--no-tensorboard"]
@@ -26,14 +24,7 @@ def test_forecast_job_trains_resumes_evaluates_predicts_and_exports(tmp_path, ca
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "home"))  # the solved data's cache
     out = tmp_path / "run"
     argv = ["train", *TINY, "--out", str(out)]
-    killed = subprocess.run(
-        [sys.executable, "-c", KILL_BEFORE_CHECKPOINTS, "1", *argv],
-        env={**ENV, "KERAS_HOME": str(tmp_path / "home")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert killed.returncode == -9, killed.stderr[-3000:]
+    kill_before_checkpoints(argv, env={**ENV, "KERAS_HOME": str(tmp_path / "home")})
     assert read_checkpoint_record(out / "last.keras")["epoch"] == 0
     assert main(argv) == 0
     captured = capsys.readouterr()

@@ -36,6 +36,18 @@ sys.exit(cli.main(sys.argv[2:]))
 """
 
 
+def kill_before_checkpoints(argv: list[str], epoch: int = 1, env: dict | None = None) -> None:
+    """Runs `keras-fourier ARGV` in a process that SIGKILLs itself at epoch EPOCH's checkpoints."""
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_BEFORE_CHECKPOINTS, str(epoch), *argv],
+        env=ENV if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == -9, killed.stderr[-3000:]
+
+
 def _agrees(out) -> None:
     history = read_history(out / "history.csv")
     best = read_checkpoint_record(out / "best.keras")
@@ -50,14 +62,7 @@ def _agrees(out) -> None:
 def test_kill_between_the_last_backup_and_its_checkpoints_then_rerun(tmp_path, capsys):
     out = tmp_path / "run"
     argv = [*ARGV, "--epochs", "2", "--out", str(out)]
-    killed = subprocess.run(
-        [sys.executable, "-c", KILL_BEFORE_CHECKPOINTS, "1", *argv],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert killed.returncode == -9, killed.stderr[-3000:]
+    kill_before_checkpoints(argv)
     assert (out / "backup" / "epoch-00001.weights.h5").exists()
     assert read_checkpoint_record(out / "last.keras")["epoch"] == 0
     assert main(argv) == 0
