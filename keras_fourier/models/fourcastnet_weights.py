@@ -15,7 +15,7 @@ import keras
 
 from keras_fourier.models.fourcastnet_family import VARIANTS, checkpoint_key
 from keras_fourier.validation import check_choice
-from keras_fourier.weights.convert import KeyMap, listing, load_tensors
+from keras_fourier.weights.convert import KeyMap, load_tensors, map_variables
 from keras_fourier.weights.pth import read_pth
 
 
@@ -50,18 +50,13 @@ def fourcastnet_key_map(
             built by :func:`~keras_fourier.models.fourcastnet.FourCastNet`).
     """
     del checkpoint_keys
-    keys, unmapped = {}, []
-    for variable in model.weights:
-        key = checkpoint_key(variant, variable.path)
-        if key is None:
-            unmapped.append(variable.path)
-        else:
-            keys[key] = (variable, _transform(variable.path))
-    if unmapped:
-        raise ValueError(
-            f"Model {model.name!r} has variables without a counterpart in the official "
-            f"{variant!r} checkpoints; was it built by FourCastNet? Variables: {listing(unmapped)}"
-        )
+    keys = map_variables(
+        model,
+        lambda path: checkpoint_key(variant, path),
+        _transform,
+        f"Model {model.name!r} has variables without a counterpart in the official "
+        f"{variant!r} checkpoints; was it built by FourCastNet? Variables: ",
+    )
     prefix = "backbone." if VARIANTS[variant].precip else ""
     return keys, {f"{prefix}norm.weight", f"{prefix}norm.bias"}
 

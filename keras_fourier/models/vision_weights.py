@@ -22,7 +22,7 @@ import keras
 
 from keras_fourier.models.family import Variant
 from keras_fourier.models.keymap import OPTIONAL_LAYERS
-from keras_fourier.weights.convert import KeyMap, listing
+from keras_fourier.weights.convert import KeyMap, map_variables
 from keras_fourier.weights.pipeline import load_release_or_file
 from keras_fourier.weights.releases import ImageNetRelease
 from keras_fourier.weights.resize import resizable_kind
@@ -86,20 +86,13 @@ def pytorch_key_map(
         'stage0_block0_ffn/fc1/kernel'
     """
     del checkpoint_keys
-    keys: dict[str, tuple[keras.Variable, str]] = {}
-    unmapped = []
-    for variable in model.weights:
-        key = variant.checkpoint_key(variable.path)
-        if key is None:
-            unmapped.append(variable.path)
-        else:
-            keys[key] = (variable, transform_for(variable.path))
-    if unmapped:
-        raise ValueError(
-            f"Model {model.name!r} has variables without a counterpart in the official "
-            f"{variant.key!r} checkpoints; was it built from another variant? "
-            f"Variables: {listing(unmapped)}"
-        )
+    keys = map_variables(
+        model,
+        variant.checkpoint_key,
+        transform_for,
+        f"Model {model.name!r} has variables without a counterpart in the official "
+        f"{variant.key!r} checkpoints; was it built from another variant? Variables: ",
+    )
     layer_names = {layer.name for layer in model.layers}
     ignored = {
         key

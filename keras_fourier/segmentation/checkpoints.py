@@ -31,7 +31,7 @@ from keras_fourier.models.keymap import PARAMETERS
 from keras_fourier.models.names import VARIANTS, canonical_name, variant
 from keras_fourier.models.vision_weights import transform_for
 from keras_fourier.segmentation import ade20k
-from keras_fourier.weights.convert import KeyMap, KeyMapFunction, listing
+from keras_fourier.weights.convert import KeyMap, KeyMapFunction, map_variables
 from keras_fourier.weights.pipeline import load_release_or_file
 
 _HEAD_LAYERS = ("decode_head", "auxiliary_head", "neck")
@@ -90,19 +90,13 @@ def _transform(path: str) -> str:
 def _key_map(
     backbone: str, model: keras.Model, checkpoint_keys: Collection[str]
 ) -> tuple[KeyMap, set[str]]:
-    keys: KeyMap = {}
-    unmapped = []
-    for variable in model.weights:
-        key = mmseg_key(variable.path, backbone)
-        if key is None:
-            unmapped.append(variable.path)
-        else:
-            keys[key] = (variable, _transform(variable.path))
-    if unmapped:
-        raise ValueError(
-            f"Model {model.name!r} has variables without a counterpart in mmsegmentation "
-            f"checkpoints of {backbone!r}: {listing(unmapped)}"
-        )
+    keys = map_variables(
+        model,
+        lambda path: mmseg_key(path, backbone),
+        _transform,
+        f"Model {model.name!r} has variables without a counterpart in mmsegmentation "
+        f"checkpoints of {backbone!r}: ",
+    )
     has_auxiliary = any(layer.name == "auxiliary_head" for layer in model.layers)
     ignored = {
         key

@@ -61,6 +61,42 @@ def listing(items: list[str]) -> str:
     return f"{shown}, ... and {more} more" if more > 0 else shown
 
 
+def map_variables(
+    model: keras.Model,
+    key_of: Callable[[str], str | None],
+    transform_of: Callable[[str], str],
+    unmapped_message: str,
+) -> dict[str, tuple[keras.Variable, str]]:
+    """A key map: each variable of `model` under its official key, with its transform.
+
+    Args:
+        model: the model whose variables are mapped.
+        key_of: a variable's path -> its official key, None for none.
+        transform_of: a variable's path -> the transform of :func:`convert_tensor`.
+        unmapped_message: the start of the error for variables without a key
+            (the listing of their paths follows).
+
+    Returns:
+        {official key: (variable, transform)}.
+
+    Raises:
+        ValueError: variables without an official key, all listed.
+
+    Example:
+        >>> keys = map_variables(model, lambda p: p, lambda p: "copy", "")  # doctest: +SKIP
+    """
+    keys, unmapped = {}, []
+    for variable in model.weights:
+        key = key_of(variable.path)
+        if key is None:
+            unmapped.append(variable.path)
+        else:
+            keys[key] = (variable, transform_of(variable.path))
+    if unmapped:
+        raise ValueError(f"{unmapped_message}{listing(unmapped)}")
+    return keys
+
+
 def convert_tensor(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Converts one checkpoint tensor to the layout (and size) of a Keras variable.
 
