@@ -191,14 +191,23 @@ def start_tensorflow() -> None:
 
     They are shown (TensorFlow is left to load as it does) when the user set
     TF_CPP_MIN_LOG_LEVEL or on the command line with ``--tf-logs``; nothing
-    happens when TensorFlow is loaded already. The command calls this before
+    happens when TensorFlow is loaded already or not installed (a JAX or
+    PyTorch machine, where the commands that need it say so). The command calls this before
     a subcommand runs (each loads TensorFlow: tf.data feeds every backend).
 
     Example:
         >>> start_tensorflow()  # doctest: +SKIP
     """
-    if _quiet_wanted() and "tensorflow" not in sys.modules:
+    if _quiet_wanted() and "tensorflow" not in sys.modules and _tensorflow_installed():
         load_tensorflow_quietly()
+
+
+def _tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported: a JAX or PyTorch machine may have none (a GPU box)."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:
+        return False
 
 
 class _KerasImport(importlib.abc.MetaPathFinder):

@@ -2,6 +2,9 @@
 
 import csv
 import json
+import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -52,6 +55,39 @@ def test_model_bench_writes_json_and_csv_per_fft_impl(tmp_path, capsys):
     assert report["machine"]["cpu_count"] >= 1
     assert "predict_img_s" in capsys.readouterr().out
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_bench_runs_on_a_machine_without_tensorflow(tmp_path):
+    """A GPU machine may have JAX or PyTorch and no TensorFlow: the model bench runs there."""
+    argv = ["bench", "gfnet_ti", "--image-size", "32", "--classes", "10", "--batch-size", "2"]
+    argv += ["--repeats", "1", "--no-train", "--out", str(tmp_path)]
+    code = (
+        # The path finder, asked for tensorflow, finds nothing: as on a machine without it.
+        "import importlib.machinery as m, sys\n"
+        "class NoTensorFlow(m.PathFinder):\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        "        if name.partition('.')[0] == 'tensorflow': return None\n"
+        "        return m.PathFinder.find_spec(name, path, target)\n"
+        "sys.meta_path = [NoTensorFlow if f is m.PathFinder else f for f in sys.meta_path]\n"
+        "from keras_fourier.cli import main\n"
+        f"status = main({argv!r})\n"
+        "assert not [name for name in sys.modules if name.startswith('tensorflow')]\n"
+        "sys.exit(status)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "KERAS_FOURIER_SET"))}
+    env["KERAS_BACKEND"] = "jax"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "bench.json").read_text())
+    (row,) = report["rows"]
+    assert (row["model"], row["runtime"], row["batch_size"]) == ("gfnet_ti", "jax", 2)
+    assert row["predict_img_s"] > 0 and row["host_float32_gmac_s"] > 0
+    # On a CPU no accelerator is named and no device memory is reported.
+    assert report["machine"]["accelerator"] is None and report["host"]["accelerator"] is None
+    assert "predict_device_peak_mib" not in row
 
 
 def test_bench_of_a_keras_file_and_a_tflite_file(tmp_path):

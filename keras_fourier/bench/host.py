@@ -17,7 +17,7 @@ import platform
 from collections.abc import Sequence
 from typing import Any
 
-from keras_fourier.bench.measure import best_seconds
+from keras_fourier.bench.measure import accelerator, best_seconds
 from keras_fourier.flop_count import zero_inputs
 
 # The dtype of the matrix products under each precision: the host's limit is its matmul rate.
@@ -33,6 +33,8 @@ BF16_FEATURES = ("avx512_bf16", "amx_bf16")
 # The limit's product keeps at most this many rows: the rate is flat long before.
 MAX_LIMIT_ROWS = 65536
 RUNTIMES = ("keras", "tflite")
+# Products timed together on a GPU (or TPU) by :func:`matmul_rate`.
+ACCELERATOR_CHAIN = 32
 
 
 def cpu_description() -> tuple[str, list[str]]:
@@ -68,6 +70,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "keras": keras.__version__,
         "backend": keras.backend.backend(),
+        "accelerator": accelerator(),
     }
 
 
@@ -94,7 +97,9 @@ def matmul_rate(
 
     Times ``keras.ops.matmul`` of an (M, K) by a (K, N) matrix of `dtype`,
     as the model's layers call it (int8 by int8 gives int32, the product of
-    Keras's int8-quantized Dense layers), in this process's threads.
+    Keras's int8-quantized Dense layers), in this process's threads, or on
+    the GPU the backend computes on (:func:`~keras_fourier.bench.measure.accelerator`),
+    there `ACCELERATOR_CHAIN` products per timing.
 
     Args:
         shape: (M, K, N). Default (1024, 1024, 1024).
@@ -121,11 +126,18 @@ def matmul_rate(
         return keras.ops.cast(values, dtype)
 
     a, b = operand(m, k), operand(k, n)
+    # An accelerator runs products asynchronously, each in tens of microseconds: a chain of
+    # them per timing, so that the launch and the wait do not count as the product's time.
+    chain = 1 if accelerator() is None else ACCELERATOR_CHAIN
 
     def run():
-        keras.ops.convert_to_numpy(keras.ops.matmul(a, b))
+        for _ in range(chain):
+            product = keras.ops.matmul(a, b)
+        # On a GPU, one element back to the host waits for the products without timing the
+        # copy of the whole result, which would dominate; on a CPU the result is already there.
+        keras.ops.convert_to_numpy(product if chain == 1 else product[:1, :1])
 
-    return m * k * n / best_seconds(run, repeats)
+    return chain * m * k * n / best_seconds(run, repeats)
 
 
 def tflite_matmul_rate(
@@ -297,12 +309,15 @@ class HostLimits:
         return {dtype: rate / 1e9 for dtype, rate in self._best.items()}
 
     def report(self) -> dict[str, Any]:
-        """{"cpu", "cpu_features", "matmul_shape": "MxKxN", "matmul_runtime",
-        "matmul_threads", "matmul_rounds", "matmul_gmac_s": {dtype: rate}}."""
+        """{"cpu", "cpu_features", "accelerator", "matmul_shape": "MxKxN", "matmul_runtime",
+        "matmul_threads", "matmul_rounds", "matmul_gmac_s": {dtype: rate}}.
+
+        On a GPU ("accelerator" names it, None on a CPU), the rates are the GPU's."""
         rates = {dtype: round(rate, 2) for dtype, rate in self.rates.items()}
         return {
             "cpu": self.cpu,
             "cpu_features": self.features,
+            "accelerator": accelerator() if self.runtime == "keras" else None,
             "matmul_shape": "x".join(map(str, self.shape)),
             "matmul_runtime": self.runtime,
             "matmul_threads": self.threads or backend_threads(),

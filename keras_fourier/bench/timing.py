@@ -25,8 +25,6 @@ from keras_fourier.bench.host import (
 )
 from keras_fourier.bench.measure import PeakMemory, median_seconds
 from keras_fourier.bench.report import rounded
-from keras_fourier.data import get_num_classes, load_image_dataset
-from keras_fourier.export.signatures import classifier_head, is_field_model
 from keras_fourier.flop_count import flops
 from keras_fourier.layers.spectral import dft_precision_scope, get_dft_precision
 from keras_fourier.models.catalog import (
@@ -37,6 +35,7 @@ from keras_fourier.models.catalog import (
 )
 from keras_fourier.models.clone import clone_with
 from keras_fourier.models.fourcastnet_family import VARIANTS as FOURCASTNET_VARIANTS
+from keras_fourier.models.kinds import classifier_head, is_field_model
 from keras_fourier.models.names import FIELD_PRESETS, modality
 from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS
 from keras_fourier.validation import check_choice
@@ -69,6 +68,8 @@ def named_model_size(name: str) -> tuple[int | tuple[int, int], int]:
         spec = FOURCASTNET_VARIANTS[FIELD_PRESETS[canonical_name(name)]["variant"]]
         return spec.image_size, spec.in_channels
     if is_model_name(name) and canonical_name(name) in VISION_PRESETS:
+        from keras_fourier.data import get_num_classes  # TensorFlow: the data side
+
         data = "digits"  # the default data of `keras-fourier train`
         return default_image_size(name, data=data), get_num_classes(data)
     return 224, 1000
@@ -257,6 +258,8 @@ def agreement_inputs(
         raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
     import keras
 
+    from keras_fourier.data import load_image_dataset  # TensorFlow: the data side
+
     # The pipeline's Keras preprocessing layers follow the global policy: read in float32.
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("float32")
@@ -324,8 +327,10 @@ def benchmark_model(
 
     jit = BENCH_JIT[jit_compile]
     before = between or (lambda: None)
-    inputs = random_inputs(model, batch_size)
-    single = random_inputs(model, 1)
+    # On the backend's device once, as a training loop's prefetched batch: on a GPU the
+    # timings are then the model's, not a host-to-device copy per call.
+    inputs = keras.tree.map_structure(keras.ops.convert_to_tensor, random_inputs(model, batch_size))
+    single = keras.tree.map_structure(keras.ops.convert_to_tensor, random_inputs(model, 1))
     result: dict[str, Any] = {}
     field = is_field_model(model)  # a forecaster trains on the next state, MSE
     model.compile(
@@ -340,15 +345,20 @@ def benchmark_model(
         seconds = median_seconds(lambda: model.predict_on_batch(inputs), repeats)
     result["predict_img_s"] = batch_size / seconds
     result["predict_peak_mib"] = memory.mib
+    if memory.device_mib is not None:
+        result["predict_device_peak_mib"] = memory.device_mib
     before()
     result["latency_ms"] = 1e3 * median_seconds(lambda: model.predict_on_batch(single), repeats)
     if train and _output_rank(model) in (2, 4):
         labels = random_inputs(model, batch_size) if field else _labels(model, batch_size)
+        labels = keras.tree.map_structure(keras.ops.convert_to_tensor, labels)
         before()
         with PeakMemory() as memory:
             seconds = median_seconds(lambda: model.train_on_batch(inputs, labels), repeats)
         result["train_img_s"] = batch_size / seconds
         result["train_peak_mib"] = memory.mib
+        if memory.device_mib is not None:
+            result["train_device_peak_mib"] = memory.device_mib
     return result
 
 
