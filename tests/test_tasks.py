@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from keras_fourier.tasks import TASKS, get_task, select_task
 from keras_fourier.training import TrainConfig, run_identity, validate_config
+from keras_fourier.training.plan import task_defaults
 from tests.task_harness import run_task_checks
 
 pytestmark = pytest.mark.single_backend
@@ -110,6 +111,16 @@ def test_the_task_is_the_one_named_else_the_one_model_and_data_tell():
         select_task("digits", task="segmentation_of_cats", argument="--task")
     with pytest.raises(ValueError, match=r"Data 'foo' is not a source of model 'gfnet_tiny'"):
         select_task("foo", model="gfnet_tiny")
+
+
+def test_data_that_one_task_takes_names_the_task_and_its_model_when_neither_is_named():
+    forecast = task_defaults(TrainConfig(data="navier_stokes"))
+    assert (forecast.task, forecast.model) == ("forecast", "fourcastnet_tiny")
+    assert select_task(forecast.data, model=forecast.model).name == "forecast"
+    # A named model or task, or data several tasks take, is left as given.
+    assert task_defaults(TrainConfig(data="navier_stokes", model="gfnet_ti")).task is None
+    assert task_defaults(TrainConfig(data="digits")) == TrainConfig(data="digits")
+    assert task_defaults(TrainConfig(task="forecast")).data == "navier_stokes"
 
 
 def test_naming_the_default_task_is_the_same_run():

@@ -70,16 +70,24 @@ def task_defaults(config: TrainConfig) -> TrainConfig:
 
     ``train(task="forecast")`` (``keras-fourier train --task forecast``)
     trains the forecast task's small model on its embedded data, not the
-    default `gfnet_tiny` on the digits, which it does not take.
+    default `gfnet_tiny` on the digits, which it does not take. With no task
+    and no model named, data that only one task takes names that task
+    (``train(data="navier_stokes")`` is a forecast run).
 
     Example:
         >>> task_defaults(TrainConfig(task="forecast")).model
         'fourcastnet_tiny'
+        >>> task_defaults(TrainConfig(data="navier_stokes")).task
+        'forecast'
     """
+    defaults = TrainConfig()
+    if config.task is None and config.model == defaults.model and not config.saved_model:
+        accepting = [task for task in all_tasks() if task.accepts(config.data)]
+        if len(accepting) == 1 and not accepting[0].accepts_model(config.model):
+            config = dataclasses.replace(config, task=accepting[0].name)
     if config.task is None:
         return config
     task = get_task(config.task)
-    defaults = TrainConfig()
     changes = {}
     if (
         task.default_data is not None
