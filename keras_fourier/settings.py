@@ -3,7 +3,8 @@
 The `keras-fourier` command checks its arguments against these names before
 it loads TensorFlow; the modules that use them import them from here:
 
-* :data:`BAD_IMAGE_MODES`: what a run does with a corrupt image file
+* :data:`BAD_IMAGE_MODES`: what a run does with a corrupt image file, and
+  :data:`DIGITS_NUM_CLASSES`, the classes of the embedded digits
   (:mod:`keras_fourier.data`);
 * :data:`FFT_IMPLS` and :data:`DFT_PRECISIONS`: the implementations of the
   Fourier layers and the dtypes of the matmul DFT's products
@@ -36,3 +37,5 @@ BENCH_JIT = {"auto": "auto", "on": True, "off": False}
 SCALING_GRIDS = (14, 28, 42, 56, 64, 96, 128)
 SCALING_SEQUENCES = (512, 1024, 2048, 4096, 8192, 16384)
 SCALING_WIDTH = 384
+# The classes of the embedded UCI digits (the default data of `keras-fourier train`).
+DIGITS_NUM_CLASSES = 10

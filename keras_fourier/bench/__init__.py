@@ -38,6 +38,9 @@ calls. Results are printed as a table and written atomically as JSON and CSV
 moment, never assertions: compare two sides only when measured in one session.
 """
 
+import importlib
+from typing import Any
+
 from keras_fourier.bench.fnet_paper import run_fnet_paper, time_mixing, time_model
 from keras_fourier.bench.host import (
     BF16_FEATURES,
@@ -68,14 +71,7 @@ from keras_fourier.bench.scaling import (
     scaling_block,
     scaling_series,
 )
-from keras_fourier.bench.tflite import (
-    bench_tflite,
-    benchmark_tflite,
-    tflite_agreement,
-    tflite_is_integer,
-)
 from keras_fourier.bench.timing import (
-    agreement_inputs,
     at_input_size,
     bench_keras,
     benchmark_model,
@@ -132,3 +128,19 @@ __all__ = [
     "write_atomic",
     "write_results",
 ]
+
+# The TensorFlow side (TFLite files; image data for --agreement --data), loaded on first use
+# so that the Keras bench imports and runs on a JAX or PyTorch machine without TensorFlow.
+_LAZY = {
+    "agreement_inputs": "images",
+    "bench_tflite": "tflite",
+    "benchmark_tflite": "tflite",
+    "tflite_agreement": "tflite",
+    "tflite_is_integer": "tflite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"keras_fourier.bench.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

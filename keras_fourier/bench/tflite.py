@@ -15,6 +15,8 @@ from keras_fourier.bench.host import (
 )
 from keras_fourier.bench.measure import PeakMemory, median_seconds
 from keras_fourier.bench.report import rounded
+from keras_fourier.export.journal import recover_around
+from keras_fourier.export.signatures import DEFAULT_SIGNATURE, serving_model
 from keras_fourier.flop_count import flops
 from keras_fourier.limits import check_memory
 
@@ -116,8 +118,6 @@ def tflite_agreement(path: str, reference, inputs, batch_size: int = 16) -> dict
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from keras_fourier.export.signatures import DEFAULT_SIGNATURE, serving_model
-
     runner = Interpreter(model_path=path).get_signature_runner(DEFAULT_SIGNATURE)
     (output,) = runner.get_output_details()
     (name,) = runner.get_input_details()
@@ -166,7 +166,6 @@ def bench_tflite(
     Returns:
         ([row], host).
     """
-    from keras_fourier.export.journal import recover_around  # TensorFlow: the export side
 
     recover_around(path)
     integer = tflite_is_integer(path)

@@ -37,7 +37,7 @@ from keras_fourier.models.clone import clone_with
 from keras_fourier.models.fourcastnet_family import VARIANTS as FOURCASTNET_VARIANTS
 from keras_fourier.models.kinds import classifier_head, is_field_model
 from keras_fourier.models.names import FIELD_PRESETS, modality
-from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS
+from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS, DIGITS_NUM_CLASSES
 from keras_fourier.validation import check_choice
 
 # Sizes and batches of a model that takes any input size (dense prediction at high resolution).
@@ -68,10 +68,8 @@ def named_model_size(name: str) -> tuple[int | tuple[int, int], int]:
         spec = FOURCASTNET_VARIANTS[FIELD_PRESETS[canonical_name(name)]["variant"]]
         return spec.image_size, spec.in_channels
     if is_model_name(name) and canonical_name(name) in VISION_PRESETS:
-        from keras_fourier.data import get_num_classes  # TensorFlow: the data side
-
-        data = "digits"  # the default data of `keras-fourier train`
-        return default_image_size(name, data=data), get_num_classes(data)
+        # The default data of `keras-fourier train`: the digits.
+        return default_image_size(name, data="digits"), DIGITS_NUM_CLASSES
     return 224, 1000
 
 
@@ -214,63 +212,6 @@ def precision_agreement(
         "max_abs_logit": float(np.max(np.abs(expected))),
         "examples": len(expected),
     }
-
-
-def agreement_inputs(
-    model, data: str | None, split: str, examples: int, image_size: int | None = None
-):
-    """Images for :func:`precision_agreement`: `examples` of `data`, or uniform 0-255 noise.
-
-    Args:
-        model: the model they are for (its input size).
-        data: None (seeded uniform noise in [0, 255]) or an image source of
-            :func:`keras_fourier.data.load_image_dataset` ("digits",
-            "dir:PATH", "tfds:NAME"), read in evaluation mode.
-        split: the split of `data`.
-        examples: at most this many examples.
-        image_size: the size of the images of a model of free input size.
-            Default None: the model's own input size.
-
-    Returns:
-        A float32 array (examples, height, width, channels), or the model's
-        random inputs for non-image models.
-
-    Raises:
-        ValueError: `data` for a model that does not take RGB images, or no
-            `image_size` for a model of free input size.
-    """
-    import numpy as np
-
-    if has_free_input_size(model):
-        if image_size is None:
-            raise ValueError(
-                "agreement inputs of a model of free input size need an image size. "
-                "Received: image_size=None"
-            )
-        model = at_input_size(model, image_size)
-    shape = model.input_shape
-    if data is None:
-        if not (isinstance(shape, tuple) and len(shape) == 4):
-            return random_inputs(model, examples)
-        rng = np.random.default_rng(0)
-        return (255 * rng.random((examples, *shape[1:]))).astype("float32")
-    if not (isinstance(shape, tuple) and len(shape) == 4 and shape[-1] == 3):
-        raise ValueError(f"--data needs a model of RGB images. Received: input_shape={shape}")
-    import keras
-
-    from keras_fourier.data import load_image_dataset  # TensorFlow: the data side
-
-    # The pipeline's Keras preprocessing layers follow the global policy: read in float32.
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    try:
-        dataset = load_image_dataset(
-            data, split, image_size=shape[1], batch_size=examples, training=False
-        )
-        images, _ = next(iter(dataset))
-    finally:
-        keras.config.set_dtype_policy(previous)
-    return np.asarray(images, dtype="float32")
 
 
 def random_inputs(model, batch_size: int):

@@ -273,13 +273,12 @@ def run(args: argparse.Namespace) -> int:
     """
     import keras
 
+    from keras_fourier import bench  # its TensorFlow side (TFLite, --data) loads on first use
     from keras_fourier.bench import (
         COMPUTE_DTYPES,
         MAX_INPUT_MAX_SIDE,
         MAX_INPUT_START,
-        agreement_inputs,
         bench_keras,
-        bench_tflite,
         format_table,
         has_free_input_size,
         host_limits,
@@ -317,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = None
         if args.agreement:
             first = (sizes or [512])[0] if has_free_input_size(base) else None
-            inputs = agreement_inputs(base, args.data, args.data_split, args.examples, first)
+            inputs = bench.agreement_inputs(base, args.data, args.data_split, args.examples, first)
         if args.precision not in ("float32", "int8"):
             keras.mixed_precision.set_global_policy(args.precision)
         return bench_keras(
@@ -337,8 +336,8 @@ def run(args: argparse.Namespace) -> int:
         reference = None if args.reference is None else resolve_model(args.reference)
         inputs = None
         if args.agreement:
-            inputs = agreement_inputs(reference, args.data, args.data_split, args.examples)
-        return bench_tflite(
+            inputs = bench.agreement_inputs(reference, args.data, args.data_split, args.examples)
+        return bench.bench_tflite(
             args.model,
             reference=reference,
             batch_size=args.batch_size[0] if args.batch_size else 16,

@@ -67,10 +67,9 @@ from keras_fourier.data.checks import (
     report_skipped,
 )
 from keras_fourier.fileio import warn
-from keras_fourier.settings import BAD_IMAGE_MODES
+from keras_fourier.settings import BAD_IMAGE_MODES, DIGITS_NUM_CLASSES
 from keras_fourier.validation import check_choice
 
-DIGITS_NUM_CLASSES = 10
 HELD_OUT_SPLITS = ("train", "validation", "test")
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 # The share of TFDS "train" held out for validation when a dataset has no validation split.
