@@ -109,8 +109,8 @@ TEXT_MIXINGS: dict[str, dict[str, Any]] = {
 FIELD_PRESETS: dict[str, dict[str, Any]] = {
     "fourcastnet_tiny": {
         "variant": "fourcastnet",
-        "patch_size": 2,
-        "embed_dim": 64,
+        "patch_size": 4,
+        "embed_dim": 128,
         "depth": 4,
         "num_blocks": 4,
         "residual": True,

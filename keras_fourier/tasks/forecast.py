@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 # The largest state file predict reads.
 MAX_STATE_BYTES = 1 << 30
+# The default job (`fourcastnet_tiny` on the embedded Navier-Stokes data) trains in about four
+# minutes on 2 cores: 40 epochs of 43 steps, AdamW at 1e-3 without weight decay.
+NAVIER_STOKES_RECIPE = {"epochs": 40, "batch_size": 16, "learning_rate": 1e-3, "weight_decay": 0.0}
 
 
 class Forecast(Task):
@@ -92,6 +95,10 @@ class Forecast(Task):
                 f"The train split of {config.data!r} has {source.pairs('train')} pairs, fewer "
                 f"than one batch. Received: {name('batch_size')}={config.batch_size}"
             )
+
+    def recipe_defaults(self, config: TrainConfig) -> dict[str, Any]:
+        """The default job on "navier_stokes" trains in minutes: `NAVIER_STOKES_RECIPE`."""
+        return dict(NAVIER_STOKES_RECIPE) if config.data == self.default_data else {}
 
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         del data_dir
