@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_fourier.tasks import TASKS, get_task, select_task
 from keras_fourier.training import TrainConfig, run_identity, validate_config
-from keras_fourier.training.plan import task_defaults
+from keras_fourier.training.plan import resolve_config, task_defaults
 from tests.task_harness import run_task_checks
 
 pytestmark = pytest.mark.single_backend
@@ -121,6 +121,17 @@ def test_data_that_one_task_takes_names_the_task_and_its_model_when_neither_is_n
     assert task_defaults(TrainConfig(data="navier_stokes", model="gfnet_ti")).task is None
     assert task_defaults(TrainConfig(data="digits")) == TrainConfig(data="digits")
     assert task_defaults(TrainConfig(task="forecast")).data == "navier_stokes"
+
+
+def test_the_default_forecast_job_has_its_own_recipe_only_where_left_unset():
+    default = resolve_config(task_defaults(TrainConfig(task="forecast")))
+    assert (default.recipe, default.epochs, default.batch_size) == ("deit", 40, 16)
+    assert (default.learning_rate, default.weight_decay) == (1e-3, 0.0)
+    assert default.clipnorm == 1.0  # the rest is the recipe's
+    flagged = resolve_config(task_defaults(TrainConfig(task="forecast", batch_size=8)))
+    assert (flagged.epochs, flagged.batch_size) == (40, 8)
+    named = resolve_config(task_defaults(TrainConfig(task="forecast", recipe="deit")))
+    assert (named.epochs, named.batch_size, named.learning_rate) == (20, 64, 3e-3)
 
 
 def test_naming_the_default_task_is_the_same_run():
