@@ -141,6 +141,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """Loads a name of the TensorFlow side (and TensorFlow) when it is first used."""
     if name in _LAZY:
         return getattr(importlib.import_module(f"keras_fourier.bench.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
