@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -62,8 +63,11 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
+@functools.lru_cache(maxsize=1)
 def accelerator() -> str | None:
-    """The GPU (or TPU) the Keras backend computes on, by name; None on a CPU.
+    """The GPU (or JAX's TPU) the Keras backend computes on, by name; None on a CPU.
+
+    Asked once per process: the backend and its device do not change.
 
     Example:
         >>> accelerator()  # on an H200 under JAX or PyTorch
