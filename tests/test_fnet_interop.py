@@ -11,11 +11,13 @@ were run against the package outside the tests (docs/models.md).
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import re
 import struct
+import types
 import warnings
 
 import h5py
@@ -24,6 +26,8 @@ import numpy as np
 import pytest
 import torch  # the test extra installs it; the package does not need it
 
+import keras_fourier.weights.keras_hub as keras_hub_files
+from keras_fourier.models import FNet
 from keras_fourier.models.catalog import TEXT_PRESETS, create_pretrained_model
 from keras_fourier.models.fnet_weights import (
     FreshHeadWarning,
@@ -678,3 +682,125 @@ def test_export_with_a_sentencepiece_tokenizer_writes_keras_hub_tokenizer_files(
     with pytest.raises(ValueError, match=r"must be the path of a SentencePiece \.model file"):
         save_keras_hub_preset(tiny(), tmp_path / "none", tokenizer=tmp_path / "missing.model")
     assert not (tmp_path / "none").exists()
+
+
+def _free_length_classifier(**kwargs) -> keras.Model:
+    """The tiny FNet classifier of any length, with the 60 ids of the tiny SentencePiece model."""
+    return FNet(
+        SIZES,
+        vocabulary_size=60,
+        max_sequence_length=MAX_LENGTH,
+        num_segments=SEGMENTS,
+        num_classes=3,
+        name="reviews",
+        **kwargs,
+    )
+
+
+def test_export_command_writes_a_keras_hub_preset_that_loads_back(tmp_path, capsys):
+    from keras_fourier.cli import main
+
+    vocabulary = tmp_path / "spm.model"
+    vocabulary.write_bytes(_tiny_sentencepiece_model())
+    keras.utils.set_random_seed(3)
+    model = _free_length_classifier()
+    model.save(tmp_path / "reviews.keras")
+    out = tmp_path / "out"
+    argv = ["export", str(tmp_path / "reviews.keras"), "--format", "keras_hub", "--out", str(out)]
+    # Any length: keras-hub's FNet takes any length, so no --sequence-length is needed.
+    assert main([*argv, "--tokenizer", str(vocabulary)]) == 0
+    preset = out / "reviews_keras_hub"
+    files = sorted(str(p.relative_to(preset)) for p in preset.rglob("*") if p.is_file())
+    assert files == [
+        "assets/tokenizer/vocabulary.spm",
+        "config.json",
+        "metadata.json",
+        "model.weights.h5",
+        "preprocessor.json",
+        "task.json",
+        "task.weights.h5",
+        "tokenizer.json",
+    ]
+    assert os.listdir(out) == ["reviews_keras_hub"]  # no staging folder or journal left
+    backbone = json.loads((preset / "config.json").read_text())
+    assert (backbone["class_name"], backbone["config"]["vocabulary_size"]) == ("FNetBackbone", 60)
+    assert backbone["config"]["max_sequence_length"] == MAX_LENGTH
+    encoder_parameters = model.count_params() - model.get_layer("classifier").count_params()
+    metadata = json.loads((preset / "metadata.json").read_text())
+    assert metadata["parameter_count"] == encoder_parameters
+    assert capsys.readouterr().out.strip() == (
+        f"Wrote keras-hub preset {preset} (FNetTextClassifier, {encoder_parameters:,} backbone "
+        f"parameters, {sum(p.stat().st_size for p in preset.rglob('*') if p.is_file()):,} "
+        f"bytes): {', '.join(files)}"
+    )
+    preprocessor = json.loads((preset / "preprocessor.json").read_text())
+    assert preprocessor["config"]["sequence_length"] == MAX_LENGTH  # the longest it takes
+    assert (preset / "assets/tokenizer/vocabulary.spm").read_bytes() == vocabulary.read_bytes()
+    # The package's own keras-hub loader reads every tensor back, the head included.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FreshHeadWarning)
+        back = _free_length_classifier(weights=str(preset))
+    rng = np.random.default_rng(4)
+    inputs = {
+        "token_ids": rng.integers(0, 60, (2, LENGTH)).astype("int32"),
+        "segment_ids": rng.integers(0, SEGMENTS, (2, LENGTH)).astype("int32"),
+    }
+    expected = keras.ops.convert_to_numpy(model(inputs))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(back(inputs)), expected)
+    assert not np.allclose(expected, expected[:1])
+    # Refused, again or with --overwrite, as the other formats.
+    assert main([*argv, "--tokenizer", str(vocabulary)]) == 2
+    assert "already exists; pass --overwrite to replace it." in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0
+    assert not (preset / "tokenizer.json").exists()
+
+
+def test_export_command_refuses_what_keras_hub_cannot_hold_and_writes_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    from keras_fourier.cli import main
+
+    _free_length_classifier(activation="gelu").save(tmp_path / "exact.keras")
+    _free_length_classifier(mixing="linear").save(tmp_path / "linear.keras")
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="dense").save(
+        tmp_path / "dense.keras"
+    )
+    _free_length_classifier().save(tmp_path / "reviews.keras")
+    vocabulary = tmp_path / "spm.model"
+    vocabulary.write_bytes(_tiny_sentencepiece_model())
+    out = tmp_path / "out"
+    for model, more, message in [
+        ("exact", [], "keras-hub's FNet computes the tanh GELU; model 'reviews' has "),
+        ("linear", [], "keras-hub's FNet mixes with the Fourier transform; model 'reviews' has "),
+        ("dense", [], "model 'dense' is not one. Received: model='dense'"),
+        ("reviews", ["--tokenizer", str(tmp_path / "missing.model")], "missing.model'"),
+        ("reviews", ["--tokenizer", str(tmp_path / "exact.keras")], "not a SentencePiece model"),
+        (
+            "reviews",
+            ["--format", "onnx", "--sequence-length", "8", "--tokenizer", str(vocabulary)],
+            "--tokenizer is the tokenizer of a keras_hub preset; --format onnx has none.",
+        ),
+    ]:
+        argv = ["export", str(tmp_path / f"{model}.keras"), "--format", "keras_hub", *more]
+        assert main([*argv, "--out", str(out)]) == 2, model
+        error = capsys.readouterr().err
+        assert message in error and len(error.strip().splitlines()) == 1, error
+        assert not out.exists()
+    # A vocabulary of another size than the word table.
+    small = FNet(SIZES, vocabulary_size=VOCAB, max_sequence_length=MAX_LENGTH, name="small")
+    small.save(tmp_path / "small.keras")
+    argv = ["export", str(tmp_path / "small.keras"), "--format", "keras_hub", "--out", str(out)]
+    assert main([*argv, "--tokenizer", str(vocabulary)]) == 2
+    assert f"has 60 pieces but model 'small' has a word table of {VOCAB} rows" in (
+        capsys.readouterr().err
+    )
+
+    # A write that fails midway (a full disk) places nothing and leaves no staging folder.
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(keras_hub_files, "h5py", types.SimpleNamespace(File=full_disk))
+    out.mkdir()
+    assert main(argv) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert os.listdir(out) == []

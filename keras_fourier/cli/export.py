@@ -1,4 +1,4 @@
-"""`keras-fourier export`: SavedModel, TFLite and ONNX files of a model, through `export.export`.
+"""`keras-fourier export`: SavedModel, TFLite, ONNX, keras-hub files of a model (`export.export`).
 
 MODEL is a model name (``gfnet_ti`` or ``GFNetTi``, see
 :func:`keras_fourier.models.resolve_model`), a ``.keras`` file or a run
@@ -20,17 +20,19 @@ from keras_fourier.settings import OUTPUTS, QUANTIZATIONS
 from keras_fourier.validation import check_positive_int
 
 NAME = "export"
-HELP = "export a model as a TF Serving SavedModel, builtin-only TFLite and ONNX files"
+HELP = "export a model as a TF Serving SavedModel, builtin TFLite, ONNX or a keras-hub preset"
 DESCRIPTION = (
     "Write OUT/NAME/VERSION/ (TF Serving SavedModel, signatures serving_default and "
     "serving_bytes), OUT/NAME[_QUANTIZATION].tflite (TFLite builtin ops only) and, with "
     "--format ...,onnx, OUT/NAME.onnx (standard ONNX ops, run in onnxruntime), each "
-    "reloaded and checked against Keras. MODEL is a model name built with --weights, "
-    "--image-size and --classes, a .keras file or a run folder; see export/README.md."
+    "reloaded and checked against Keras; with --format keras_hub, OUT/NAME_keras_hub/ (an "
+    "FNet as a keras-hub preset folder, with --tokenizer's SentencePiece files). MODEL is a "
+    "model name built with --weights, --image-size and --classes, a .keras file or a run "
+    "folder; see export/README.md."
 )
 SHOW_DEFAULTS = False
 # The names of keras_fourier.export.FORMATS (tests/test_cli_startup.py checks them).
-FORMATS = ("saved_model", "tflite", "onnx")
+FORMATS = ("saved_model", "tflite", "onnx", "keras_hub")
 DEFAULT_FORMATS = ("saved_model", "tflite")
 # --quantize names float32 (no quantization, None) "none".
 QUANTIZE_CHOICES = tuple("none" if name is None else name for name in QUANTIZATIONS)
@@ -78,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="text models: the exported input length (names: default 512; required for a "
         "model that takes any length)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="keras_hub: the SentencePiece .model file the FNet's texts were encoded with "
+        "(or 'official': the official FNet vocabulary, downloaded once), written as the "
+        "preset's FNetTokenizer (default: no tokenizer files)",
     )
     parser.add_argument(
         "--output",
@@ -141,11 +150,12 @@ FLAGS = {
     "overwrite": "--overwrite",
     "out": "--out",
     "image_size": "--image-size",
+    "tokenizer": "--tokenizer",
 }
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs `keras-fourier export`: the SavedModel, TFLite and ONNX files of one model.
+    """Runs `keras-fourier export`: the SavedModel, TFLite, ONNX and keras-hub files of a model.
 
     Args:
         args: arguments parsed by a parser set up with :func:`add_arguments`.
@@ -228,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         calibration_data = image_batches(model, "train")
         if calibration_data is not None and next(iter(calibration_data), None) is None:
             raise ValueError(f"--data {args.data!r} has no calibration images.")
+    tokenizer = _tokenizer(args.tokenizer)
     try:
         result = export(
             model,
@@ -247,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
             names=FLAGS,
             sequence_length=args.sequence_length,
             image_size=image_size,
+            tokenizer=tokenizer,
         )
     except ParityError as error:  # a converted model that disagrees with Keras: nothing placed
         raise CommandError(str(error)) from error
@@ -255,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:  # the library's message names its keyword; the command's a flag
         message = str(error).replace("pass overwrite=True", "pass --overwrite")
         message = message.replace("Received: sequence_length=", "Received: --sequence-length=")
+        message = message.replace("Received: tokenizer=", "Received: --tokenizer=")
         raise ValueError(message) from error
     except OSError as error:
         raise CommandError(f"{error.strerror or error}: {error.filename or args.out}") from error
@@ -279,6 +292,15 @@ def run(args: argparse.Namespace) -> int:
             "AVAILABLE"
         )
     return 0
+
+
+def _tokenizer(spec: str | None) -> str | None:
+    """--tokenizer as a file: "official" is the official SentencePiece model (downloaded once)."""
+    if spec != "official":
+        return spec
+    from keras_fourier.data.text import official_sentencepiece_model
+
+    return official_sentencepiece_model()
 
 
 def _identity(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Deployment exports: TF Serving SavedModels, builtin-only TFLite files and ONNX files.
+"""Deployment exports: TF Serving SavedModels, builtin TFLite, ONNX and keras-hub presets.
 
 * :func:`export` writes several of them in one journaled call, all or
   nothing, each checked against Keras (one row per format in `FORMATS`).
@@ -11,6 +11,8 @@
   models return per-pixel ``logits`` and, from ``serving_bytes``, an int32
   ``class_map`` at the model's input size (see
   :mod:`keras_fourier.export.signatures`).
+* :func:`keras_hub_preset` writes an FNet as a keras-hub preset folder
+  (``keras_hub.models.FNetBackbone.from_preset`` loads it).
 * :func:`onnx` converts with the matmul DFT and standard ONNX ops only,
   runs the file in onnxruntime and reports its error against Keras.
 * :func:`tflite` converts with the matmul DFT and TFLite builtin ops only
@@ -29,6 +31,7 @@ config, REST and gRPC clients, and the commands to serve the SavedModels.
 from keras_fourier.data.checks import header_image_size
 from keras_fourier.export.formats import DEFAULT_FORMATS, FORMATS, ExportResult, export
 from keras_fourier.export.journal import recover
+from keras_fourier.export.keras_hub_preset import KerasHubPresetReport, keras_hub_preset
 from keras_fourier.export.litert import QUANTIZATIONS, TFLiteReport, tflite
 from keras_fourier.export.onnx_export import ONNXReport, onnx
 from keras_fourier.export.parity import ParityError
@@ -49,6 +52,7 @@ __all__ = [
     "MAX_IMAGE_PIXELS",
     "QUANTIZATIONS",
     "ExportResult",
+    "KerasHubPresetReport",
     "ONNXReport",
     "ParityError",
     "SavedModelReport",
@@ -56,6 +60,7 @@ __all__ = [
     "describe_saved_model",
     "export",
     "header_image_size",
+    "keras_hub_preset",
     "onnx",
     "recover",
     "saved_model",

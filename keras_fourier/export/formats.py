@@ -7,7 +7,9 @@ for a model named NAME (its Keras name, or `name`):
   folder mounted as ``/models`` in export/README.md, ``models/NAME`` the base
   path in ``models.config``, which lists it afterwards);
 * ``models/NAME.tflite`` (float32) and ``models/NAME_<quantization>.tflite``;
-* ``models/NAME.onnx`` (float32, standard ONNX ops, checked in onnxruntime).
+* ``models/NAME.onnx`` (float32, standard ONNX ops, checked in onnxruntime);
+* ``models/NAME_keras_hub/`` (an FNet as a keras-hub preset folder, which
+  ``keras_hub.models.FNetBackbone.from_preset`` loads).
 
 All or nothing: every argument and every output's prerequisites (int8
 calibration data, an output folder that is a writable folder, free versions
@@ -31,7 +33,7 @@ from typing import Any
 
 import keras
 
-from keras_fourier.export import litert, onnx_export, savedmodel
+from keras_fourier.export import keras_hub_preset, litert, onnx_export, savedmodel
 from keras_fourier.export.journal import Transaction, locked, recover
 from keras_fourier.export.serving_config import merge_models_config, read_models_config
 from keras_fourier.export.signatures import (
@@ -58,6 +60,7 @@ class ExportOptions:
     overwrite: bool
     verify: bool
     names: Mapping[str, str]
+    tokenizer: str | None = None
 
     def flag(self, argument: str) -> str:
         """How messages name `argument`: its entry in `names`, else the argument itself."""
@@ -75,11 +78,17 @@ class ExportFormat:
             `ValueError` when the output cannot be written.
         write: (model, staging folder, options, quantization, staged path)
             -> the report (with `path` and `summary()`) of the written output.
+        check_model: (model, options) -> None; raises `ValueError` for a
+            model the format cannot hold. Default None: every model.
+        fixed_length: whether a text model of any length is written at
+            ``sequence_length`` (which it then needs). Default True.
     """
 
     outputs: Callable[[str, str, int, Sequence[str | None]], list[tuple[str | None, str]]]
     check: Callable[[ExportOptions, str | None, str], None]
     write: Callable[[keras.Model, str, ExportOptions, str | None, str], Any]
+    check_model: Callable[[keras.Model, ExportOptions], None] | None = None
+    fixed_length: bool = True
 
 
 def _check_free(options: ExportOptions, path: str) -> None:
@@ -155,6 +164,17 @@ FORMATS: dict[str, ExportFormat] = {
             validation_data=options.validation_data,
             verbose=False,
         ),
+    ),
+    "keras_hub": ExportFormat(
+        outputs=lambda out, name, _, __: [(None, os.path.join(out, f"{name}_keras_hub"))],
+        check=lambda options, _, path: _check_free(options, path),
+        write=lambda model, _, options, __, staged: keras_hub_preset.keras_hub_preset(
+            model, staged, tokenizer=options.tokenizer, verbose=False
+        ),
+        check_model=lambda model, options: keras_hub_preset.check_arguments(
+            model, options.tokenizer
+        ),
+        fixed_length=False,  # keras-hub's FNet takes any length; with one, the preprocessor's
     ),
 }
 DEFAULT_FORMATS = ("saved_model", "tflite")
@@ -263,6 +283,7 @@ def export(
     names: Mapping[str, str] | None = None,
     sequence_length: int | None = None,
     image_size: int | tuple[int, int] | None = None,
+    tokenizer: str | os.PathLike | None = None,
 ) -> ExportResult:
     """Exports `model` in several formats into `out`, all or nothing, in one journaled commit.
 
@@ -291,13 +312,19 @@ def export(
             "--overwrite"}). Default None: by their names.
         sequence_length: the length a text model that takes any length
             (``FNet(sequence_length=None)``) is exported at, in every
-            format; None (default) for models of fixed input shapes.
+            format; None (default) for models of fixed input shapes, and
+            for a keras-hub preset alone (keras-hub's FNet takes any length;
+            given, it is the length of a classifier's preprocessor).
         image_size: for a model of any input size (e.g. a segmenter built
             with ``input_shape=(None, None, 3)``): the input size, an int or
             (height, width), of its TFLite and ONNX files (and of a
             classifier's SavedModel); a segmenter's SavedModel keeps any
             size. Required for those; refused for a model of a fixed size.
             Default None.
+        tokenizer: the keras_hub format's SentencePiece ``.model`` file,
+            written as the preset's tokenizer
+            (:func:`~keras_fourier.export.keras_hub_preset.keras_hub_preset`).
+            Default None: none.
 
     Returns:
         An :class:`ExportResult`.
@@ -312,12 +339,19 @@ def export(
     """
     out = os.fspath(out)
     names = dict(names or {})
-    model = at_sequence_length(model, sequence_length)
     unknown = [kind for kind in formats if kind not in FORMATS]
     if unknown or not formats:
         raise ValueError(
             f"{names.get('formats', 'formats')} must be some of {', '.join(FORMATS)}. "
             f"Received: {list(formats)}"
+        )
+    if sequence_length is not None or any(FORMATS[kind].fixed_length for kind in formats):
+        model = at_sequence_length(model, sequence_length)
+    if tokenizer is not None and "keras_hub" not in formats:
+        flag = names.get("tokenizer", "tokenizer")
+        raise ValueError(
+            f"{flag} is the tokenizer of a keras_hub preset; {names.get('formats', 'formats')} "
+            f"{','.join(formats)} has none. Received: {flag}={os.fspath(tokenizer)!r}"
         )
     name_flag = names.get("name", "name") if name else "the model's name"
     name = check_name(name or model.name, name_flag)
@@ -334,6 +368,7 @@ def export(
         overwrite=overwrite,
         verify=verify,
         names={"overwrite": "overwrite=True", **names},
+        tokenizer=None if tokenizer is None else os.fspath(tokenizer),
     )
     base = _inside(out, os.path.join(out, name), options.flag("out"))
     recover(base)
@@ -344,6 +379,9 @@ def export(
     config = os.path.join(out, "models.config")
     if "saved_model" in formats and os.path.exists(config):
         read_models_config(config)
+    for kind in formats:
+        if FORMATS[kind].check_model is not None:
+            FORMATS[kind].check_model(model, options)
     fixed = _fixed_model(model, formats, image_size, names.get("image_size", "image_size"))
     outputs = [
         (row, model if kind == "saved_model" and is_dense_model(model) else fixed, *output)

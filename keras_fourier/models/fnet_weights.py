@@ -23,7 +23,8 @@
 
 :func:`fnet_weights_sizes` reads the sizes of any of them without loading the
 weights, and :func:`load_pretrained_encoder` starts fine-tuning from them.
-:func:`save_keras_hub_preset` writes an FNet as a keras-hub preset folder.
+:func:`save_keras_hub_preset` writes an FNet as a keras-hub preset folder
+(:func:`check_keras_hub_model` refuses a model keras-hub's FNet cannot express).
 
 A head the weights do not fill (another class count, a head the checkpoint
 lacks) starts fresh and a head of the checkpoint that the model has no place
@@ -43,7 +44,12 @@ from typing import Any
 import keras
 import numpy as np
 
-from keras_fourier.layers.fnet import GELU_TANH, LAYER_NORM_EPSILON
+from keras_fourier.layers.fnet import (
+    GELU_TANH,
+    LAYER_NORM_EPSILON,
+    FNetEmbeddings,
+    FNetEncoderBlock,
+)
 from keras_fourier.limits import check_parameters
 from keras_fourier.models.fnet import FNetPretraining, build_fnet, encoder_of, num_layers
 from keras_fourier.models.fnet_family import (
@@ -1018,6 +1024,59 @@ def _sentencepiece_bytes(tokenizer: str | os.PathLike) -> bytes:
         return file.read()
 
 
+def check_keras_hub_model(model: keras.Model) -> None:
+    """Raises ValueError unless keras-hub's FNet computes what `model` computes.
+
+    keras-hub's ``FNetBackbone`` is the paper's FNet: Fourier mixing in
+    every block, the tanh GELU, every position mixed (no padding mask).
+    An encoder, a classifier or an :class:`FNetPretraining` built by
+    :func:`FNet` with those settings passes; any other model (not an FNet,
+    another `mixing`, self-attention blocks, another `activation`, a
+    ``padding_mask`` input) is refused with one line naming it.
+
+    Args:
+        model: the model to write as a keras-hub preset.
+
+    Raises:
+        ValueError: naming the model and what keras-hub cannot express.
+
+    Example:
+        >>> check_keras_hub_model(FNet("base"))
+        >>> check_keras_hub_model(FNet("base", mixing="linear"))
+        Traceback (most recent call last):
+        ValueError: keras-hub's FNet mixes with the Fourier transform; ...
+    """
+    encoder = encoder_of(model)
+    layers = {layer.name: layer for layer in getattr(encoder, "layers", ())}
+    blocks = [layers.get(f"encoder_layer_{index}") for index in range(num_layers(encoder))]
+    if (
+        not isinstance(layers.get("embeddings"), FNetEmbeddings)
+        or not blocks
+        or not all(isinstance(block, FNetEncoderBlock) for block in blocks)
+        or "pooler" not in layers
+    ):
+        raise ValueError(
+            f"A keras-hub FNet preset is written from an FNet (keras_fourier.FNet or a text "
+            f"run's model); model {model.name!r} is not one. Received: model={model.name!r}"
+        )
+    mixings = sorted({block.mixing_name for block in blocks} - {"fourier"})
+    if mixings:
+        raise ValueError(
+            f"keras-hub's FNet mixes with the Fourier transform; model {model.name!r} has "
+            f"{', '.join(mixings)} mixing blocks. Received: mixing={mixings[0]!r}"
+        )
+    if _model_activation(model) != GELU_TANH:
+        raise ValueError(
+            f"keras-hub's FNet computes the tanh GELU; model {model.name!r} has "
+            f"activation={_model_activation(model)!r}. Received: model={model.name!r}"
+        )
+    if "padding_mask" in getattr(encoder, "input", {}):
+        raise ValueError(
+            f"keras-hub's FNet mixes every position; model {model.name!r} takes a padding "
+            f"mask (built with use_padding_mask=True). Received: model={model.name!r}"
+        )
+
+
 def save_keras_hub_preset(
     model: keras.Model,
     folder: str | os.PathLike,
@@ -1050,20 +1109,16 @@ def save_keras_hub_preset(
             Default None: no tokenizer files.
 
     Raises:
-        ValueError: a model keras-hub's FNet cannot express (another
-            activation), a `tokenizer` that is not a file, or a `folder`
-            that holds files; nothing is written.
+        ValueError: a model keras-hub's FNet cannot express
+            (:func:`check_keras_hub_model`), a `tokenizer` that is not a
+            file, or a `folder` that holds files; nothing is written.
 
     Example:
         >>> model = FNet("base", weights="f_net_base")  # doctest: +SKIP
         >>> save_keras_hub_preset(model, "f_net_base_en")  # doctest: +SKIP
         >>> keras_hub.models.FNetBackbone.from_preset("f_net_base_en")  # doctest: +SKIP
     """
-    if _model_activation(model) != GELU_TANH:
-        raise ValueError(
-            f"keras-hub's FNet computes the tanh GELU; model {model.name!r} has "
-            f"activation={_model_activation(model)!r}. Received: model={model.name!r}"
-        )
+    check_keras_hub_model(model)
     vocabulary = None if tokenizer is None else _sentencepiece_bytes(tokenizer)
     encoder = encoder_of(model)
     sizes = _model_sizes(model)
