@@ -2,6 +2,7 @@
 
 import os
 
+import keras
 import numpy as np
 import onnx
 import onnxruntime
@@ -9,7 +10,15 @@ import pytest
 
 from keras_fourier import cli, export
 from keras_fourier.export import parity
-from tests.test_export import FAMILIES, _fnet_inputs, _images, _small_gfnet, _tiny_fnet
+from keras_fourier.models import FNet
+from tests.test_export import (
+    FAMILIES,
+    TINY_FNET,
+    _fnet_inputs,
+    _images,
+    _small_gfnet,
+    _tiny_fnet,
+)
 
 # Operators of the default ONNX domain; no FFT/DFT, no contrib or custom domain.
 STANDARD_OPS = {
@@ -106,3 +115,31 @@ def test_cli_exports_onnx(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.startswith(f"Wrote ONNX {out / 'gfnet_ti.onnx'} (opset ")
     assert printed.count("Wrote") == 1 and ".export-" not in printed
+
+
+def test_cli_exports_a_free_length_fnet_to_onnx_at_the_given_length(tmp_path, capsys):
+    keras.utils.set_random_seed(5)
+    model = FNet(
+        TINY_FNET, vocabulary_size=50, max_sequence_length=16, num_segments=2, num_classes=3
+    )
+    model.save(tmp_path / "fnet.keras")
+    out = tmp_path / "out"
+    argv = ["export", str(tmp_path / "fnet.keras"), "--format", "onnx", "--out", str(out)]
+    assert cli.main([*argv, "--sequence-length", "10"]) == 0
+    assert capsys.readouterr().out.startswith(f"Wrote ONNX {out / 'fnet.onnx'} (opset ")
+    _check_graph(out / "fnet.onnx")
+    rng = np.random.default_rng(6)
+    inputs = {
+        "token_ids": rng.integers(0, 50, (4, 10)).astype("int32"),
+        "segment_ids": rng.integers(0, 2, (4, 10)).astype("int32"),
+    }
+    outputs, session = _run(str(out / "fnet.onnx"), inputs)
+    assert {i.name: i.shape for i in session.get_inputs()} == {
+        "token_ids": ["batch", 10],
+        "segment_ids": ["batch", 10],
+    }
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(inputs, training=False)))
+    np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5)
+    assert not np.allclose(expected, expected[:1])  # the texts give different answers
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument):
+        session.run(None, {name: value[:, :8] for name, value in inputs.items()})
