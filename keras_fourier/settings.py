@@ -3,9 +3,9 @@
 The `keras-fourier` command checks its arguments against these names before
 it loads TensorFlow; the modules that use them import them from here:
 
-* :data:`BAD_IMAGE_MODES`: what a run does with a corrupt image file, and
-  :data:`DIGITS_NUM_CLASSES`, the classes of the embedded digits
-  (:mod:`keras_fourier.data`);
+* :data:`BAD_IMAGE_MODES`: what a run does with a corrupt image file,
+  :data:`DIGITS_NUM_CLASSES`, the classes of the embedded digits, and
+  :data:`TEXT_PADDINGS`, how text batches are padded (:mod:`keras_fourier.data`);
 * :data:`FFT_IMPLS` and :data:`DFT_PRECISIONS`: the implementations of the
   Fourier layers and the dtypes of the matmul DFT's products
   (:mod:`keras_fourier.layers.spectral`);
@@ -24,6 +24,8 @@ the token mixers and FFNs with the variant rows
 from __future__ import annotations
 
 BAD_IMAGE_MODES = ("error", "skip")
+# "fixed": every text batch at the sequence length; "batch": padded to its longest text.
+TEXT_PADDINGS = ("fixed", "batch")
 FFT_IMPLS = ("auto", "fft", "matmul")
 DFT_PRECISIONS = ("float32", "bfloat16")
 # None: float32, no quantization.

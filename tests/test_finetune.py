@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from keras_fourier.cli import main
-from keras_fourier.data import load_tokenizer, official_sentencepiece_model
+from keras_fourier.data import load_tokenizer, official_sentencepiece_model, tokenize_and_pack
 from keras_fourier.data.text import OFFICIAL_SENTENCEPIECE_FILE
 from keras_fourier.model_record import CHECKPOINT_RECORD
 from keras_fourier.models import FNet
@@ -419,3 +419,82 @@ def test_official_vocabulary_downloads_once_through_the_mirror(tmp_path, monkeyp
     # Offline afterwards: the cached file.
     assert official_sentencepiece_model() == path
     assert load_tokenizer("official").vocabulary_size == 60
+
+
+def test_train_pads_per_batch_into_a_model_of_any_length_that_predicts(
+    tmp_path, csv_folder, capsys
+):
+    out = tmp_path / "run"
+    argv = [
+        "train",
+        "--model",
+        "fnet_tiny",
+        "--data",
+        f"csv:{csv_folder}",
+        "--sequence-length",
+        "32",
+        "--padding",
+        "batch",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--no-tensorboard",
+        "--verbose",
+        "2",
+        "--out",
+        str(out),
+    ]
+    # The 32 texts are 28 ("bad", "sad"), 29 or 30 bytes with [CLS] and [SEP]: the 8 of 28
+    # make one bucket (one batch of 28 tokens), the 24 others three batches of 29 or 30.
+    assert main([*argv, "--bucket-boundaries", "29"]) == 0
+    printed = capsys.readouterr().out
+    assert "input sequences of up to 32 tokens, padded per batch in buckets split at [29]" in (
+        printed
+    )
+    assert "\n4/4 - " in printed  # the buckets' batches, counted before training
+    assert re.fullmatch(rf"test_accuracy={METRIC}", printed.strip().splitlines()[-1])
+    identity = json.loads((out / "run.json").read_text())["identity"]
+    assert (identity["padding"], identity["bucket_boundaries"]) == ("batch", [29])
+    model = keras.saving.load_model(out / "model.keras", compile=False)
+    assert {name: tuple(tensor.shape) for name, tensor in model.input.items()} == {
+        "segment_ids": (None, None),
+        "token_ids": (None, None),
+    }
+    assert model.get_layer("embeddings").max_sequence_length == 32
+
+    # The run's settings are stored: another padding is another run, the same one is shown.
+    assert main(argv) == 2
+    assert "  --bucket-boundaries: stored [29], given None\n" in capsys.readouterr().err
+    assert main([*argv, "--bucket-boundaries", "29"]) == 0
+    assert "is already finished (1 epochs)" in capsys.readouterr().out
+
+    # The run's test split was read as evaluate reads it (padded per batch, as in training);
+    # predict pads the texts to the longest of them.
+    text = "the cat was good"
+    assert main(["predict", "--model", str(out), "--text", text, "--top", "1"]) == 0
+    features = tokenize_and_pack([text], tokenizer=load_tokenizer("bytes"), sequence_length=32)
+    inputs = {name: features[name][:, : len(text) + 2] for name in ("token_ids", "segment_ids")}
+    probabilities = keras.ops.convert_to_numpy(model(inputs))[0]
+    best = int(np.argmax(probabilities))
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"  1. {float(probabilities[best]):7.2%}  {['negative', 'positive'][best]}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        (["--padding", "batch"], "`--padding` applies to text tasks; task 'image_classification'"),
+        (
+            ["--model", "fnet_tiny", "--data", "listops", "--bucket-boundaries", "8"],
+            "`--bucket-boundaries` must be increasing lengths from 2 to --sequence-length (128), "
+            "with --padding batch. Received: --bucket-boundaries=[8]",
+        ),
+    ],
+)
+def test_per_batch_padding_is_refused_where_it_does_not_apply(tmp_path, more, message, capsys):
+    assert main(["train", *more, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()

@@ -18,12 +18,18 @@ import dataclasses
 import os
 from typing import Any
 
-from keras_fourier.cli.arguments import DATA_HELP, CommandError, metrics_line, sizes
+from keras_fourier.cli.arguments import (
+    DATA_HELP,
+    CommandError,
+    comma_list,
+    metrics_line,
+    sizes,
+)
 from keras_fourier.model_record import read_checkpoint_record
 from keras_fourier.models.family import FFN_NAMES, MIXER_NAMES
 from keras_fourier.models.names import PUBLIC_NAMES, is_model_name, model_names
 from keras_fourier.run_folder import RunFolder
-from keras_fourier.settings import BAD_IMAGE_MODES
+from keras_fourier.settings import BAD_IMAGE_MODES, TEXT_PADDINGS
 from keras_fourier.tasks import TASKS
 from keras_fourier.training.config import PRECISIONS, STRATEGIES, TrainConfig
 from keras_fourier.training.recipe import RECIPES
@@ -193,6 +199,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "text models: tokens per example (padded or cut); refused when the batch would need "
         "more than KERAS_FOURIER_MAX_MEMORY (8 GiB)",
         type=int,
+    )
+    option(
+        "padding",
+        "text tasks: pad every batch to --sequence-length (fixed), or each batch to its longest "
+        "text (batch: the model is built to take any length up to --sequence-length, and the "
+        "run's evaluation pads per batch too)",
+        choices=TEXT_PADDINGS,
+    )
+    option(
+        "bucket_boundaries",
+        "with --padding batch: comma-separated text lengths in tokens, e.g. 32,64: texts "
+        "shorter than 32, from 32 to 63 and of 64 or more are batched apart",
+        type=lambda text: tuple(comma_list(cast=int)(text)),
+        metavar="LENGTHS",
     )
     option("train_examples", "ListOps training examples", type=int)
     option("eval_examples", "ListOps validation and test examples (each)", type=int)

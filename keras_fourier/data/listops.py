@@ -18,7 +18,7 @@ lengths but not for very short expressions.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -290,6 +290,8 @@ def listops_eval_dataset(
     num_examples: int = 500,
     batch_size: int = 256,
     split: str = "test",
+    *,
+    padding: str = "fixed",
 ) -> tf.data.Dataset:
     """A held-out ListOps set of training, generated with a fixed seed, with one-hot labels.
 
@@ -304,6 +306,8 @@ def listops_eval_dataset(
         batch_size: global batch size. Default 256.
         split: "validation" (selects the best epoch) or "test" (reported
             once). Default "test".
+        padding: "fixed" (default), or "batch": each batch padded to its
+            longest expression, for a model of any length.
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -315,7 +319,7 @@ def listops_eval_dataset(
         (TensorShape([4, 32]), TensorShape([4, 10]))
     """
     texts, labels = _held_out(sequence_length, num_examples, split)
-    return _one_hot_dataset(texts, labels, sequence_length, batch_size)
+    return _one_hot_dataset(texts, labels, sequence_length, batch_size, padding=padding)
 
 
 def listops_train_dataset(
@@ -325,6 +329,8 @@ def listops_train_dataset(
     eval_examples: int = 500,
     batch_size: int = 64,
     seed: int = 0,
+    padding: str = "fixed",
+    bucket_boundaries: Sequence[int] | None = None,
 ) -> tf.data.Dataset:
     """ListOps training examples in neither held-out set of `listops_eval_dataset`, one-hot.
 
@@ -335,6 +341,11 @@ def listops_train_dataset(
         eval_examples: size of the held-out sets to exclude. Default 500.
         batch_size: global batch size. Default 64.
         seed: generation and shuffle seed. Default 0.
+        padding: "fixed" (default), or "batch": each batch padded to its
+            longest expression, for a model of any length.
+        bucket_boundaries: with ``padding="batch"``, lengths grouping the
+            expressions into buckets (`keras_fourier.data.text_dataset`).
+            Default None.
 
     Returns:
         A shuffled `tf.data.Dataset` of (features, (B, 10) one-hot) batches,
@@ -360,4 +371,6 @@ def listops_train_dataset(
         batch_size,
         training=True,
         seed=seed,
+        padding=padding,
+        bucket_boundaries=bucket_boundaries,
     )

@@ -31,11 +31,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.limits import read_file_bounded
+from keras_fourier.settings import TEXT_PADDINGS
 from keras_fourier.validation import check_choice
 from keras_fourier.weights import download
-
-# How text_dataset pads: every batch to sequence_length, or each batch to its longest sequence.
-TEXT_PADDINGS = ("fixed", "batch")
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -526,8 +524,9 @@ def text_dataset(
             "batch": each batch is padded to its longest sequence.
         bucket_boundaries: with ``padding="batch"``, increasing sequence
             lengths splitting the examples into buckets (lengths below the
-            first, between two, at least the last), each batched apart.
-            Default None: no bucketing.
+            first, between two, at least the last), each batched apart; the
+            texts are then read once when the dataset is built, to count its
+            batches (its cardinality). Default None: no bucketing.
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -582,16 +581,40 @@ def text_dataset(
     ds = tf.data.Dataset.zip(features, tf.data.Dataset.from_tensor_slices(labels))
     if cache:
         ds = ds.cache()
+    drop = training if drop_remainder is None else drop_remainder
+    batches = None
+    if bucket_boundaries is not None:
+        batches = _bucketed_batches(ds, bucket_boundaries, batch_size, drop)
     if training:
         ds = ds.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    drop = training if drop_remainder is None else drop_remainder
     if padding == "fixed":
         ds = ds.batch(batch_size, drop_remainder=drop)
     else:
         ds = _batch_padded(ds, batch_size, drop, bucket_boundaries, tokenizer, pad_id)
+    if batches is not None:  # bucketing leaves the count unknown; it is the buckets' own
+        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.prefetch(AUTOTUNE).with_options(options)
+
+
+def _bucketed_batches(
+    ds: tf.data.Dataset, bucket_boundaries: Sequence[int], batch_size: int, drop_remainder: bool
+) -> int:
+    """The batches `_batch_padded` makes of the packed examples `ds` with `bucket_boundaries`.
+
+    Each bucket is batched apart, so the count does not depend on the order:
+    per bucket, its examples // `batch_size` (rounded up when partial batches
+    are kept). `ds` is read once (filling its cache, when it has one).
+    """
+    lengths = np.fromiter(
+        ds.map(lambda features, _: tf.reduce_sum(features["padding_mask"])).as_numpy_iterator(),
+        dtype=np.int64,
+    )
+    buckets = np.searchsorted(np.asarray(bucket_boundaries), lengths, side="right")
+    counts = np.bincount(buckets, minlength=len(bucket_boundaries) + 1)
+    full, partial = np.divmod(counts, batch_size)
+    return int(full.sum() + (0 if drop_remainder else np.count_nonzero(partial)))
 
 
 def _batch_padded(

@@ -354,6 +354,8 @@ def text_split_dataset(
     batch_size: int,
     training: bool = False,
     seed: int = 0,
+    padding: str = "fixed",
+    bucket_boundaries: Sequence[int] | None = None,
 ) -> tf.data.Dataset:
     """Batches of a ``csv:`` split: (FNet inputs, one-hot labels).
 
@@ -362,11 +364,17 @@ def text_split_dataset(
         split: see :func:`read_text_split`.
         tokenizer: the tokenizer (see `keras_fourier.data.tokenize_and_pack`).
         class_names: the model's classes, in label order.
-        sequence_length: the model's static input length.
+        sequence_length: the model's static input length (with
+            ``padding="batch"``, the longest).
         batch_size: batch size.
         training: shuffle every epoch (seeded) and drop the last partial
             batch. Default False.
         seed: shuffle seed. Default 0.
+        padding: "fixed" (default) or "batch" (each batch padded to its
+            longest text); see `keras_fourier.data.text_dataset`.
+        bucket_boundaries: with ``padding="batch"``, lengths grouping the
+            texts into buckets; see `keras_fourier.data.text_dataset`.
+            Default None.
 
     Returns:
         A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"},
@@ -393,6 +401,8 @@ def text_split_dataset(
         batch_size=batch_size,
         training=training,
         seed=seed,
+        padding=padding,
+        bucket_boundaries=bucket_boundaries,
     )
     num_classes = len(class_names)
     return dataset.map(

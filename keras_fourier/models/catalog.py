@@ -475,12 +475,13 @@ def _text_classifier(
     max_sequence_length: int | None = None,
     num_segments: int = 4,
     activation: str = GELU_TANH,
+    any_length: bool = False,
 ) -> keras.Model:
     encoder = fnet.build_fnet(
         TEXT_PRESETS[name],
         vocabulary_size=vocabulary_size,
         max_sequence_length=max_sequence_length or sequence_length,
-        sequence_length=sequence_length,
+        sequence_length=None if any_length else sequence_length,
         num_segments=num_segments,
         dropout=dropout,
         num_classes=num_classes,
@@ -504,6 +505,7 @@ def create_model(
     vocabulary_size: int = 32000,
     dropout: float = 0.1,
     weights: str | None = None,
+    any_length: bool = False,
     **architecture: Any,
 ) -> keras.Model:
     """Builds a classifier by name (either spelling), with softmax float32 outputs.
@@ -523,6 +525,9 @@ def create_model(
         dropout: dropout rate of text models. Default 0.1.
         weights: weights of a named vision model (None, "imagenet" or a
             file, as its builder takes). Default None.
+        any_length: a text model that takes any length up to
+            `sequence_length` (``FNet(sequence_length=None)``, for batches
+            padded per batch). Default False: exactly `sequence_length`.
         **architecture: `build_model` overrides of a vision preset, any of
             "mixer", "ffn", "depths", "dims", "patch_size" (None values are
             ignored).
@@ -570,6 +575,7 @@ def create_model(
             sequence_length=sequence_length,
             vocabulary_size=vocabulary_size,
             dropout=dropout,
+            any_length=any_length,
         )
     builder, options = _vision_builder(name, overrides)
     return builder(
@@ -660,6 +666,7 @@ def create_pretrained_model(
     sequence_length: int = 512,
     vocabulary_size: int | None = None,
     dropout: float = 0.1,
+    any_length: bool = False,
     **architecture: Any,
 ) -> keras.Model:
     """A classifier to fine-tune: its backbone or encoder from `weights`, a fresh head.
@@ -686,6 +693,9 @@ def create_pretrained_model(
         vocabulary_size: the tokenizer's ids, checked against the weights'
             word table. Default None: not checked.
         dropout: dropout rate of text models. Default 0.1.
+        any_length: a text model that takes any length up to the weights'
+            position table (for batches padded per batch, at most
+            `sequence_length` tokens). Default False.
         **architecture: `build_model` overrides of a vision preset.
 
     Returns:
@@ -716,6 +726,7 @@ def create_pretrained_model(
             num_segments=sizes["num_segments"],
             dropout=dropout,
             activation=fnet_weights_activation(weights),
+            any_length=any_length,
         )
         load_pretrained_encoder(model, weights)
         return model

@@ -1148,6 +1148,10 @@ def save_keras_hub_preset(
     weight_files = {"model.weights.h5": backbone_weights}
     if classifier is not None:
         activation = keras.activations.serialize(classifier.activation)
+        last = model.layers[-1]
+        if activation == "linear" and isinstance(last, keras.layers.Activation):
+            # A text run's classifier: logits, then a softmax layer (the model's output).
+            activation = keras.activations.serialize(last.activation)
         json_files["task.json"] = {
             **_KERAS_HUB_CLASSIFIER,
             "config": {

@@ -1,14 +1,21 @@
 """Text classification: "csv:<path>" files, or ListOps generated with fixed seeds.
 
-The task owns the text-only settings of a run (sequence length, tokenizer,
-ListOps example counts), the tokenizer stored in the run's model.keras, the
-official FNet fine-tuning recipe as the default of a run with weights, and
-the text side of `keras-fourier predict` (``--text``).
+The task owns the text-only settings of a run (sequence length, padding,
+tokenizer, ListOps example counts), the tokenizer stored in the run's
+model.keras, the official FNet fine-tuning recipe as the default of a run
+with weights, and the text side of `keras-fourier predict` (``--text``).
+
+With ``padding="batch"`` the run's model takes any length up to
+`sequence_length` (``FNet(sequence_length=None)``) and every batch is padded
+to its longest text (`keras_fourier.data.text_dataset`); such a model is
+evaluated, and predicts, on batches padded the same way, up to its position
+table's length.
 """
 
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,11 +50,15 @@ from keras_fourier.data.text_files import (
     text_split_dataset,
     text_training_splits,
 )
+from keras_fourier.limits import read_zip_json
 from keras_fourier.model_record import CLASS_NAMES_KEY, TOKENIZER_KEY
 from keras_fourier.models.catalog import check_text_weights
 from keras_fourier.models.fnet_weights import is_official_weights
+from keras_fourier.run_folder import resolve_model_file
+from keras_fourier.settings import TEXT_PADDINGS
 from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData
 from keras_fourier.tasks.classification import Classification
+from keras_fourier.validation import check_choice
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
@@ -72,6 +83,8 @@ class TextClassification(Classification):
         "tokenizer",
         "eval_split",
         "validation_split",
+        "padding",
+        "bucket_boundaries",
     )
     LISTOPS = "listops"
     # The fields that apply to one source only.
@@ -133,6 +146,32 @@ class TextClassification(Classification):
                 f"[SEP] tokens (at least 4). Received: "
                 f"{name('sequence_length')}={config.sequence_length}"
             )
+        self._check_padding(config, name)
+
+    def _check_padding(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        check_choice(name("padding"), config.padding, TEXT_PADDINGS)
+        bounds = config.bucket_boundaries
+        if bounds is not None and (
+            config.padding != "batch"
+            or not isinstance(bounds, (tuple, list))
+            or not bounds
+            or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds)
+            or list(bounds) != sorted(set(bounds))
+            or not 1 < bounds[0] <= bounds[-1] <= config.sequence_length
+        ):
+            shown = list(bounds) if isinstance(bounds, tuple) else bounds
+            raise ValueError(
+                f"`{name('bucket_boundaries')}` must be increasing lengths from 2 to "
+                f"{name('sequence_length')} ({config.sequence_length}), with "
+                f"{name('padding')} batch. Received: {name('bucket_boundaries')}={shown!r}"
+            )
+        if config.padding == "batch" and config.saved_model:
+            length = _saved_sequence_length(resolve_model_file(config.model))
+            if length is not None:
+                raise ValueError(
+                    f"`{name('padding')}` batch needs a model of any length; the saved model "
+                    f"{config.model!r} takes {length} tokens. Received: {name('padding')}=batch"
+                )
 
     def identity(self, config: TrainConfig, values: dict[str, Any]) -> dict[str, Any]:
         dropped = self.CSV_FIELDS if config.data == self.LISTOPS else self.LISTOPS_FIELDS
@@ -164,12 +203,18 @@ class TextClassification(Classification):
         return {
             "sequence_length": config.sequence_length,
             "vocabulary_size": self._vocabulary_size(config),
+            "any_length": config.padding == "batch",
         }
 
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
         spec = self.tokenizer_spec(config)
         tokenizer = "" if spec is None else f", tokenizer {spec!r}"
-        return f"sequences of {config.sequence_length} tokens{tokenizer}"
+        length = f"{config.sequence_length} tokens"
+        if config.padding == "batch":
+            buckets = config.bucket_boundaries
+            grouped = "" if buckets is None else f" in buckets split at {list(buckets)}"
+            length = f"up to {length}, padded per batch{grouped}"
+        return f"sequences of {length}{tokenizer}"
 
     def datasets(self, config: TrainConfig) -> TaskData:
         if config.data == self.LISTOPS:
@@ -199,9 +244,15 @@ class TextClassification(Classification):
             "class_names": class_names,
             "sequence_length": config.sequence_length,
             "batch_size": config.batch_size,
+            "padding": config.padding,
         }
         train_data = text_split_dataset(
-            source, train_split, training=True, seed=config.seed, **options
+            source,
+            train_split,
+            training=True,
+            seed=config.seed,
+            bucket_boundaries=config.bucket_boundaries,
+            **options,
         )
         validation_data = text_split_dataset(source, validation_split, **options)
         return TaskData(train_data, validation_data, len(class_names), splits)
@@ -213,9 +264,15 @@ class TextClassification(Classification):
             eval_examples=config.eval_examples,
             batch_size=config.batch_size,
             seed=config.seed,
+            padding=config.padding,
+            bucket_boundaries=config.bucket_boundaries,
         )
         validation_data = listops_eval_dataset(
-            config.sequence_length, config.eval_examples, config.batch_size, "validation"
+            config.sequence_length,
+            config.eval_examples,
+            config.batch_size,
+            "validation",
+            padding=config.padding,
         )
         generated = f"{config.eval_examples:,} expressions generated with seed"
         return TaskData(
@@ -237,10 +294,14 @@ class TextClassification(Classification):
                 f"Data source {request.data!r} is text: model {model.name!r} does not take "
                 "token ids (an image model?)."
             )
-        sequence_length = inputs["token_ids"].shape[1]
+        sequence_length, padding = model_sequence_length(model)
         if request.data == self.LISTOPS:
             return listops_eval_dataset(
-                sequence_length, request.eval_examples, request.batch_size, request.split
+                sequence_length,
+                request.eval_examples,
+                request.batch_size,
+                request.split,
+                padding=padding,
             )
         tokenizer = given_tokenizer(request.labels.get(TOKENIZER_KEY))
         class_names = request.labels.get(CLASS_NAMES_KEY)
@@ -258,6 +319,7 @@ class TextClassification(Classification):
             class_names=text_class_names(request.data) if class_names is None else class_names,
             sequence_length=sequence_length,
             batch_size=request.batch_size,
+            padding=padding,
         )
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
@@ -278,10 +340,12 @@ class TextClassification(Classification):
                 f"{model.output_shape[-1]} outputs."
             )
         texts = list(request.inputs)
-        features = tokenize_and_pack(
-            texts, tokenizer=tokenizer, sequence_length=inputs["token_ids"].shape[1]
-        )
-        batch = {name: features[name] for name in inputs}
+        sequence_length, padding = model_sequence_length(model)
+        features = tokenize_and_pack(texts, tokenizer=tokenizer, sequence_length=sequence_length)
+        # A model of any length reads the texts padded to the longest of them, as in training.
+        longest = int(keras.ops.max(keras.ops.sum(features["padding_mask"], axis=-1)))
+        width = longest if padding == "batch" else sequence_length
+        batch = {name: features[name][:, :width] for name in inputs}
         probabilities = keras.ops.convert_to_numpy(model(batch, training=False))
         order = np.argsort(-probabilities, axis=-1, kind="stable")[:, : request.top]
         lines = []
@@ -290,6 +354,35 @@ class TextClassification(Classification):
             for rank, index in enumerate(indices, start=1):
                 lines.append(f"  {rank}. {float(row[index]):7.2%}  {class_names[index]}")
         return lines
+
+
+def model_sequence_length(model: keras.Model) -> tuple[int, str]:
+    """The length a text model reads and its padding: (fixed length, "fixed"), or, for a
+    model of any length, (its position table's rows, "batch")."""
+    length = model.input["token_ids"].shape[1]
+    if length is not None:
+        return length, "fixed"
+    return model.get_layer("embeddings").max_sequence_length, "batch"
+
+
+def _saved_sequence_length(path: str) -> int | None:
+    """The fixed token length of a saved text model (its `token_ids` input), read from its
+    `.keras` config without building it; None for any length (or no such input)."""
+    with zipfile.ZipFile(path) as archive:
+        config = read_zip_json(archive, "config.json", f"The .keras file {path!r}")
+    stack = [config]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            inner = value.get("config")
+            if value.get("class_name") == "InputLayer" and isinstance(inner, dict):
+                shape = inner.get("batch_shape") or [None, None]
+                if inner.get("name") == "token_ids" and len(shape) == 2:
+                    return shape[1]
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
 
 
 def model_vocabulary_size(model: keras.Model) -> int | None:

@@ -131,7 +131,17 @@ class TrainConfig:
             `keras_fourier.data.training_splits` ("validation", held out of
             the training images when the source has none).
         data_dir: TFDS data directory. Default None.
-        sequence_length: ListOps sequence length (FNet models). Default 128.
+        sequence_length: text models: tokens per example (ListOps and
+            "csv:" texts are cut to it). Default 128.
+        padding: how text batches are padded (text tasks only): "fixed"
+            (every batch at `sequence_length`) or "batch" (each batch to its
+            longest text, at most `sequence_length`; the model is then built
+            to take any length, ``FNet(sequence_length=None)``). Default
+            "fixed".
+        bucket_boundaries: with `padding` "batch", increasing text lengths
+            (in tokens) that split the texts into buckets batched apart, so
+            that a batch holds texts of similar lengths and little padding.
+            Default None: no buckets.
         train_examples: ListOps training examples. Default 4000.
         eval_examples: ListOps held-out examples. Default 500.
         mixer, ffn, depths, dims, patch_size: `build_model` overrides of a
@@ -182,6 +192,8 @@ class TrainConfig:
     validation_split: str | None = None
     data_dir: str | None = None
     sequence_length: int = 128
+    padding: str = "fixed"
+    bucket_boundaries: tuple[int, ...] | None = None
     train_examples: int = 4000
     eval_examples: int = 500
     mixer: str | None = None

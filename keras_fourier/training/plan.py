@@ -37,7 +37,15 @@ NOT_IDENTITY = ("out", "verbose", "tensorboard", "strategy", "jit_compile", "dat
 # Settings added after runs were recorded, with the value those runs had: left out of the
 # identity at that value, so that their folders still resume. (`task` is left out for the
 # default task of the model's modality, which every run had before the field existed.)
-LEGACY_VALUES: dict[str, Any] = {"recipe": "deit", "weights": None, "tokenizer": None}
+LEGACY_VALUES: dict[str, Any] = {
+    "recipe": "deit",
+    "weights": None,
+    "tokenizer": None,
+    "padding": "fixed",
+    "bucket_boundaries": None,
+}
+# Settings of one task's data, refused (when set) for a task that does not list them in `fields`.
+TEXT_BATCH_FIELDS = ("padding", "bucket_boundaries")
 
 
 def run_task(config: TrainConfig, names: Mapping[str, str] | None = None) -> Task:
@@ -252,6 +260,12 @@ def _check(config: TrainConfig, name: Callable[[str], str], names: Mapping[str, 
             f"`{name('validation_split')}` must be None or a split name. "
             f"Received: {name('validation_split')}={config.validation_split!r}"
         )
+    for field in TEXT_BATCH_FIELDS:
+        if field not in task.fields and getattr(config, field) != getattr(TrainConfig, field):
+            raise ValueError(
+                f"`{name(field)}` applies to text tasks; task {task.name!r} batches its own "
+                f"data. Received: {name(field)}={getattr(config, field)!r}"
+            )
     task.check(config, name)
     if not config.saved_model and is_model_name(config.model):
         size = task.model_options(config).get("image_size") if task.modality == "image" else None
