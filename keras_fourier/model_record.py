@@ -28,6 +28,9 @@ CLASS_NAMES_KEY = "class_names"
 CROP_PCT_KEY = "eval_crop_pct"
 # The record of the tokenizer of a text model (`keras_fourier.data.text.tokenizer_record`).
 TOKENIZER_KEY = "tokenizer"
+# The longest text (in tokens) of a text model of any length trained with per-batch padding:
+# the run's sequence length, at most its position table.
+TEXT_LENGTH_KEY = "sequence_length"
 # The normalisation of a field model (the forecast task): per-channel mean and std, channel
 # names and the lead of its training pairs.
 FIELD_STATS_KEY = "field_stats"

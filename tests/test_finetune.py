@@ -25,7 +25,7 @@ from keras_fourier.data.text import OFFICIAL_SENTENCEPIECE_FILE
 from keras_fourier.model_record import CHECKPOINT_RECORD
 from keras_fourier.models import FNet
 from keras_fourier.models.catalog import TEXT_PRESETS, create_model, create_pretrained_model
-from keras_fourier.models.fnet_weights import fnet_weights_sizes
+from keras_fourier.models.fnet_weights import fnet_weights_activation, fnet_weights_sizes
 from keras_fourier.training import (
     RECIPES,
     TrainConfig,
@@ -462,6 +462,7 @@ def test_train_pads_per_batch_into_a_model_of_any_length_that_predicts(
         "token_ids": (None, None),
     }
     assert model.get_layer("embeddings").max_sequence_length == 32
+    assert _record(out / "model.keras")["sequence_length"] == 32  # what evaluate reads
 
     # The run's settings are stored: another padding is another run, the same one is shown.
     assert main(argv) == 2
@@ -498,3 +499,43 @@ def test_per_batch_padding_is_refused_where_it_does_not_apply(tmp_path, more, me
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "run").exists()
+
+
+def test_fine_tuning_keeps_the_activation_a_keras_file_records(tmp_path):
+    # An exact-GELU FNet: a `.weights.h5` of it records no activation (the official tanh GELU
+    # is assumed, as for every other kind of FNet weights); its `.keras` file records it.
+    keras.utils.set_random_seed(8)
+    exact = FNet(
+        TINY, vocabulary_size=260, max_sequence_length=POSITIONS, activation="gelu", name="exact"
+    )
+    for index in range(TINY["num_layers"]):  # pre-activations of order 1, where the GELUs differ
+        kernel = exact.get_layer(f"encoder_layer_{index}").intermediate.kernel
+        kernel.assign(kernel * 100)
+    exact.save(tmp_path / "exact.keras")
+    exact.save_weights(tmp_path / "exact.weights.h5")
+    assert fnet_weights_activation(str(tmp_path / "exact.keras")) == "gelu"
+    assert fnet_weights_activation(str(tmp_path / "exact.weights.h5")) == "gelu_tanh"
+    assert fnet_weights_sizes(str(tmp_path / "exact.keras")) == fnet_weights_sizes(
+        str(tmp_path / "exact.weights.h5")
+    )
+    options = {"num_classes": 2, "sequence_length": 16, "vocabulary_size": 260}
+    model = create_pretrained_model("fnet_tiny", weights=str(tmp_path / "exact.keras"), **options)
+    assert model.get_layer("encoder_layer_1").activation == "gelu"
+    inputs = {"token_ids": np.full((1, 16), 7, "int32"), "segment_ids": np.zeros((1, 16), "int32")}
+    theirs = keras.ops.convert_to_numpy(exact(inputs)["sequence_output"])
+
+    def encoded(model):
+        last = model.get_layer(f"encoder_layer_{TINY['num_layers'] - 1}").output
+        return keras.ops.convert_to_numpy(keras.Model(model.input, last)(inputs))
+
+    np.testing.assert_allclose(encoded(model), theirs, atol=1e-6)
+    # The same weights under the tanh GELU compute something else (what the `.weights.h5` gives).
+    tanh = create_pretrained_model(
+        "fnet_tiny", weights=str(tmp_path / "exact.weights.h5"), **options
+    )
+    assert np.abs(encoded(tanh) - theirs).max() > 1e-5  # 5e-5 here, the match within 1e-6
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="dense").save(
+        tmp_path / "dense.keras"
+    )
+    with pytest.raises(ValueError, match=r"holds model 'dense', not an FNet"):
+        create_pretrained_model("fnet_tiny", weights=str(tmp_path / "dense.keras"), **options)

@@ -115,8 +115,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "weights",
         "pretrained weights of a model name, loaded everywhere but the classifier head, which "
         "starts fresh (fine-tuning). FNet: a release ('f_net_base', 'f_net_large': downloaded "
-        "once), an official Flax checkpoint, a transformers or keras-hub FNet folder or a "
-        ".weights.h5; "
+        "once), an official Flax checkpoint, a transformers or keras-hub FNet folder, a "
+        ".weights.h5 (its activation: gelu_tanh) or a .keras file of an FNet (its own); "
         "vision: 'imagenet', an official .pth, or a .weights.h5/.keras file",
         metavar="WEIGHTS",
     )

@@ -19,7 +19,13 @@
   ``model.safetensors`` or ``pytorch_model.bin``, read by
   :mod:`keras_fourier.weights.transformers_folder` without transformers or
   PyTorch) through :func:`transformers_key_map`;
-* a ``.weights.h5`` saved by keras_fourier (:mod:`keras_fourier.weights.saved`).
+* a ``.weights.h5`` saved by keras_fourier (:mod:`keras_fourier.weights.saved`),
+  which records the weights only: the feed-forward `activation` is the
+  model's own (the tanh GELU unless built with another).
+
+Fine-tuning (:func:`load_pretrained_encoder`, ``keras-fourier train
+--weights``) also starts from a ``.keras`` file of an FNet (a text run's
+``model.keras``), whose config records its sizes and activation.
 
 :func:`fnet_weights_sizes` reads the sizes of any of them without loading the
 weights, and :func:`load_pretrained_encoder` starts fine-tuning from them.
@@ -70,7 +76,7 @@ from keras_fourier.weights.keras_hub import (
     write_keras_hub_preset,
 )
 from keras_fourier.weights.pipeline import load_checkpoint, load_release
-from keras_fourier.weights.saved import load_weights_file, tensor_shapes
+from keras_fourier.weights.saved import load_keras_file, load_weights_file, tensor_shapes
 from keras_fourier.weights.transformers_folder import (
     CONFIG,
     is_transformers_config,
@@ -733,7 +739,8 @@ def is_official_weights(weights: str | os.PathLike) -> bool:
     """Whether FNet `weights` are official: a release, a Flax checkpoint or a keras-hub preset.
 
     Those were pretrained with the official 32,000-piece SentencePiece
-    vocabulary; a ``.weights.h5`` saved by this package may hold anything.
+    vocabulary; a ``.weights.h5`` or ``.keras`` file saved by this package may
+    hold anything.
 
     Example:
         >>> is_official_weights("f_net_base"), is_official_weights("mine.weights.h5")
@@ -741,7 +748,17 @@ def is_official_weights(weights: str | os.PathLike) -> bool:
     """
     if isinstance(weights, str) and weights in RELEASES:
         return True
-    return not os.fspath(weights).endswith(".weights.h5")
+    return not os.fspath(weights).endswith((".weights.h5", ".keras"))
+
+
+def _keras_file_fnet(path: str) -> keras.Model:
+    """The FNet of a `.keras` file (an encoder, a classifier, an `FNetPretraining` or a text
+    run's model), loaded within bounds; ValueError for another model."""
+    model = load_keras_file(path, compile=False)
+    layers = {layer.name: layer for layer in getattr(encoder_of(model), "layers", ())}
+    if not isinstance(layers.get("embeddings"), FNetEmbeddings):
+        raise ValueError(f"weights={path!r} holds model {model.name!r}, not an FNet.")
+    return model
 
 
 def _h5_sizes(path: str) -> tuple[dict[str, int], str, int | None]:
@@ -883,10 +900,12 @@ def _folder_sizes(folder: str) -> dict[str, int]:
 def fnet_weights_activation(weights: str | os.PathLike) -> str:
     """The feed-forward `activation` an FNet needs for `weights`.
 
-    A transformers folder's ``hidden_act`` (:func:`transformers_activation`);
-    every other kind of FNet weights was trained with the official
-    tanh-approximate GELU ("gelu_tanh"), and a ``.weights.h5`` does not record
-    it (the model it is loaded into decides).
+    A transformers folder's ``hidden_act`` (:func:`transformers_activation`),
+    or a ``.keras`` file's (its config records it); every other kind of FNet
+    weights was trained with the official tanh-approximate GELU
+    ("gelu_tanh"). A ``.weights.h5`` records no activation: "gelu_tanh",
+    the default (a model of another activation is saved as a ``.keras``
+    file to keep it).
 
     Example:
         >>> fnet_weights_activation("f_net_base")
@@ -897,6 +916,8 @@ def fnet_weights_activation(weights: str | os.PathLike) -> str:
     path = os.fspath(weights)
     if os.path.isdir(path) and _folder_format(path) == "transformers":
         return transformers_activation(_transformers_config(path))
+    if path.endswith(".keras"):
+        return _model_activation(_keras_file_fnet(path))
     return GELU_TANH
 
 
@@ -908,7 +929,8 @@ def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
             a ``.weights.h5`` saved by keras_fourier (an encoder, an
             :class:`FNetPretraining` or a classifier), a transformers or
             keras-hub FNet folder (its ``config.json``) or an official Flax
-            checkpoint (its array headers; the data is skipped).
+            checkpoint (its array headers; the data is skipped); or a
+            ``.keras`` file of an FNet (built from its checked config).
 
     Returns:
         {"hidden_size", "num_layers", "intermediate_size", "vocabulary_size",
@@ -929,6 +951,8 @@ def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
         return check_fnet_sizes(_folder_sizes(path), path)
     if path.endswith(".weights.h5"):
         return check_fnet_sizes(_h5_sizes(path)[0], path)
+    if path.endswith(".keras"):  # the archive's declared sizes are bounded before it is built
+        return check_fnet_sizes(_model_sizes(_keras_file_fnet(path)), path)
     try:
         return check_fnet_sizes(_flax_sizes(path), path)
     except FlaxCheckpointError as error:
@@ -943,6 +967,8 @@ def _pretrained_encoder(weights: str | os.PathLike, sizes: Mapping[str, int]) ->
 
     Its heads are discarded, so the warnings about them are not shown.
     """
+    if os.fspath(weights).endswith(".keras"):
+        return encoder_of(_keras_file_fnet(os.fspath(weights)))
     variant = {key: sizes[key] for key in SIZE_KEYS}
     tables = {key: sizes[key] for key in _TABLE_KEYS}
     tables["activation"] = fnet_weights_activation(weights)

@@ -51,7 +51,7 @@ from keras_fourier.data.text_files import (
     text_training_splits,
 )
 from keras_fourier.limits import read_zip_json
-from keras_fourier.model_record import CLASS_NAMES_KEY, TOKENIZER_KEY
+from keras_fourier.model_record import CLASS_NAMES_KEY, TEXT_LENGTH_KEY, TOKENIZER_KEY
 from keras_fourier.models.catalog import check_text_weights
 from keras_fourier.models.fnet_weights import is_official_weights
 from keras_fourier.run_folder import resolve_model_file
@@ -191,12 +191,17 @@ class TextClassification(Classification):
         return None if data == self.LISTOPS else len(read_text_split(data, split).labels)
 
     def labels(self, config: TrainConfig) -> dict[str, Any]:
-        """For "csv:" data, the class names and the tokenizer's record (with its model)."""
+        """For "csv:" data, the class names and the tokenizer's record (with its model); with
+        per-batch padding, the longest text (the run's sequence length)."""
+        labels = {}
+        if config.padding == "batch":
+            labels[TEXT_LENGTH_KEY] = config.sequence_length
         if config.data == self.LISTOPS:
-            return {}
+            return labels
         return {
             CLASS_NAMES_KEY: text_class_names(config.data),
             TOKENIZER_KEY: tokenizer_record(self.tokenizer_spec(config)),
+            **labels,
         }
 
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
@@ -294,7 +299,7 @@ class TextClassification(Classification):
                 f"Data source {request.data!r} is text: model {model.name!r} does not take "
                 "token ids (an image model?)."
             )
-        sequence_length, padding = model_sequence_length(model)
+        sequence_length, padding = model_sequence_length(model, request.labels)
         if request.data == self.LISTOPS:
             return listops_eval_dataset(
                 sequence_length,
@@ -340,7 +345,7 @@ class TextClassification(Classification):
                 f"{model.output_shape[-1]} outputs."
             )
         texts = list(request.inputs)
-        sequence_length, padding = model_sequence_length(model)
+        sequence_length, padding = model_sequence_length(model, request.record)
         features = tokenize_and_pack(texts, tokenizer=tokenizer, sequence_length=sequence_length)
         # A model of any length reads the texts padded to the longest of them, as in training.
         longest = int(keras.ops.max(keras.ops.sum(features["padding_mask"], axis=-1)))
@@ -356,13 +361,20 @@ class TextClassification(Classification):
         return lines
 
 
-def model_sequence_length(model: keras.Model) -> tuple[int, str]:
-    """The length a text model reads and its padding: (fixed length, "fixed"), or, for a
-    model of any length, (its position table's rows, "batch")."""
+def model_sequence_length(
+    model: keras.Model, record: Mapping[str, Any] | None = None
+) -> tuple[int, str]:
+    """The length a text model reads and its padding: (its fixed length, "fixed"), or, for a
+    model of any length, (the longest text its run read, else its position table's rows,
+    "batch"), `record` being what its run stored (`labels`)."""
     length = model.input["token_ids"].shape[1]
     if length is not None:
         return length, "fixed"
-    return model.get_layer("embeddings").max_sequence_length, "batch"
+    rows = model.get_layer("embeddings").max_sequence_length
+    longest = (record or {}).get(TEXT_LENGTH_KEY)
+    if isinstance(longest, bool) or not isinstance(longest, int) or not 0 < longest <= rows:
+        longest = rows
+    return longest, "batch"
 
 
 def _saved_sequence_length(path: str) -> int | None:

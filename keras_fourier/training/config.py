@@ -89,7 +89,10 @@ class TrainConfig:
             "imagenet", an official `.pth`, or a `.weights.h5`/`.keras` file
             saved by keras_fourier; FNet: a release name ("f_net_base"), an
             official Flax checkpoint, a transformers or keras-hub FNet
-            folder or a `.weights.h5`. Default None: random initialisation.
+            folder, a `.weights.h5` (which records no activation: the
+            official tanh GELU is used) or a `.keras` file of an FNet (its
+            sizes and activation from its config). Default None: random
+            initialisation.
         tokenizer: text of "csv:" data: "bytes", "official" (the official FNet
             SentencePiece vocabulary, downloaded once) or the path of a
             SentencePiece `.model`. It is stored in the run's model.keras.
