@@ -155,8 +155,9 @@ def _convert(
                     yield as_input_dict(serving, batch)
 
             converter.representative_dataset = calibration_batches
-        with warnings.catch_warnings():
-            # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
+        # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter; the
+        # quantizer prints its settings from C++.
+        with warnings.catch_warnings(), native_output_filtered():
             warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
             if quantization != "int8":
                 return converter.convert()
