@@ -31,6 +31,7 @@ from keras_fourier.fileio import (
     temporary_directory,
 )
 from keras_fourier.layers import spectral
+from keras_fourier.layers.layout import KEEP_FLOAT_SCOPE, tflite_layout
 from keras_fourier.settings import QUANTIZATIONS
 from keras_fourier.validation import check_choice
 
@@ -132,10 +133,10 @@ def _convert(
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
     # Full-integer files take the dense DFTs as FULLY_CONNECTED products, which XNNPACK runs.
-    layout = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
+    dft = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
     archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
     with temporary_directory(folder, STAGING_PREFIX) as directory:
-        with layout:  # the endpoint is traced when written
+        with tflite_layout(), dft:  # the endpoint is traced when written
             archive.write_out(directory, verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(
             directory, signature_keys=[DEFAULT_SIGNATURE]
@@ -177,41 +178,51 @@ def _convert(
 
 # Ops that XNNPACK (LiteRT 2.3) runs in float32 but not in int8. In a full-integer file they
 # ran in LiteRT's own kernels and cut the XNNPACK graph in pieces around them (GFNet: two
-# LayerNorms and a GELU per block); they are kept float32 between DEQUANTIZE and QUANTIZE,
-# which XNNPACK takes, so that the whole graph is one XNNPACK partition.
-FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU")
+# LayerNorms and a GELU per block, a classifier's softmax); they are kept float32 between
+# DEQUANTIZE and QUANTIZE, which XNNPACK takes, so that the whole graph is one XNNPACK
+# partition.
+FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU", "SOFTMAX")
 
 
 def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
-    """Full-integer quantization of `converter`'s model but for :data:`FLOAT_OPS`.
+    """Full-integer quantization of `converter`'s model but for what int8 cannot hold.
 
     Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
-    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
-    and LayerNorm's epsilon additions (its variance plus a constant too small
-    for an int8 scale XNNPACK accepts), found in the calibrated model, in
-    float32.
+    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`,
+    the ops the layers traced inside :func:`~keras_fourier.layers.layout.keep_float`
+    (the complex products of spectral filters) and LayerNorm's epsilon
+    additions (its variance plus a constant too small for an int8 scale
+    XNNPACK accepts), found in the calibrated model, in float32.
     """
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
     debugger = tf.lite.experimental.QuantizationDebugger(
         converter=converter, debug_dataset=lambda: iter(()), debug_options=options
     )
-    if nodes := _variance_epsilon_additions(debugger.calibrated_model):
+    if nodes := _float_nodes(debugger.calibrated_model):
         debugger.options = tf.lite.experimental.QuantizationDebugOptions(
             denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
         )
     return debugger.get_nondebug_quantized_model()
 
 
-def _variance_epsilon_additions(content: bytes) -> list[str]:
-    """Output names of the ADDs of `content` that add a constant to a LayerNorm's variance."""
+def _float_nodes(content: bytes) -> list[str]:
+    """Output names of the ops of `content` kept float32 besides :data:`FLOAT_OPS`.
+
+    The ops under the :data:`~keras_fourier.layers.layout.KEEP_FLOAT_SCOPE`
+    name scope, and the ADDs that add a constant to a LayerNorm's variance.
+    """
     interpreter = tf.lite.Interpreter(model_content=content)
     names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
-    return [
-        names[op["outputs"][0]]
-        for op in interpreter._get_ops_details()
-        if op["op_name"] == "ADD"
-        and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
-    ]
+    scope = f"/{KEEP_FLOAT_SCOPE}/"
+    nodes = []
+    for op in interpreter._get_ops_details():
+        output = names[op["outputs"][0]]
+        if scope in output or (
+            op["op_name"] == "ADD"
+            and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
+        ):
+            nodes.append(output)
+    return nodes
 
 
 def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:

@@ -76,6 +76,7 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
+from keras_fourier.layers.layout import keep_float
 from keras_fourier.settings import DFT_PRECISIONS, FFT_IMPLS
 from keras_fourier.validation import check_choice, is_static_size
 
@@ -646,8 +647,9 @@ def global_filter(x, weight, fft_impl: str = "auto"):
     real, imag = rfft2(x, fft_impl)
     weight = _float32(weight)
     w_real, w_imag = weight[..., 0], weight[..., 1]
-    out_real = real * w_real - imag * w_imag
-    out_imag = real * w_imag + imag * w_real
+    with keep_float():  # sums of products of unlike ranges: no int8 scale holds both
+        out_real = real * w_real - imag * w_imag
+        out_imag = real * w_imag + imag * w_real
     return irfft2(out_real, out_imag, spatial_dims(x, (2,))[0], fft_impl)
 
 
