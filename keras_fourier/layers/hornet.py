@@ -13,9 +13,9 @@ import keras
 from keras import ops
 
 from keras_fourier.layers import spectral
-from keras_fourier.layers.layout import split_channels
 from keras_fourier.layers.fourier import SpectralFilterBase, check_channels, filter_grid
 from keras_fourier.layers.interpolation import resize_axis_tensor
+from keras_fourier.layers.layout import split_channels
 from keras_fourier.validation import check_choice, check_optional_size
 
 SPATIAL_MIXINGS = ("dwconv", "global_local")
