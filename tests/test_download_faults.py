@@ -24,8 +24,9 @@ import keras_fourier
 from keras_fourier.cli import main
 from keras_fourier.weights import download as download_module
 from keras_fourier.weights.download import download, redact, verify
+from tests.files import unwritable
 from tests.hostile_server import serve_hostile
-from tests.test_run_faults import _make_read_only, _signal_when
+from tests.test_run_faults import _signal_when
 
 
 def _zip_bytes() -> bytes:
@@ -187,13 +188,8 @@ def test_a_damaged_cached_download_is_downloaded_again(hostile, tmp_path, capfd)
 
 def test_a_damaged_download_in_a_read_only_cache_is_named(tmp_path):
     (tmp_path / "release.pth").write_bytes(b"PK\x03\x04 cut")
-    _make_read_only(tmp_path)
-    try:
-        with pytest.raises(ValueError) as info:
-            download("http://127.0.0.1:9/x.pth", "release.pth", folder=tmp_path, file_format="pth")
-    finally:
-        subprocess.run(["chattr", "-i", str(tmp_path)], check=False, capture_output=True)
-        os.chmod(tmp_path, 0o755)
+    with unwritable(tmp_path), pytest.raises(ValueError) as info:
+        download("http://127.0.0.1:9/x.pth", "release.pth", folder=tmp_path, file_format="pth")
     assert re.fullmatch(
         rf"The cached download 'release\.pth' in '{re.escape(str(tmp_path))}' is damaged \(it "
         r"is not a complete zip archive \(what torch\.save writes\)\) and cannot be removed "
@@ -320,12 +316,8 @@ def test_a_read_only_or_full_cache_converts_in_memory(gfnet_ti_pth, cache, monke
     conversion = next(cache.glob("*.weights.h5"))
     conversion.unlink()
     capfd.readouterr()
-    _make_read_only(cache)
-    try:
+    with unwritable(cache):
         model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
-    finally:
-        subprocess.run(["chattr", "-i", str(cache)], check=False, capture_output=True)
-        os.chmod(cache, 0o755)
     _same(_weights(model), expected)
     (line,) = _warnings(capfd)
     assert re.fullmatch(
