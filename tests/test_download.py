@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from keras_fourier.weights.download import (
     sha256_of,
     source_url,
 )
-from tests.release_server import serve
+from tests.release_server import running, serve
 
 CONTENT = bytes(range(256)) * 64
 
@@ -44,12 +43,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with running(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)) as url:
+        yield url
 
 
 def test_downloads_once_and_checks_the_sha256(server, tmp_path):
