@@ -247,18 +247,6 @@ def test_a_cache_that_cannot_be_created_is_one_line(hostile, tmp_path, monkeypat
 # ------------------------------------------- the weights pipeline: a cache that heals itself
 
 
-@pytest.fixture(scope="module")
-def gfnet_ti_pth():
-    """An official-layout gfnet-ti.pth (12 blocks of width 256, a 2x2 token grid), as bytes."""
-    import torch
-
-    from tests.test_checkpoints import gfnet_state, tensors
-
-    buffer = io.BytesIO()
-    torch.save({"model": tensors(gfnet_state((256,), (12,), 16, 2))}, buffer)
-    return buffer.getvalue()
-
-
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """A fresh KERAS_HOME; returns its download cache folder."""
