@@ -50,6 +50,25 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 
+def fft_and_matmul_outputs(
+    make_layer: Callable[..., keras.layers.Layer],
+    x: np.ndarray,
+    initialise: Callable[[keras.layers.Layer], object] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs on `x` of `make_layer(fft_impl="fft")` and of its "matmul" twin.
+
+    Both are built for `x`; `initialise`, when given, sets the weights of the
+    "fft" layer; the "matmul" layer then takes them.
+    """
+    layer_fft, layer_mm = make_layer(fft_impl="fft"), make_layer(fft_impl="matmul")
+    layer_fft.build(x.shape)
+    layer_mm.build(x.shape)
+    if initialise is not None:
+        initialise(layer_fft)
+    layer_mm.set_weights(layer_fft.get_weights())
+    return to_numpy(layer_fft(x)), to_numpy(layer_mm(x))
+
+
 def weight_shapes(layer: keras.layers.Layer, trainable: bool = True) -> dict[str, tuple]:
     """{path relative to the layer: shape} of the layer's (trainable) weights."""
     weights = layer.trainable_weights if trainable else layer.weights

@@ -9,7 +9,13 @@ import pytest
 from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.fourier import low_frequency_mask
 from keras_fourier.weights import resize
-from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
+from tests.harness import (
+    fft_and_matmul_outputs,
+    random_input,
+    run_layer_checks,
+    tflite_max_error,
+    to_numpy,
+)
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -148,13 +154,7 @@ def test_fourier_mixing_matches_numpy(shape):
 )
 @pytest.mark.parametrize("size", [(6, 6), (7, 5), (8, 9)])
 def test_fft_and_matmul_agree(make, size):
-    x = random_input((2, *size, 4))
-    layer_fft = make(fft_impl="fft")
-    layer_mm = make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    layer_mm.set_weights(layer_fft.get_weights())
-    out_fft, out_mm = to_numpy(layer_fft(x)), to_numpy(layer_mm(x))
+    out_fft, out_mm = fft_and_matmul_outputs(make, random_input((2, *size, 4)))
     scale = max(1.0, np.abs(out_fft).max())
     np.testing.assert_allclose(out_mm / scale, out_fft / scale, atol=1e-5)
 

@@ -6,7 +6,14 @@ import pytest
 
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.interpolation import resize_2d
-from tests.harness import random_input, relative_error, run_layer_checks, tflite_max_error, to_numpy
+from tests.harness import (
+    fft_and_matmul_outputs,
+    random_input,
+    relative_error,
+    run_layer_checks,
+    tflite_max_error,
+    to_numpy,
+)
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -260,12 +267,8 @@ def test_parameter_counts_follow_official_shapes():
 @pytest.mark.parametrize("size", [(14, 14), (12, 10)])
 def test_fft_and_matmul_agree(make, size):
     x = random_input((2, *size, 8))
-    layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    _randomise(layer_fft, seed=7)
-    layer_mm.set_weights(layer_fft.get_weights())
-    assert relative_error(to_numpy(layer_mm(x)), to_numpy(layer_fft(x))) <= 1e-5
+    out_fft, out_mm = fft_and_matmul_outputs(make, x, lambda layer: _randomise(layer, seed=7))
+    assert relative_error(out_mm, out_fft) <= 1e-5
 
 
 @pytest.mark.parametrize(

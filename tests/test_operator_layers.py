@@ -13,7 +13,13 @@ import pytest
 
 from keras_fourier.layers import AFNO1D, AFNO2D, FNO1D, FNO2D, GlobalFilter1D, PeriodicPad2D
 from keras_fourier.layers.fourier import fourcastnet_mode_mask
-from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
+from tests.harness import (
+    fft_and_matmul_outputs,
+    random_input,
+    run_layer_checks,
+    tflite_max_error,
+    to_numpy,
+)
 
 pytestmark = pytest.mark.multi_backend
 
@@ -276,12 +282,8 @@ def test_fno_parameter_count_is_modes_times_channels_squared():
 )
 @pytest.mark.parametrize("length", [7, 8])
 def test_fft_and_matmul_agree_1d(make, length):
-    x = random_input((2, length, 4))
-    layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    layer_mm.set_weights(layer_fft.get_weights())
-    np.testing.assert_allclose(to_numpy(layer_mm(x)), to_numpy(layer_fft(x)), atol=1e-5)
+    out_fft, out_mm = fft_and_matmul_outputs(make, random_input((2, length, 4)))
+    np.testing.assert_allclose(out_mm, out_fft, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -294,12 +296,8 @@ def test_fft_and_matmul_agree_1d(make, length):
 )
 @pytest.mark.parametrize("size", [(7, 5), (8, 12)])
 def test_fft_and_matmul_agree_2d(make, size):
-    x = random_input((2, *size, 4))
-    layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    layer_mm.set_weights(layer_fft.get_weights())
-    np.testing.assert_allclose(to_numpy(layer_mm(x)), to_numpy(layer_fft(x)), atol=1e-5)
+    out_fft, out_mm = fft_and_matmul_outputs(make, random_input((2, *size, 4)))
+    np.testing.assert_allclose(out_mm, out_fft, atol=1e-5)
 
 
 @pytest.mark.parametrize(
