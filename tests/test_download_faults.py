@@ -11,8 +11,6 @@ import io
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -24,7 +22,7 @@ import keras_fourier
 from keras_fourier.cli import main
 from keras_fourier.weights import download as download_module
 from keras_fourier.weights.download import download, redact, verify
-from tests.files import unwritable
+from tests.faults import dead_pid, unwritable
 from tests.hostile_server import serve_hostile
 from tests.test_run_faults import _signal_when
 
@@ -218,12 +216,7 @@ def test_credentials_in_the_mirror_are_sent_as_basic_auth_and_never_shown(
 
 
 def test_stale_temporaries_of_dead_processes_are_removed(hostile, tmp_path):
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        text=True,
-        capture_output=True,
-        check=True,
-    ).stdout.strip()
+    dead = dead_pid()
     stale = tmp_path / f".release.pth.{dead}-0123abcd.tmp.pth"
     converting = tmp_path / f".gfnet-ti_0a1b.weights.h5.{dead}-89abcdef.tmp.weights.h5"
     live = tmp_path / f".other.pth.{os.getpid()}-0123abcd.tmp.pth"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import struct
-import subprocess
 import sys
 import zlib
 
@@ -15,7 +14,7 @@ import tensorflow as tf
 from keras_fourier import cli, export
 from keras_fourier.export import parity
 from keras_fourier.models import build_model
-from tests.files import digests, unwritable
+from tests.faults import dead_pid, digests, unwritable
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +45,6 @@ def test_refused_exports_write_nothing(model_file, tmp_path, capsys, extra, mess
     assert _export(model_file, out, *extra) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
-
-
-def _dead_pid() -> int:
-    return int(
-        subprocess.run(
-            [sys.executable, "-c", "import os; print(os.getpid())"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
 
 
 def test_read_only_or_file_output_is_refused_before_converting(model_file, tmp_path, capsys):
@@ -97,7 +85,7 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     _, model = model_file
     out = tmp_path / "models"
     base = out / model.name
-    dead = _dead_pid()
+    dead = dead_pid()
     for stale in (base / f".staging-{dead}-abc", out / f".tflite-staging-{dead}-abc"):
         stale.mkdir(parents=True)
         (stale / "variables.data").write_bytes(b"0" * 1000)

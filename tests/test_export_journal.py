@@ -13,7 +13,7 @@ import pytest
 from keras_fourier import cli
 from keras_fourier.export import journal, litert
 from keras_fourier.models import build_model
-from tests.files import digests
+from tests.faults import dead_pid, digests
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 NAME = "tiny"
@@ -144,7 +144,7 @@ def test_export_killed_before_its_commit_leaves_the_old_outputs_and_no_copies(
     assert killed.returncode == -9
     # Killed at its first rename: the journal is written, nothing placed; a journal-less
     # staging folder (killed while converting) is rolled back.
-    unjournaled = out / f".export-{_dead_pid()}-abc"
+    unjournaled = out / f".export-{dead_pid()}-abc"
     unjournaled.mkdir()
     (unjournaled / "tiny.tflite").write_bytes(b"half")
     completed = journal.recover(out)
@@ -179,17 +179,6 @@ def test_bench_on_a_tflite_of_a_killed_export_completes_it_first(
     assert sorted(new) == sorted(old) and _hidden(out) == []
     assert new["tiny.tflite"] != old["tiny.tflite"]  # the killed export's (probabilities)
     assert new["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
-
-
-def _dead_pid() -> int:
-    return int(
-        subprocess.run(
-            [sys.executable, "-c", "import os; print(os.getpid())"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
 
 
 def test_failed_export_keeps_what_a_second_export_finished_meanwhile(

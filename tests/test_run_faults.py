@@ -14,7 +14,7 @@ import time
 from keras_fourier.cli import main
 from keras_fourier.model_record import read_checkpoint_record
 from keras_fourier.training import callbacks, read_history
-from tests.files import unwritable
+from tests.faults import unwritable
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 ARGV = ["train", "--model", "gfnet_tiny", "--dims", "16", "--depths", "1", "--no-tensorboard"]

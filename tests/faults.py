@@ -1,4 +1,4 @@
-"""Folders as the fault tests see them: each file's digest, and a folder nobody may write to."""
+"""What the fault tests inject and inspect: an unwritable folder, a dead process, digests."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 
 
@@ -37,3 +38,14 @@ def unwritable(folder) -> Iterator[None]:
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=False, capture_output=True)
         os.chmod(folder, 0o755)
+
+
+def dead_pid() -> int:
+    """The id of a process that has ended (a lock or temporary file's owner that is gone)."""
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(finished.stdout)
