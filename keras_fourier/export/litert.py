@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Callable, Iterable
@@ -163,7 +164,7 @@ def _convert(
             if quantization != "int8":
                 return converter.convert()
             try:
-                content = _integer_model(converter)
+                content = _integer_model(converter, float_scopes(serving.model))
             except Exception:
                 if calibrated:
                     raise
@@ -182,45 +183,59 @@ def _convert(
 # DEQUANTIZE and QUANTIZE, which XNNPACK takes, so that the whole graph is one XNNPACK
 # partition.
 FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU", "SOFTMAX")
+_SCOPE_SUFFIX = re.compile(r"_\d+$")
 
 
-def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
+def _integer_model(converter: tf.lite.TFLiteConverter, float_scopes: set[str]) -> bytes:
     """Full-integer quantization of `converter`'s model but for what int8 cannot hold.
 
     Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
-    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`,
-    the ops the layers traced inside :func:`~keras_fourier.layers.layout.keep_float`
-    (the complex products of spectral filters) and LayerNorm's epsilon
-    additions (its variance plus a constant too small for an int8 scale
-    XNNPACK accepts), found in the calibrated model, in float32.
+    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
+    and the ops traced under a name scope of `float_scopes` (found in the
+    calibrated model) in float32.
     """
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
     debugger = tf.lite.experimental.QuantizationDebugger(
         converter=converter, debug_dataset=lambda: iter(()), debug_options=options
     )
-    if nodes := _float_nodes(debugger.calibrated_model):
+    if nodes := _float_nodes(debugger.calibrated_model, float_scopes):
         debugger.options = tf.lite.experimental.QuantizationDebugOptions(
             denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
         )
     return debugger.get_nondebug_quantized_model()
 
 
-def _float_nodes(content: bytes) -> list[str]:
-    """Output names of the ops of `content` kept float32 besides :data:`FLOAT_OPS`.
+def float_scopes(model: keras.Model) -> set[str]:
+    """The name scopes whose ops a full-integer file of `model` keeps in float32.
 
-    The ops under the :data:`~keras_fourier.layers.layout.KEEP_FLOAT_SCOPE`
-    name scope, and the ADDs that add a constant to a LayerNorm's variance.
+    :data:`~keras_fourier.layers.layout.KEEP_FLOAT_SCOPE` (the complex
+    products of spectral filters, see :func:`~keras_fourier.layers.layout.keep_float`)
+    and every LayerNormalization: it adds the input scaled by its inverse
+    deviation to its mean term, a sum of two ranges far apart, and its
+    variance to an epsilon below any int8 scale; in int8, XNNPACK refuses
+    such ADDs, which then cut its graph, and the small side rounds away.
+    """
+    norms = {
+        layer.name
+        for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, keras.layers.LayerNormalization)
+    }
+    return {KEEP_FLOAT_SCOPE, *norms}
+
+
+def _float_nodes(content: bytes, scopes: set[str]) -> list[str]:
+    """Output names of the ops of `content` traced under a name scope of `scopes`.
+
+    A TensorFlow name scope may carry a suffix "_N" (a scope entered again).
     """
     interpreter = tf.lite.Interpreter(model_content=content)
     names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
-    scope = f"/{KEEP_FLOAT_SCOPE}/"
     nodes = []
     for op in interpreter._get_ops_details():
         output = names[op["outputs"][0]]
-        if scope in output or (
-            op["op_name"] == "ADD"
-            and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
-        ):
+        # The last component names the op itself, the ones before it its scopes.
+        parts = output.split("/")[:-1]
+        if any(part in scopes or _SCOPE_SUFFIX.sub("", part) in scopes for part in parts):
             nodes.append(output)
     return nodes
 
