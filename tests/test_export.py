@@ -520,10 +520,11 @@ def _xnnpack_partitions(path) -> int:
     return [op["op_name"] for op in interpreter._get_ops_details()].count("DELEGATE")
 
 
-@pytest.mark.parametrize("mixer", ["gnconv_gf", "global_filter"])
+@pytest.mark.parametrize("mixer", ["gnconv_gf", "global_filter", "afno"])
 def test_float32_and_int8_tflite_files_run_as_one_xnnpack_graph(tmp_path, mixer):
     # gnConv's uneven channel split (SPLIT_V) and its global-local interleave (PACK), the
-    # int8 sums of spectral products and LayerNorm's last ADD ran outside XNNPACK before.
+    # int8 sums of spectral products, LayerNorm's last ADD, reshapes to a computed batch and
+    # AFNO's int8 block-diagonal products (BATCH_MATMUL) ran outside XNNPACK before.
     keras.utils.set_random_seed(0)
     model = build_model(
         mixer, "mlp", depths=[1, 1], dims=[16, 32], input_shape=(32, 32, 3), classes=10,
