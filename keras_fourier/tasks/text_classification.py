@@ -56,7 +56,7 @@ from keras_fourier.models.catalog import check_text_weights
 from keras_fourier.models.fnet_weights import is_official_weights
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.settings import TEXT_PADDINGS
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData, run_splits
 from keras_fourier.tasks.classification import Classification
 from keras_fourier.validation import check_choice
 
@@ -225,14 +225,9 @@ class TextClassification(Classification):
         if config.data == self.LISTOPS:
             return self._listops(config)
         source = config.data
-        train_split, validation_split = text_training_splits(source, config.eval_split)
-        if config.validation_split is not None:
-            validation_split = config.validation_split
-        if len({train_split, validation_split, config.eval_split}) < 3:
-            raise ValueError(
-                f"The train ({train_split!r}), validation ({validation_split!r}) and test "
-                f"({config.eval_split!r}) splits of data {source!r} must differ."
-            )
+        train_split, validation_split = run_splits(
+            config, *text_training_splits(source, config.eval_split)
+        )
         class_names = text_class_names(source)
         splits = {}
         for role, split in (
