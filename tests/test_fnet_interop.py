@@ -27,6 +27,7 @@ import pytest
 import torch  # the test extra installs it; the package does not need it
 
 import keras_fourier.weights.keras_hub as keras_hub_files
+from keras_fourier.data.text import tokenizer_record
 from keras_fourier.models import FNet
 from keras_fourier.models.catalog import TEXT_PRESETS, create_pretrained_model
 from keras_fourier.models.fnet_weights import (
@@ -38,6 +39,7 @@ from keras_fourier.models.fnet_weights import (
     save_keras_hub_preset,
 )
 from keras_fourier.training import TrainConfig, validate_config
+from keras_fourier.training.callbacks import save_model
 from keras_fourier.weights.safetensors_file import read_safetensors
 from tests.test_data_text import _tiny_sentencepiece_model
 from tests.test_fnet_checkpoints import (
@@ -704,7 +706,8 @@ def test_export_command_writes_a_keras_hub_preset_that_loads_back(tmp_path, caps
     vocabulary.write_bytes(_tiny_sentencepiece_model())
     keras.utils.set_random_seed(3)
     model = _free_length_classifier()
-    model.save(tmp_path / "reviews.keras")
+    # As a text run saves it: with the SentencePiece model it encoded its texts with.
+    save_model(model, tmp_path / "reviews.keras", {"tokenizer": tokenizer_record(vocabulary)})
     out = tmp_path / "out"
     argv = ["export", str(tmp_path / "reviews.keras"), "--format", "keras_hub", "--out", str(out)]
     # Any length: keras-hub's FNet takes any length, so no --sequence-length is needed.
@@ -748,11 +751,16 @@ def test_export_command_writes_a_keras_hub_preset_that_loads_back(tmp_path, caps
     expected = keras.ops.convert_to_numpy(model(inputs))
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(back(inputs)), expected)
     assert not np.allclose(expected, expected[:1])
-    # Refused, again or with --overwrite, as the other formats.
+    # Refused again, as the other formats; without --tokenizer, the one the run stored.
     assert main([*argv, "--tokenizer", str(vocabulary)]) == 2
     assert "already exists; pass --overwrite to replace it." in capsys.readouterr().err
+    (preset / "tokenizer.json").unlink()
     assert main([*argv, "--overwrite"]) == 0
-    assert not (preset / "tokenizer.json").exists()
+    assert capsys.readouterr().out.startswith(
+        "keras-fourier export: keras_hub tokenizer: the SentencePiece model the run stored\n"
+    )
+    assert json.loads((preset / "tokenizer.json").read_text())["class_name"] == "FNetTokenizer"
+    assert (preset / "assets/tokenizer/vocabulary.spm").read_bytes() == vocabulary.read_bytes()
 
 
 def test_export_command_refuses_what_keras_hub_cannot_hold_and_writes_nothing(

@@ -86,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="keras_hub: the SentencePiece .model file the FNet's texts were encoded with "
         "(or 'official': the official FNet vocabulary, downloaded once), written as the "
-        "preset's FNetTokenizer (default: no tokenizer files)",
+        "preset's FNetTokenizer (default: the SentencePiece model a text run stored in its "
+        "model.keras, else no tokenizer files)",
     )
     parser.add_argument(
         "--output",
@@ -222,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model, **options)
     # A run's model.keras names its task (and what labels its outputs).
     record = read_model_record(resolve_model_file(args.model)) if saved else {}
+    tokenizer = _tokenizer(args.tokenizer)
+    if tokenizer is None and "keras_hub" in args.format:
+        tokenizer = _stored_tokenizer(record)
     quantizations = [None if quantize == "none" else quantize for quantize in args.quantize]
     if args.data is None and "int8" in quantizations and args.model.endswith(".keras"):
         # Without --data, int8 calibrates on the images a run folder's model was trained on.
@@ -238,7 +242,6 @@ def run(args: argparse.Namespace) -> int:
         calibration_data = image_batches(model, "train")
         if calibration_data is not None and next(iter(calibration_data), None) is None:
             raise ValueError(f"--data {args.data!r} has no calibration images.")
-    tokenizer = _tokenizer(args.tokenizer)
     try:
         result = export(
             model,
@@ -301,6 +304,27 @@ def _tokenizer(spec: str | None) -> str | None:
     from keras_fourier.data.text import official_sentencepiece_model
 
     return official_sentencepiece_model()
+
+
+def _stored_tokenizer(record: dict[str, Any]) -> bytes | None:
+    """The SentencePiece model a text run stored in its model.keras, for the keras_hub preset."""
+    from keras_fourier.data.text import BYTES_TOKENIZER, tokenizer_from_record
+    from keras_fourier.model_record import TOKENIZER_KEY
+
+    stored = record.get(TOKENIZER_KEY)
+    if stored is None:
+        return None
+    if isinstance(stored, dict) and stored.get("name") == BYTES_TOKENIZER:
+        print(
+            "keras-fourier export: the run's tokenizer 'bytes' has no keras-hub counterpart; "
+            "the preset has no tokenizer files"
+        )
+        return None
+    print("keras-fourier export: keras_hub tokenizer: the SentencePiece model the run stored")
+    try:
+        return tokenizer_from_record(stored).proto
+    except ImportError as error:  # its message names the [text] extra
+        raise CommandError(str(error), 2) from error
 
 
 def _identity(args: argparse.Namespace) -> dict[str, Any]:

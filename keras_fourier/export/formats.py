@@ -60,7 +60,7 @@ class ExportOptions:
     overwrite: bool
     verify: bool
     names: Mapping[str, str]
-    tokenizer: str | None = None
+    tokenizer: str | bytes | None = None
 
     def flag(self, argument: str) -> str:
         """How messages name `argument`: its entry in `names`, else the argument itself."""
@@ -283,7 +283,7 @@ def export(
     names: Mapping[str, str] | None = None,
     sequence_length: int | None = None,
     image_size: int | tuple[int, int] | None = None,
-    tokenizer: str | os.PathLike | None = None,
+    tokenizer: str | os.PathLike | bytes | None = None,
 ) -> ExportResult:
     """Exports `model` in several formats into `out`, all or nothing, in one journaled commit.
 
@@ -321,8 +321,8 @@ def export(
             classifier's SavedModel); a segmenter's SavedModel keeps any
             size. Required for those; refused for a model of a fixed size.
             Default None.
-        tokenizer: the keras_hub format's SentencePiece ``.model`` file,
-            written as the preset's tokenizer
+        tokenizer: the keras_hub format's SentencePiece ``.model`` file (or
+            its bytes), written as the preset's tokenizer
             (:func:`~keras_fourier.export.keras_hub_preset.keras_hub_preset`).
             Default None: none.
 
@@ -349,9 +349,10 @@ def export(
         model = at_sequence_length(model, sequence_length)
     if tokenizer is not None and "keras_hub" not in formats:
         flag = names.get("tokenizer", "tokenizer")
+        shown = "<the model bytes>" if isinstance(tokenizer, bytes) else os.fspath(tokenizer)
         raise ValueError(
             f"{flag} is the tokenizer of a keras_hub preset; {names.get('formats', 'formats')} "
-            f"{','.join(formats)} has none. Received: {flag}={os.fspath(tokenizer)!r}"
+            f"{','.join(formats)} has none. Received: {flag}={shown!r}"
         )
     name_flag = names.get("name", "name") if name else "the model's name"
     name = check_name(name or model.name, name_flag)
@@ -368,7 +369,9 @@ def export(
         overwrite=overwrite,
         verify=verify,
         names={"overwrite": "overwrite=True", **names},
-        tokenizer=None if tokenizer is None else os.fspath(tokenizer),
+        tokenizer=tokenizer
+        if tokenizer is None or isinstance(tokenizer, bytes)
+        else os.fspath(tokenizer),
     )
     base = _inside(out, os.path.join(out, name), options.flag("out"))
     recover(base)

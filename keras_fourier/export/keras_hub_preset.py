@@ -20,8 +20,6 @@ import keras
 from keras_fourier.models.fnet import encoder_of
 from keras_fourier.models.fnet_weights import check_keras_hub_model, save_keras_hub_preset
 
-_MAX_TOKENIZER_BYTES = 64 * 2**20
-
 
 @dataclasses.dataclass(frozen=True)
 class KerasHubPresetReport:
@@ -51,7 +49,7 @@ class KerasHubPresetReport:
         )
 
 
-def check_arguments(model: keras.Model, tokenizer: str | os.PathLike | None = None) -> None:
+def check_arguments(model: keras.Model, tokenizer: str | os.PathLike | bytes | None = None) -> None:
     """Raises ValueError, before anything is written, for a preset that cannot be written.
 
     Args:
@@ -61,8 +59,9 @@ def check_arguments(model: keras.Model, tokenizer: str | os.PathLike | None = No
     Raises:
         ValueError: a model keras-hub's FNet cannot express
             (:func:`~keras_fourier.models.fnet_weights.check_keras_hub_model`),
-            or a `tokenizer` that is not a SentencePiece ``.model`` file whose
-            pieces are the model's word table rows.
+            or a `tokenizer` that is not a SentencePiece model (a ``.model``
+            file or its bytes) with FNet's special pieces, whose pieces are
+            the model's word table rows.
         ImportError: `tokenizer` given without the ``text`` extra
             (sentencepiece), which counts its pieces.
 
@@ -72,21 +71,21 @@ def check_arguments(model: keras.Model, tokenizer: str | os.PathLike | None = No
     check_keras_hub_model(model)
     if tokenizer is None:
         return
-    from keras_fourier.data.text import tokenizer_vocabulary_size
+    from keras_fourier.data.text import SentencePieceTokenizer
 
-    path = os.fspath(tokenizer)
-    if not os.path.isfile(path) or os.path.getsize(path) > _MAX_TOKENIZER_BYTES:
+    shown = "<the model bytes>" if isinstance(tokenizer, bytes) else os.fspath(tokenizer)
+    if not isinstance(tokenizer, bytes) and not os.path.isfile(shown):
         raise ValueError(
-            "`tokenizer` must be the path of a SentencePiece .model file of at most "
-            f"{_MAX_TOKENIZER_BYTES:,} bytes. Received: tokenizer={path!r}"
+            "`tokenizer` must be the path of a SentencePiece .model file. Received: "
+            f"tokenizer={shown!r}"
         )
-    pieces = tokenizer_vocabulary_size(path)  # ValueError for another kind of file
+    pieces = SentencePieceTokenizer(tokenizer).vocabulary_size  # ValueError for another file
     rows = encoder_of(model).get_layer("embeddings").vocabulary_size
     if pieces != rows:
         raise ValueError(
             f"`tokenizer` has {pieces} pieces but model {model.name!r} has a word table of "
             f"{rows} rows: pass the tokenizer the model was trained with. Received: "
-            f"tokenizer={path!r}"
+            f"tokenizer={shown!r}"
         )
 
 
@@ -94,7 +93,7 @@ def keras_hub_preset(
     model: keras.Model,
     path: str | os.PathLike,
     *,
-    tokenizer: str | os.PathLike | None = None,
+    tokenizer: str | os.PathLike | bytes | None = None,
     verbose: bool = True,
 ) -> KerasHubPresetReport:
     """Writes FNet `model` as a keras-hub preset folder, whole or not at all.
@@ -105,8 +104,8 @@ def keras_hub_preset(
             ``model.keras``, with Fourier mixing in every block, the tanh
             GELU and no padding mask input: what keras-hub's FNet computes.
         path: the preset folder; it must not exist or be empty.
-        tokenizer: the SentencePiece ``.model`` file the model's texts were
-            encoded with, written as keras-hub's ``FNetTokenizer`` (and a
+        tokenizer: the SentencePiece ``.model`` file (or its bytes) the
+            model's texts were encoded with, written as keras-hub's ``FNetTokenizer`` (and a
             classifier's preprocessor). Default None: no tokenizer files.
         verbose: print the report. Default True.
 

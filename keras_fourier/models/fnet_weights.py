@@ -1114,7 +1114,7 @@ def save_keras_hub_preset(
     model: keras.Model,
     folder: str | os.PathLike,
     *,
-    tokenizer: str | os.PathLike | None = None,
+    tokenizer: str | os.PathLike | bytes | None = None,
 ) -> None:
     """Writes an FNet as a keras-hub preset folder, which ``keras_hub.models.FNetBackbone`` loads.
 
@@ -1136,8 +1136,8 @@ def save_keras_hub_preset(
             :class:`FNetPretraining`, whose encoder is written), with the
             tanh-GELU activation of keras-hub's FNet.
         folder: the preset folder; it must not exist or be empty.
-        tokenizer: the SentencePiece ``.model`` file the model's text was
-            encoded with (the official ``c4_bpe_sentencepiece.model`` for
+        tokenizer: the SentencePiece ``.model`` file (or its bytes) the
+            model's text was encoded with (the official ``c4_bpe_sentencepiece.model`` for
             official weights: ``keras_fourier.data.official_sentencepiece_model()``).
             Default None: no tokenizer files.
 
@@ -1152,7 +1152,9 @@ def save_keras_hub_preset(
         >>> keras_hub.models.FNetBackbone.from_preset("f_net_base_en")  # doctest: +SKIP
     """
     check_keras_hub_model(model)
-    vocabulary = None if tokenizer is None else _sentencepiece_bytes(tokenizer)
+    vocabulary = tokenizer if isinstance(tokenizer, bytes) else None
+    if tokenizer is not None and vocabulary is None:
+        vocabulary = _sentencepiece_bytes(tokenizer)
     encoder = encoder_of(model)
     sizes = _model_sizes(model)
     backbone = {
