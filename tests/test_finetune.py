@@ -501,6 +501,19 @@ def test_per_batch_padding_is_refused_where_it_does_not_apply(tmp_path, more, me
     assert not (tmp_path / "run").exists()
 
 
+def test_per_batch_padding_refuses_a_saved_model_of_one_length(tmp_path, csv_folder, capsys):
+    saved = tmp_path / "fixed.keras"
+    create_model("fnet_tiny", num_classes=2, sequence_length=16, vocabulary_size=260).save(saved)
+    argv = ["train", "--model", str(saved), "--data", f"csv:{csv_folder}", "--padding", "batch"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        f"`--padding` batch needs a model of any length; the saved model {str(saved)!r} takes "
+        "16 tokens. Received: --padding=batch"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_fine_tuning_keeps_the_activation_a_keras_file_records(tmp_path):
     # An exact-GELU FNet: a `.weights.h5` of it records no activation (the official tanh GELU
     # is assumed, as for every other kind of FNet weights); its `.keras` file records it.

@@ -174,7 +174,7 @@ FORMATS: dict[str, ExportFormat] = {
         check_model=lambda model, options: keras_hub_preset.check_arguments(
             model, options.tokenizer
         ),
-        fixed_length=False,  # keras-hub's FNet takes any length; with one, the preprocessor's
+        fixed_length=False,  # keras-hub's FNet takes any length (a given one: the preprocessor's)
     ),
 }
 DEFAULT_FORMATS = ("saved_model", "tflite")

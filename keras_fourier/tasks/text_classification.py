@@ -8,8 +8,8 @@ with weights, and the text side of `keras-fourier predict` (``--text``).
 With ``padding="batch"`` the run's model takes any length up to
 `sequence_length` (``FNet(sequence_length=None)``) and every batch is padded
 to its longest text (`keras_fourier.data.text_dataset`); such a model is
-evaluated, and predicts, on batches padded the same way, up to its position
-table's length.
+evaluated, and predicts, on batches padded the same way, up to the run's
+`sequence_length` (stored in its model.keras), else its position table.
 """
 
 from __future__ import annotations
@@ -375,8 +375,11 @@ def model_sequence_length(
 def _saved_sequence_length(path: str) -> int | None:
     """The fixed token length of a saved text model (its `token_ids` input), read from its
     `.keras` config without building it; None for any length (or no such input)."""
-    with zipfile.ZipFile(path) as archive:
-        config = read_zip_json(archive, "config.json", f"The .keras file {path!r}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = read_zip_json(archive, "config.json", f"The .keras file {path!r}")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None  # loading the model names what is wrong with the file
     stack = [config]
     while stack:
         value = stack.pop()
