@@ -163,7 +163,7 @@ class Segmentation(Task):
     name = "segmentation"
     modality = "image"
     sources = "'digits', 'segdir:<path>', 'tfds:oxford_iiit_pet' or 'tfds:scene_parse150'"
-    fields = ("image_size", "eval_split", "validation_split", "deterministic")
+    fields = ("image_size", "eval_split", "validation_split")
     selection_metric = "miou"
     selection_mode = "max"
 
@@ -265,7 +265,6 @@ class Segmentation(Task):
             train_split,
             training=True,
             augment=default_augment(config.data),
-            deterministic=config.deterministic,
             seed=config.seed,
             **options,
         )
