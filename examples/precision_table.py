@@ -38,14 +38,13 @@ import statistics
 import subprocess
 import sys
 
+from keras_fourier.bench.host import CPU_FEATURES, cpu_description
 from keras_fourier.fileio import atomic_write_text
 
 VARIANTS = ("float32", "bf16", "bf16 + bf16 DFT", "int8 Keras", "TFLite float32", "TFLite int8")
 QUICK = {"models": "", "image_size": 16, "batch_size": 4, "rounds": 1, "examples": 16}
 # The main job's model (README's `keras-fourier train`), the trained agreement reference.
 MAIN_JOB = os.path.join("runs", "default", "model.keras")
-# /proc/cpuinfo flags that decide whether bfloat16 and int8 products run natively.
-PRECISION_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16")
 
 
 def _label(model: str) -> str:
@@ -77,17 +76,9 @@ def _trained(path: str, args: argparse.Namespace) -> str:
 
 
 def host_header(argv: list[str]) -> str:
-    """The CPU, its precision flags (from /proc/cpuinfo), the date and the command."""
-    model, flags = "unknown CPU", set()
-    with open("/proc/cpuinfo") as file:
-        for line in file:
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-    present = [flag for flag in PRECISION_FLAGS if flag in flags]
-    absent = [flag for flag in PRECISION_FLAGS if flag not in flags]
+    """The CPU, which of its precision flags it has and has not, the date and the command."""
+    model, present = cpu_description()
+    absent = [flag for flag in CPU_FEATURES if flag not in present]
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"Host: {model}, {os.cpu_count()} CPUs; flags: {' '.join(present) or '-'} "

@@ -45,12 +45,14 @@ SHOW_LOGS_FLAG = "--tf-logs"
 _PACKAGE = __name__.rpartition(".")[0]
 # absl/TSL lines ("I0000 00:00:1795431198.319884    5289 file.cc:31] ..."), the older
 # "2026-01-01 12:00:00.000000: I tensorflow/..." form, absl's pre-initialisation banner and
-# the second line of TensorFlow's CPU feature note.
+# the second line of TensorFlow's CPU feature note, the TFLite converter's quantization line
+# and LiteRT's delegate line.
 _LOG_LINE = re.compile(
     rb"^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ ]+:\d+\] "
     rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
     rb"|To enable the following instructions: .* rebuild TensorFlow"
+    rb"|fully_quantize: \d+, inference_type: \d+, input_inference_type: "
     rb"|INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.)"
 )
 # The package of each Keras backend, and the extra of keras-fourier that installs it.

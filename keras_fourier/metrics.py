@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import keras
 import numpy as np
 from keras import ops
@@ -306,8 +308,19 @@ def ssim(
     return ops.mean(luminance * structure, axis=(1, 2, 3))
 
 
+class _ImageMean(keras.metrics.MeanMetricWrapper):
+    """The mean over every image seen of a per-image function of `max_val` (PSNR, SSIM)."""
+
+    def __init__(self, function: Callable, max_val: float, name: str, dtype=None):
+        super().__init__(function, name=name, dtype=dtype, max_val=max_val)
+        self.max_val = max_val
+
+    def get_config(self) -> dict:
+        return {"max_val": self.max_val, "name": self.name, "dtype": self.dtype}
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
-class PSNR(keras.metrics.MeanMetricWrapper):
+class PSNR(_ImageMean):
     """The mean over every image seen of its PSNR (:func:`psnr`), in dB.
 
     Args:
@@ -323,15 +336,11 @@ class PSNR(keras.metrics.MeanMetricWrapper):
     """
 
     def __init__(self, max_val: float = 255.0, name: str = "psnr", dtype=None):
-        super().__init__(psnr, name=name, dtype=dtype, max_val=max_val)
-        self.max_val = max_val
-
-    def get_config(self) -> dict:
-        return {"max_val": self.max_val, "name": self.name, "dtype": self.dtype}
+        super().__init__(psnr, max_val, name, dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
-class SSIM(keras.metrics.MeanMetricWrapper):
+class SSIM(_ImageMean):
     """The mean over every image seen of its SSIM (:func:`ssim`).
 
     Args:
@@ -347,11 +356,7 @@ class SSIM(keras.metrics.MeanMetricWrapper):
     """
 
     def __init__(self, max_val: float = 255.0, name: str = "ssim", dtype=None):
-        super().__init__(ssim, name=name, dtype=dtype, max_val=max_val)
-        self.max_val = max_val
-
-    def get_config(self) -> dict:
-        return {"max_val": self.max_val, "name": self.name, "dtype": self.dtype}
+        super().__init__(ssim, max_val, name, dtype)
 
 
 def _split_targets(y_true, y_pred):

@@ -109,3 +109,17 @@ def readme_main_job(tmp_path_factory, worker_id) -> MainJob:
             result = {key: getattr(completed, key) for key in ("returncode", "stdout", "stderr")}
             record.write_text(json.dumps(result))
     return MainJob(**json.loads(record.read_text()), folder=folder)
+
+
+@pytest.fixture(scope="session")
+def gfnet_ti_pth() -> bytes:
+    """An official-layout gfnet-ti.pth (12 blocks of width 256, a 2x2 token grid), as bytes."""
+    import io
+
+    import torch
+
+    from tests.test_checkpoints import gfnet_state, tensors
+
+    buffer = io.BytesIO()
+    torch.save({"model": tensors(gfnet_state((256,), (12,), 16, 2))}, buffer)
+    return buffer.getvalue()

@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
@@ -48,6 +48,42 @@ def random_input(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
 def to_numpy(x) -> np.ndarray:
     """A backend tensor (or array) as a NumPy array."""
     return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def fft_and_matmul_outputs(
+    make_layer: Callable[..., keras.layers.Layer],
+    x: np.ndarray,
+    initialise: Callable[[keras.layers.Layer], object] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs on `x` of `make_layer(fft_impl="fft")` and of its "matmul" twin.
+
+    Both are built for `x`; `initialise`, when given, sets the weights of the
+    "fft" layer; the "matmul" layer then takes them.
+    """
+    layer_fft, layer_mm = make_layer(fft_impl="fft"), make_layer(fft_impl="matmul")
+    layer_fft.build(x.shape)
+    layer_mm.build(x.shape)
+    if initialise is not None:
+        initialise(layer_fft)
+    layer_mm.set_weights(layer_fft.get_weights())
+    return to_numpy(layer_fft(x)), to_numpy(layer_mm(x))
+
+
+def check_run_time_sized_graph(
+    layer: keras.layers.Layer, shapes: Sequence[tuple[int, ...]], seed: int = 5
+) -> None:
+    """A TensorFlow graph of `layer` traced with unknown batch and spatial sizes equals eager.
+
+    `layer` is built for such inputs; each input of `shapes` (channels last)
+    goes through the graph and through the layer eagerly. TensorFlow only.
+    """
+    import tensorflow as tf
+
+    unknown = tf.TensorSpec((None,) * (len(shapes[0]) - 1) + (shapes[0][-1],), tf.float32)
+    traced = tf.function(layer.__call__, input_signature=[unknown])
+    for shape in shapes:
+        x = random_input(shape, seed=seed)
+        np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
 
 
 def weight_shapes(layer: keras.layers.Layer, trainable: bool = True) -> dict[str, tuple]:

@@ -35,6 +35,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from tests.release_server import running
+
 CREDENTIALS = ("user", "p@ss word")
 
 
@@ -162,11 +164,6 @@ def serve_hostile(content: bytes) -> Iterator[HostileServer]:
 
     httpd = Server(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    try:
+    with running(httpd) as url:
+        state.url = url
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()

@@ -3,6 +3,7 @@
 `serve(files)` starts ``http.server`` in a thread serving ``{name: bytes}`` at
 ``/<name>`` (404 for anything else), records every requested path, and
 optionally cuts a file off after some bytes while announcing its full length.
+`running(httpd)` serves any server in a thread, the other test servers too.
 Tests point the package at it with ``KERAS_FOURIER_MIRROR``, its documented
 mirror variable, so the package's download code runs unchanged.
 """
@@ -46,12 +47,18 @@ def serve(files: dict[str, bytes], cut_at: int | None = None) -> Iterator[Releas
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with running(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+        state.url = url
+        yield state
+
+
+@contextlib.contextmanager
+def running(httpd: http.server.HTTPServer) -> Iterator[str]:
+    """Serves `httpd` (bound to 127.0.0.1) in a thread until the block ends; yields its URL."""
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
-        yield state
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -195,6 +195,8 @@ def test_tensorflow_log_lines_are_told_from_python_output():
         b"2026-11-23 10:00:00.123456: W tensorflow/core/framework/op_kernel.cc:1] warning",
         b"To enable the following instructions: AVX2 FMA, in other operations, rebuild "
         b"TensorFlow with the appropriate compiler flags.",
+        b"fully_quantize: 0, inference_type: 6, input_inference_type: FLOAT32, "
+        b"output_inference_type: FLOAT32",
     ]
     python_lines = [
         b"Traceback (most recent call last):",
@@ -202,6 +204,6 @@ def test_tensorflow_log_lines_are_told_from_python_output():
         b"/x.py:3: UserWarning: something",
         b"WARNING:tensorflow:From x.py:1: deprecated",
     ]
-    assert [_startup.tensorflow_log_line(line) for line in log_lines] == [True] * 5
+    assert [_startup.tensorflow_log_line(line) for line in log_lines] == [True] * 6
     assert not any(_startup.tensorflow_log_line(line) for line in python_lines)
     assert build_parser().parse_args(["evaluate", "--model", "m.keras", "--tf-logs"]).tf_logs

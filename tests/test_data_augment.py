@@ -39,8 +39,10 @@ def _batch(size: int = SIZE) -> tuple[np.ndarray, np.ndarray]:
     return images.astype(np.float32), np.eye(NUM_CLASSES, dtype=np.float32)
 
 
-def _augment_in_map(augmenter: ImageAugmenter, images, labels):
-    """Per-image then per-batch stage in `Dataset.map`, sequential so the seeds give fixed draws."""
+def _augment(augmenter: ImageAugmenter, images, labels, where: str):
+    """Per-image then per-batch stage, eagerly or in `Dataset.map` (sequential: fixed draws)."""
+    if where == "eager":
+        return augmenter.augment_batch(augmenter.augment_image(images), labels)
     ds = (
         tf.data.Dataset.from_tensor_slices((images, labels))
         .map(lambda x, y: (augmenter.augment_image(x), y))
@@ -66,10 +68,7 @@ def test_each_augmentation_runs_eagerly_and_in_dataset_map(name, where):
     config = dataclasses.replace(ALL_OFF, **SINGLE_AUGMENTATIONS[name])
     augmenter = ImageAugmenter(config, image_size=SIZE, seed=3)
     images, labels = _batch()
-    if where == "eager":
-        out_images, out_labels = augmenter.augment_batch(augmenter.augment_image(images), labels)
-    else:
-        out_images, out_labels = _augment_in_map(augmenter, images, labels)
+    out_images, out_labels = _augment(augmenter, images, labels, where)
     _check_common(out_images, out_labels, config)
     assert not np.allclose(out_images, images), f"{name} left every image unchanged"
 
@@ -78,10 +77,7 @@ def test_each_augmentation_runs_eagerly_and_in_dataset_map(name, where):
 def test_all_off_is_identity_at_output_size(where):
     augmenter = ImageAugmenter(ALL_OFF, image_size=SIZE, seed=0)
     images, labels = _batch()
-    if where == "eager":
-        out_images, out_labels = augmenter.augment_batch(augmenter.augment_image(images), labels)
-    else:
-        out_images, out_labels = _augment_in_map(augmenter, images, labels)
+    out_images, out_labels = _augment(augmenter, images, labels, where)
     np.testing.assert_allclose(out_images, images, atol=1e-4)
     np.testing.assert_array_equal(out_labels, labels)
 

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from keras_fourier.weights.download import (
     sha256_of,
     source_url,
 )
-from tests.release_server import serve
+from tests.release_server import running, serve
 
 CONTENT = bytes(range(256)) * 64
 
@@ -44,12 +43,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with running(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)) as url:
+        yield url
 
 
 def test_downloads_once_and_checks_the_sha256(server, tmp_path):
@@ -95,25 +90,11 @@ def test_a_cached_file_with_another_sha256_is_downloaded_again(server, tmp_path,
 # ---------------------------------------------- weights="imagenet" through a mirror on 127.0.0.1
 
 
-@pytest.fixture(scope="module")
-def gfnet_ti_release():
-    """An official-layout gfnet-ti.pth (12 blocks of width 256, a 2x2 token grid), as bytes."""
-    import io
-
-    import torch
-
-    from tests.test_checkpoints import gfnet_state, tensors
-
-    buffer = io.BytesIO()
-    torch.save({"model": tensors(gfnet_state((256,), (12,), 16, 2))}, buffer)
-    return buffer.getvalue()
-
-
 @pytest.fixture
-def mirror(gfnet_ti_release, tmp_path, monkeypatch):
+def mirror(gfnet_ti_pth, tmp_path, monkeypatch):
     """A fresh KERAS_HOME and KERAS_FOURIER_MIRROR pointing at a server of gfnet-ti.pth."""
     monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
-    with serve({"gfnet-ti.pth": gfnet_ti_release}) as server:
+    with serve({"gfnet-ti.pth": gfnet_ti_pth}) as server:
         monkeypatch.setenv("KERAS_FOURIER_MIRROR", server.url)
         yield server
 

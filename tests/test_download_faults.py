@@ -11,8 +11,6 @@ import io
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -24,8 +22,9 @@ import keras_fourier
 from keras_fourier.cli import main
 from keras_fourier.weights import download as download_module
 from keras_fourier.weights.download import download, redact, verify
+from tests.faults import dead_pid, unwritable
 from tests.hostile_server import serve_hostile
-from tests.test_run_faults import _make_read_only, _signal_when
+from tests.test_run_faults import _signal_when
 
 
 def _zip_bytes() -> bytes:
@@ -187,13 +186,8 @@ def test_a_damaged_cached_download_is_downloaded_again(hostile, tmp_path, capfd)
 
 def test_a_damaged_download_in_a_read_only_cache_is_named(tmp_path):
     (tmp_path / "release.pth").write_bytes(b"PK\x03\x04 cut")
-    _make_read_only(tmp_path)
-    try:
-        with pytest.raises(ValueError) as info:
-            download("http://127.0.0.1:9/x.pth", "release.pth", folder=tmp_path, file_format="pth")
-    finally:
-        subprocess.run(["chattr", "-i", str(tmp_path)], check=False, capture_output=True)
-        os.chmod(tmp_path, 0o755)
+    with unwritable(tmp_path), pytest.raises(ValueError) as info:
+        download("http://127.0.0.1:9/x.pth", "release.pth", folder=tmp_path, file_format="pth")
     assert re.fullmatch(
         rf"The cached download 'release\.pth' in '{re.escape(str(tmp_path))}' is damaged \(it "
         r"is not a complete zip archive \(what torch\.save writes\)\) and cannot be removed "
@@ -222,12 +216,7 @@ def test_credentials_in_the_mirror_are_sent_as_basic_auth_and_never_shown(
 
 
 def test_stale_temporaries_of_dead_processes_are_removed(hostile, tmp_path):
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        text=True,
-        capture_output=True,
-        check=True,
-    ).stdout.strip()
+    dead = dead_pid()
     stale = tmp_path / f".release.pth.{dead}-0123abcd.tmp.pth"
     converting = tmp_path / f".gfnet-ti_0a1b.weights.h5.{dead}-89abcdef.tmp.weights.h5"
     live = tmp_path / f".other.pth.{os.getpid()}-0123abcd.tmp.pth"
@@ -249,18 +238,6 @@ def test_a_cache_that_cannot_be_created_is_one_line(hostile, tmp_path, monkeypat
 
 
 # ------------------------------------------- the weights pipeline: a cache that heals itself
-
-
-@pytest.fixture(scope="module")
-def gfnet_ti_pth():
-    """An official-layout gfnet-ti.pth (12 blocks of width 256, a 2x2 token grid), as bytes."""
-    import torch
-
-    from tests.test_checkpoints import gfnet_state, tensors
-
-    buffer = io.BytesIO()
-    torch.save({"model": tensors(gfnet_state((256,), (12,), 16, 2))}, buffer)
-    return buffer.getvalue()
 
 
 @pytest.fixture
@@ -320,12 +297,8 @@ def test_a_read_only_or_full_cache_converts_in_memory(gfnet_ti_pth, cache, monke
     conversion = next(cache.glob("*.weights.h5"))
     conversion.unlink()
     capfd.readouterr()
-    _make_read_only(cache)
-    try:
+    with unwritable(cache):
         model = keras_fourier.GFNetTi(weights="imagenet", input_shape=(32, 32, 3))
-    finally:
-        subprocess.run(["chattr", "-i", str(cache)], check=False, capture_output=True)
-        os.chmod(cache, 0o755)
     _same(_weights(model), expected)
     (line,) = _warnings(capfd)
     assert re.fullmatch(

@@ -509,3 +509,49 @@ def test_kit_models_config_serves_the_main_jobs_model_as_export_writes_it(tmp_pa
     assert names == ["gfnet_tiny", "hornet_tiny"]
     text = pathlib.Path(path).read_text()
     assert text.count("config {") == 2 and 'base_path: "/models/hornet_tiny"' in text
+
+
+def _xnnpack_partitions(path) -> int:
+    """How many XNNPACK graphs LiteRT runs `path` in (one: no op outside the delegate)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()  # applies the default delegate, XNNPACK
+    return [op["op_name"] for op in interpreter._get_ops_details()].count("DELEGATE")
+
+
+@pytest.mark.parametrize("mixer", ["gnconv_gf", "global_filter", "afno"])
+def test_float32_and_int8_tflite_files_run_as_one_xnnpack_graph(tmp_path, mixer):
+    # gnConv's uneven channel split (SPLIT_V) and its global-local interleave (PACK), the
+    # int8 sums of spectral products, LayerNorm's last ADD, reshapes to a computed batch and
+    # AFNO's int8 block-diagonal products (BATCH_MATMUL) ran outside XNNPACK before.
+    keras.utils.set_random_seed(0)
+    model = build_model(
+        mixer, "mlp", depths=[1, 1], dims=[16, 32], input_shape=(32, 32, 3), classes=10,
+        classifier_activation=None,
+    )  # fmt: skip
+    images = [random_input((4, 32, 32, 3), seed=seed) for seed in range(2)]
+    reports = {}
+    for quantization in (None, "int8"):
+        path = tmp_path / f"{mixer}_{quantization}.tflite"
+        calibration = images if quantization else None
+        reports[quantization] = export.tflite(
+            model, path, quantization, calibration, validation_data=images, verbose=False
+        )
+        assert _xnnpack_partitions(path) == 1, quantization
+    assert reports[None].max_abs_diff < 1e-4
+    logits = np.concatenate([keras.ops.convert_to_numpy(model(batch)) for batch in images])
+    assert 0 < reports["int8"].max_abs_diff < 0.05 * np.max(np.abs(logits))
+
+
+def test_split_channels_slices_in_the_tflite_layout_with_the_same_values():
+    from keras_fourier.layers import layout
+
+    x = random_input((2, 3, 7))
+    expected = [keras.ops.convert_to_numpy(p) for p in layout.split_channels(x, [1, 2, 4])]
+    with layout.tflite_layout():
+        sliced = [keras.ops.convert_to_numpy(p) for p in layout.split_channels(x, [1, 2, 4])]
+    assert [p.shape for p in sliced] == [(2, 3, 1), (2, 3, 2), (2, 3, 4)]
+    for actual, wanted in zip(sliced, expected, strict=True):
+        np.testing.assert_array_equal(actual, wanted)
+    assert layout.split_channels(x, [7]) == [x]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import struct
-import subprocess
 import sys
 import zlib
 
@@ -15,6 +14,7 @@ import tensorflow as tf
 from keras_fourier import cli, export
 from keras_fourier.export import parity
 from keras_fourier.models import build_model
+from tests.faults import dead_pid, digests, unwritable
 
 
 @pytest.fixture(scope="module")
@@ -47,42 +47,15 @@ def test_refused_exports_write_nothing(model_file, tmp_path, capsys, extra, mess
     assert not out.exists()
 
 
-def _dead_pid() -> int:
-    return int(
-        subprocess.run(
-            [sys.executable, "-c", "import os; print(os.getpid())"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
-
-
-def _make_read_only(folder) -> None:
-    """chmod for ordinary users; the immutable attribute for root, whom chmod does not stop."""
-    os.chmod(folder, 0o555)
-    probe = folder / "probe"
-    try:
-        probe.write_text("")
-    except PermissionError:
-        return
-    probe.unlink()
-    subprocess.run(["chattr", "+i", str(folder)], check=True)
-
-
 def test_read_only_or_file_output_is_refused_before_converting(model_file, tmp_path, capsys):
     read_only = tmp_path / "read_only"
     read_only.mkdir()
-    _make_read_only(read_only)
-    try:
+    with unwritable(read_only):
         assert _export(model_file, read_only / "models") == 2
         assert "is not writable" in capsys.readouterr().err
         assert _export(model_file, read_only) == 2
         assert "is not writable" in capsys.readouterr().err
         assert os.listdir(read_only) == []
-    finally:
-        subprocess.run(["chattr", "-i", str(read_only)], check=False, capture_output=True)
-        os.chmod(read_only, 0o755)
     a_file = tmp_path / "file"
     a_file.write_text("x")
     assert _export(model_file, a_file) == 2
@@ -112,7 +85,7 @@ def test_failed_export_removes_what_it_wrote_and_stale_staging_folders(
     _, model = model_file
     out = tmp_path / "models"
     base = out / model.name
-    dead = _dead_pid()
+    dead = dead_pid()
     for stale in (base / f".staging-{dead}-abc", out / f".tflite-staging-{dead}-abc"):
         stale.mkdir(parents=True)
         (stale / "variables.data").write_bytes(b"0" * 1000)
@@ -187,27 +160,15 @@ def test_int8_with_an_empty_calibration_set_writes_nothing(model_file, tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def _digests(folder) -> dict[str, str]:
-    import hashlib
-
-    return {
-        os.path.relpath(os.path.join(root, name), folder): hashlib.sha256(
-            open(os.path.join(root, name), "rb").read()
-        ).hexdigest()
-        for root, _, names in os.walk(folder)
-        for name in names
-    }
-
-
 def test_failed_overwrite_leaves_the_previous_export_whole(model_file, tmp_path, monkeypatch):
     # The SavedModel is written before the TFLite check fails: with --overwrite the
     # old version must come back, byte for byte, with nothing set aside left over.
     out = tmp_path / "models"
     assert _export(model_file, out) == 0
-    previous = _digests(out)
+    previous = digests(out)
     monkeypatch.setitem(parity.TOLERANCES, "tflite", -1.0)
     assert _export(model_file, out, "--overwrite") == 1
-    assert _digests(out) == previous
+    assert digests(out) == previous
     monkeypatch.undo()
     assert _export(model_file, out, "--overwrite") == 0
-    assert sorted(_digests(out)) == sorted(previous)
+    assert sorted(digests(out)) == sorted(previous)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 from keras_fourier import cli
 from keras_fourier.export import journal, litert
 from keras_fourier.models import build_model
+from tests.faults import dead_pid, digests
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 NAME = "tiny"
@@ -58,16 +58,6 @@ def old_export(model_file, tmp_path_factory):
     return out
 
 
-def _digests(folder) -> dict[str, str]:
-    return {
-        os.path.relpath(os.path.join(root, name), folder): hashlib.sha256(
-            open(os.path.join(root, name), "rb").read()
-        ).hexdigest()
-        for root, _, names in os.walk(folder)
-        for name in names
-    }
-
-
 def _hidden(folder) -> list[str]:
     return [
         os.path.join(root, name)
@@ -108,7 +98,7 @@ def test_export_killed_during_its_commit_is_completed_by_the_rerun(
     out = tmp_path / "models"
     if existing:
         shutil.copytree(old_export, out)
-    old = _digests(out)
+    old = digests(out)
     argv = ["export", model_file, "--out", str(out), "--overwrite", "--format", formats]
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, str(kill_at), mode, *argv],
@@ -119,7 +109,7 @@ def test_export_killed_during_its_commit_is_completed_by_the_rerun(
     )
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert _hidden(out)  # the killed commit's staging folder, with its journal
-    killed_state = _digests(out)
+    killed_state = digests(out)
     for name, state in after_kill.items():
         if state == "missing":
             assert name not in killed_state
@@ -129,8 +119,8 @@ def test_export_killed_during_its_commit_is_completed_by_the_rerun(
             )
     assert cli.main(argv) == 0
     assert "Completed the interrupted export of 'tiny'" in capsys.readouterr().out
-    new = _digests(out)
-    assert sorted(new) == sorted(_digests(old_export))
+    new = digests(out)
+    assert sorted(new) == sorted(digests(old_export))
     for name in after_kill:
         assert new[name] != old.get(name)  # the new (probabilities) outputs, all of them
     assert _hidden(out) == []
@@ -143,7 +133,7 @@ def test_export_killed_before_its_commit_leaves_the_old_outputs_and_no_copies(
 ):
     out = tmp_path / "models"
     shutil.copytree(old_export, out)
-    old = _digests(out)
+    old = digests(out)
     argv = ["export", model_file, "--out", str(out), "--overwrite"]
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, "0", "rename", *argv, "--format", "tflite"],
@@ -154,13 +144,13 @@ def test_export_killed_before_its_commit_leaves_the_old_outputs_and_no_copies(
     assert killed.returncode == -9
     # Killed at its first rename: the journal is written, nothing placed; a journal-less
     # staging folder (killed while converting) is rolled back.
-    unjournaled = out / f".export-{_dead_pid()}-abc"
+    unjournaled = out / f".export-{dead_pid()}-abc"
     unjournaled.mkdir()
     (unjournaled / "tiny.tflite").write_bytes(b"half")
     completed = journal.recover(out)
     assert [entry["command"]["format"] for entry in completed] == [["tflite"]]
-    assert _digests(out)["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
-    assert _digests(out)["tiny.tflite"] != old["tiny.tflite"]
+    assert digests(out)["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
+    assert digests(out)["tiny.tflite"] != old["tiny.tflite"]
     assert _hidden(out) == []
 
 
@@ -171,7 +161,7 @@ def test_bench_on_a_tflite_of_a_killed_export_completes_it_first(
     # .tflite completes the export before reading it.
     out = tmp_path / "models"
     shutil.copytree(old_export, out)
-    old = _digests(out)
+    old = digests(out)
     argv = ["export", model_file, "--out", str(out), "--overwrite", "--format", "tflite"]
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, "2", "rename", *argv],  # exchange, set aside, place
@@ -185,21 +175,10 @@ def test_bench_on_a_tflite_of_a_killed_export_completes_it_first(
     bench = ["bench", str(out / f"{NAME}.tflite"), "--out", str(tmp_path / "bench")]
     assert cli.main([*bench, "--batch-size", "1", "--repeats", "1"]) == 0
     assert "predict_img_s" in capsys.readouterr().out
-    new = _digests(out)
+    new = digests(out)
     assert sorted(new) == sorted(old) and _hidden(out) == []
     assert new["tiny.tflite"] != old["tiny.tflite"]  # the killed export's (probabilities)
     assert new["tiny/1/saved_model.pb"] == old["tiny/1/saved_model.pb"]
-
-
-def _dead_pid() -> int:
-    return int(
-        subprocess.run(
-            [sys.executable, "-c", "import os; print(os.getpid())"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
 
 
 def test_failed_export_keeps_what_a_second_export_finished_meanwhile(

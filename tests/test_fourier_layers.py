@@ -9,7 +9,14 @@ import pytest
 from keras_fourier.layers import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.fourier import low_frequency_mask
 from keras_fourier.weights import resize
-from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
+from tests.harness import (
+    check_run_time_sized_graph,
+    fft_and_matmul_outputs,
+    random_input,
+    run_layer_checks,
+    tflite_max_error,
+    to_numpy,
+)
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -148,13 +155,7 @@ def test_fourier_mixing_matches_numpy(shape):
 )
 @pytest.mark.parametrize("size", [(6, 6), (7, 5), (8, 9)])
 def test_fft_and_matmul_agree(make, size):
-    x = random_input((2, *size, 4))
-    layer_fft = make(fft_impl="fft")
-    layer_mm = make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    layer_mm.set_weights(layer_fft.get_weights())
-    out_fft, out_mm = to_numpy(layer_fft(x)), to_numpy(layer_mm(x))
+    out_fft, out_mm = fft_and_matmul_outputs(make, random_input((2, *size, 4)))
     scale = max(1.0, np.abs(out_fft).max())
     np.testing.assert_allclose(out_mm / scale, out_fft / scale, atol=1e-5)
 
@@ -260,20 +261,13 @@ def test_afno2d_runs_at_any_size_with_the_same_weights():
 def test_run_time_sized_graph_equals_eager(impl):
     # A TensorFlow graph traced with unknown H and W (an any-size model under
     # tf.function or model.predict) resizes and transforms at the run-time size.
-    import tensorflow as tf
-
     layers = [
         GlobalFilter(height=6, width=4, fft_impl=impl),
         AFNO2D(num_blocks=2, hard_thresholding_fraction=0.5, fft_impl=impl),
     ]
     for layer in layers:
         layer.build((None, None, None, 4))
-        traced = tf.function(
-            layer.__call__, input_signature=[tf.TensorSpec((None, None, None, 4), tf.float32)]
-        )
-        for size in [(6, 6), (9, 5)]:
-            x = random_input((2, *size, 4), seed=5)
-            np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
+        check_run_time_sized_graph(layer, [(2, 6, 6, 4), (2, 9, 5, 4)])
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.1, "0.1", True])

@@ -6,7 +6,15 @@ import pytest
 
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.interpolation import resize_2d
-from tests.harness import random_input, relative_error, run_layer_checks, tflite_max_error, to_numpy
+from tests.harness import (
+    check_run_time_sized_graph,
+    fft_and_matmul_outputs,
+    random_input,
+    relative_error,
+    run_layer_checks,
+    tflite_max_error,
+    to_numpy,
+)
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
 pytestmark = pytest.mark.multi_backend
@@ -216,17 +224,10 @@ def test_one_global_local_filter_runs_at_several_resolutions():
 def test_global_local_filter_in_a_run_time_sized_graph_equals_eager():
     # gnConv with `filter_size` builds for inputs of unknown size (any-size HorNet GF); a
     # TensorFlow graph traced with unknown H and W resizes the filter in the graph.
-    import tensorflow as tf
-
     layer = GnConv(order=2, spatial_mixing="global_local", filter_size=(4, 3))
     layer.build((None, None, None, 8))
     assert tuple(layer.dwconv.complex_weight.shape) == (6, 4, 3, 2)  # (C/2, h, w, 2)
-    traced = tf.function(
-        layer.__call__, input_signature=[tf.TensorSpec((None, None, None, 8), tf.float32)]
-    )
-    for size in [(4, 4), (6, 10)]:
-        x = random_input((2, *size, 8), seed=7)
-        np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
+    check_run_time_sized_graph(layer, [(2, 4, 4, 8), (2, 6, 10, 8)], seed=7)
 
 
 def test_complex_weight_initialisation_follows_official():
@@ -260,12 +261,8 @@ def test_parameter_counts_follow_official_shapes():
 @pytest.mark.parametrize("size", [(14, 14), (12, 10)])
 def test_fft_and_matmul_agree(make, size):
     x = random_input((2, *size, 8))
-    layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    _randomise(layer_fft, seed=7)
-    layer_mm.set_weights(layer_fft.get_weights())
-    assert relative_error(to_numpy(layer_mm(x)), to_numpy(layer_fft(x))) <= 1e-5
+    out_fft, out_mm = fft_and_matmul_outputs(make, x, lambda layer: _randomise(layer, seed=7))
+    assert relative_error(out_mm, out_fft) <= 1e-5
 
 
 @pytest.mark.parametrize(

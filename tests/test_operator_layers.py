@@ -13,7 +13,14 @@ import pytest
 
 from keras_fourier.layers import AFNO1D, AFNO2D, FNO1D, FNO2D, GlobalFilter1D, PeriodicPad2D
 from keras_fourier.layers.fourier import fourcastnet_mode_mask
-from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
+from tests.harness import (
+    check_run_time_sized_graph,
+    fft_and_matmul_outputs,
+    random_input,
+    run_layer_checks,
+    tflite_max_error,
+    to_numpy,
+)
 
 pytestmark = pytest.mark.multi_backend
 
@@ -276,12 +283,8 @@ def test_fno_parameter_count_is_modes_times_channels_squared():
 )
 @pytest.mark.parametrize("length", [7, 8])
 def test_fft_and_matmul_agree_1d(make, length):
-    x = random_input((2, length, 4))
-    layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    layer_mm.set_weights(layer_fft.get_weights())
-    np.testing.assert_allclose(to_numpy(layer_mm(x)), to_numpy(layer_fft(x)), atol=1e-5)
+    out_fft, out_mm = fft_and_matmul_outputs(make, random_input((2, length, 4)))
+    np.testing.assert_allclose(out_mm, out_fft, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -294,12 +297,8 @@ def test_fft_and_matmul_agree_1d(make, length):
 )
 @pytest.mark.parametrize("size", [(7, 5), (8, 12)])
 def test_fft_and_matmul_agree_2d(make, size):
-    x = random_input((2, *size, 4))
-    layer_fft, layer_mm = make(fft_impl="fft"), make(fft_impl="matmul")
-    layer_fft.build(x.shape)
-    layer_mm.build(x.shape)
-    layer_mm.set_weights(layer_fft.get_weights())
-    np.testing.assert_allclose(to_numpy(layer_mm(x)), to_numpy(layer_fft(x)), atol=1e-5)
+    out_fft, out_mm = fft_and_matmul_outputs(make, random_input((2, *size, 4)))
+    np.testing.assert_allclose(out_mm, out_fft, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -326,28 +325,16 @@ def test_tflite_builtin_ops_only(make, shape):
 @pytest.mark.parametrize("impl", ["fft", "matmul"])
 def test_run_time_length_graph_equals_eager(impl):
     # A TensorFlow graph traced with an unknown L transforms at the run-time length.
-    import tensorflow as tf
-
     for layer in [
         GlobalFilter1D(length=5, fft_impl=impl),
         AFNO1D(num_blocks=2, hard_thresholding_fraction=0.5, fft_impl=impl),
         FNO1D(modes=3, fft_impl=impl),
     ]:
         layer.build((None, None, 4))
-        traced = tf.function(
-            layer.__call__, input_signature=[tf.TensorSpec((None, None, 4), tf.float32)]
-        )
-        for length in (8, 11):
-            x = random_input((2, length, 4), seed=5)
-            np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
+        check_run_time_sized_graph(layer, [(2, 8, 4), (2, 11, 4)])
     layer = AFNO2D(num_blocks=2, hard_thresholding_fraction=0.5, mode_slicing="fourcastnet")
     layer.build((None, None, None, 4))
-    traced = tf.function(
-        layer.__call__, input_signature=[tf.TensorSpec((None, None, None, 4), tf.float32)]
-    )
-    for size in [(6, 6), (5, 9)]:
-        x = random_input((2, *size, 4), seed=5)
-        np.testing.assert_allclose(traced(x).numpy(), to_numpy(layer(x)), atol=1e-5)
+    check_run_time_sized_graph(layer, [(2, 6, 6, 4), (2, 5, 9, 4)])
 
 
 @pytest.mark.parametrize(

@@ -51,10 +51,12 @@ def test_export_to_tflite_and_onnx_is_quiet(tmp_path):
     )
     assert _run(["-c", make], tmp_path).returncode == 0
     command = ["-m", "keras_fourier.cli", "export", "tiny.keras", "--out", "models"]
-    completed = _run([*command, "--format", "tflite,onnx"], tmp_path)
+    # int8 calibration: the TFLite quantizer prints its settings from C++ too.
+    int8 = ["--quantize", "none,int8", "--data", "digits", "--num-batches", "1"]
+    completed = _run([*command, "--format", "tflite,onnx", *int8], tmp_path)
     assert completed.returncode == 0, completed.stderr
     assert completed.stderr == ""
-    assert len(list((tmp_path / "models").glob("*.tflite"))) == 1
+    assert len(list((tmp_path / "models").glob("*.tflite"))) == 2
     # --tf-logs shows what is hidden.
     completed = _run([*command, "--format", "tflite", "--overwrite", "--tf-logs"], tmp_path)
     assert "XNNPACK delegate" in completed.stderr

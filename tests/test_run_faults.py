@@ -14,6 +14,7 @@ import time
 from keras_fourier.cli import main
 from keras_fourier.model_record import read_checkpoint_record
 from keras_fourier.training import callbacks, read_history
+from tests.faults import unwritable
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 ARGV = ["train", "--model", "gfnet_tiny", "--dims", "16", "--depths", "1", "--no-tensorboard"]
@@ -89,25 +90,12 @@ def test_full_disk_before_the_only_epoch_is_checkpointed_then_rerun(tmp_path, ca
     _agrees(out)
 
 
-def _make_read_only(folder) -> None:
-    """chmod for ordinary users; the immutable attribute for root, whom chmod does not stop."""
-    os.chmod(folder, 0o555)
-    probe = folder / "probe"
-    try:
-        probe.write_text("")
-    except PermissionError:
-        return
-    probe.unlink()
-    subprocess.run(["chattr", "+i", str(folder)], check=True)
-
-
 def test_unwritable_out_is_one_error_line(tmp_path, capsys):
     a_file = tmp_path / "file"
     a_file.write_text("x")
     read_only = tmp_path / "read_only"
     read_only.mkdir()
-    _make_read_only(read_only)
-    try:
+    with unwritable(read_only):
         for out, message in [
             (a_file / "run", "is a file"),
             (a_file, "is a file"),
@@ -117,9 +105,6 @@ def test_unwritable_out_is_one_error_line(tmp_path, capsys):
             error = capsys.readouterr().err
             assert error.count("\n") == 1 and message in error and "--out" in error
         assert os.listdir(read_only) == []
-    finally:
-        subprocess.run(["chattr", "-i", str(read_only)], check=False, capture_output=True)
-        os.chmod(read_only, 0o755)
 
 
 def test_ctrl_c_says_the_run_can_be_resumed(tmp_path):

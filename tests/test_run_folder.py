@@ -30,6 +30,7 @@ from keras_fourier.training import (
     train,
     validate_config,
 )
+from tests.faults import dead_pid
 
 TINY = {
     "model": "gfnet_tiny",
@@ -295,15 +296,12 @@ def test_a_second_run_on_a_held_folder_fails_at_once_naming_the_holder(tmp_path)
     assert not (tmp_path / "run.lock").exists()
 
 
-_TEXT = {"capture_output": True, "text": True, "check": True}
-
-
 def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path, capsys):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **_TEXT)
-    (tmp_path / "run.lock").write_text(dead.stdout)
+    dead = dead_pid()
+    (tmp_path / "run.lock").write_text(f"{dead}\n")
     with RunLock(tmp_path):
         assert (tmp_path / "run.lock").read_text().strip() == str(os.getpid())
-    assert f"left by pid {dead.stdout.strip()}" in capsys.readouterr().err
+    assert f"left by pid {dead}" in capsys.readouterr().err
 
 
 def test_two_runs_on_one_folder_then_sigkill_and_rerun(tmp_path, capsys):

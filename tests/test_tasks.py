@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier.tasks import TASKS, get_task, select_task
+from keras_fourier.tasks.base import run_splits
 from keras_fourier.training import TrainConfig, run_identity, validate_config
 from keras_fourier.training.plan import resolve_config, task_defaults
 from tests.task_harness import run_task_checks
@@ -143,3 +144,17 @@ def test_naming_the_default_task_is_the_same_run():
         ValueError, match=r"not data 'digits'\. Received: --task=text_classification"
     ):
         validate_config(TrainConfig(task="text_classification"), {"task": "--task"})
+
+
+@pytest.mark.parametrize("name", ["image_classification", "segmentation"])
+@pytest.mark.parametrize("validation", ["test", "train"])
+def test_a_validation_split_that_is_another_split_is_refused_before_loading(name, validation):
+    config = TrainConfig(data="digits", validation_split=validation)
+    with pytest.raises(ValueError, match=rf"validation \('{validation}'\) and test \('test'\)"):
+        get_task(name).datasets(config)
+
+
+def test_the_runs_validation_split_replaces_the_datas():
+    assert run_splits(TrainConfig(), "train", "validation") == ("train", "validation")
+    config = TrainConfig(validation_split="held_out")
+    assert run_splits(config, "train", "validation") == ("train", "held_out")

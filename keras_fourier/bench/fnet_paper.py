@@ -77,6 +77,17 @@ def _token_inputs(
     }
 
 
+def _median_call_seconds(
+    model: keras.Model, inputs: Any, targets: Any, repeats: int, train: bool
+) -> tuple[float, float | None]:
+    """Median seconds of `predict_on_batch` and, with `train`, of `train_on_batch` (else None)."""
+    inference = median_seconds(lambda: model.predict_on_batch(inputs), repeats)
+    step = None
+    if train:
+        step = median_seconds(lambda: model.train_on_batch(inputs, targets), repeats)
+    return inference, step
+
+
 def time_model(
     model_name: str,
     *,
@@ -112,10 +123,7 @@ def time_model(
         keras.optimizers.AdamW(1e-4),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
-    inference = median_seconds(lambda: model.predict_on_batch(inputs), repeats)
-    step = None
-    if train:
-        step = median_seconds(lambda: model.train_on_batch(inputs, labels), repeats)
+    inference, step = _median_call_seconds(model, inputs, labels, repeats, train)
     row = {
         "part": "model",
         "name": model_name,
@@ -158,11 +166,7 @@ def time_mixing(
     model = keras.Model(inputs, outputs, name=f"mixing_{mixing}")
     x = np.random.default_rng(1).standard_normal((batch_size, *shape)).astype("float32")
     model.compile(keras.optimizers.SGD(1e-6), keras.losses.MeanSquaredError())
-    inference = median_seconds(lambda: model.predict_on_batch(x), repeats)
-    step = None
-    if train:
-        target = np.zeros_like(x)
-        step = median_seconds(lambda: model.train_on_batch(x, target), repeats)
+    inference, step = _median_call_seconds(model, x, np.zeros_like(x), repeats, train)
     row = {
         "part": "mixing",
         "name": mixing,

@@ -17,6 +17,7 @@ import platform
 from collections.abc import Sequence
 from typing import Any
 
+from keras_fourier._startup import native_output_filtered
 from keras_fourier.bench.measure import accelerator, best_seconds
 from keras_fourier.flop_count import zero_inputs
 
@@ -178,12 +179,12 @@ def tflite_matmul_rate(
         converter.representative_dataset = lambda: (
             [rng.standard_normal((m, k)).astype("float32")] for _ in range(2)
         )
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), native_output_filtered():  # the quantizer's C++ line
         warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
         warnings.filterwarnings("ignore", "Statistics for quantized inputs were expected")
         content = converter.convert()
-    interpreter = Interpreter(model_content=content, num_threads=threads or os.cpu_count())
-    interpreter.allocate_tensors()
+        interpreter = Interpreter(model_content=content, num_threads=threads or os.cpu_count())
+        interpreter.allocate_tensors()
     detail = interpreter.get_input_details()[0]
     interpreter.set_tensor(detail["index"], rng.standard_normal((m, k)).astype("float32"))
     return m * k * n / best_seconds(interpreter.invoke, repeats)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import gzip
 import importlib.resources
 import os
+from typing import Any
 
 import keras
 import numpy as np
@@ -160,7 +161,13 @@ def is_image_source(source: object) -> bool:
     return True
 
 
-def _tfds_builder(name: str, data_dir: str | None):
+def tfds_builder(name: str, data_dir: str | None) -> tuple[Any, Any]:
+    """(the tensorflow_datasets module, the builder of TFDS dataset `name`).
+
+    Raises:
+        ImportError: tensorflow-datasets is not installed (an optional dependency).
+        ValueError: TFDS has no dataset `name`.
+    """
     try:
         import tensorflow_datasets as tfds
     except ImportError as error:
@@ -220,7 +227,7 @@ def get_num_classes(
     if kind == "digits":
         return DIGITS_NUM_CLASSES
     if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
+        _, builder = tfds_builder(value, data_dir)
         return builder.info.features[builder.info.supervised_keys[1]].num_classes
     root, _ = _class_root(value, split)
     return len(check_class_folders(value, root))
@@ -250,7 +257,7 @@ def get_class_names(
     if kind == "digits":
         return [str(digit) for digit in range(DIGITS_NUM_CLASSES)]
     if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
+        _, builder = tfds_builder(value, data_dir)
         return list(builder.info.features[builder.info.supervised_keys[1]].names)
     root, _ = _class_root(value, split)
     return check_class_folders(value, root)
@@ -316,7 +323,7 @@ def training_splits(
     kind, value = _parse_source(source)
     splits = ("train", "validation")
     if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
+        _, builder = tfds_builder(value, data_dir)
         builder.download_and_prepare()
         if "validation" not in builder.info.splits or test_split == "validation":
             percent = 100 - TFDS_VALIDATION_PERCENT
@@ -350,7 +357,7 @@ def count_examples(source: str, split: str, data_dir: str | None = None) -> int 
     if kind == "digits":
         return len(load_digits(split)[1])
     if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
+        _, builder = tfds_builder(value, data_dir)
         builder.download_and_prepare()
         count = int(builder.as_dataset(split=split).cardinality())
         return count if count >= 0 else None
@@ -373,7 +380,7 @@ def _load_source(
         images, labels = load_digits(split)
         return tf.data.Dataset.from_tensor_slices((images, labels)), len(labels)
     if kind == "tfds":
-        tfds, builder = _tfds_builder(value, data_dir)
+        tfds, builder = tfds_builder(value, data_dir)
         builder.download_and_prepare()
         dataset = builder.as_dataset(
             split=split,

@@ -76,7 +76,7 @@ from keras_fourier.data.checks import (
     decode_image_checked,
     header_image_size,
 )
-from keras_fourier.data.images import IMAGE_EXTENSIONS, load_digits
+from keras_fourier.data.images import IMAGE_EXTENSIONS, load_digits, tfds_builder
 
 IGNORE_INDEX = 255
 DIGIT_CANVAS = "digits"
@@ -463,13 +463,7 @@ def segmentation_num_classes(source: str = DIGIT_CANVAS, data_dir: str | None = 
 
 
 def _tfds_builder(name: str, data_dir: str | None):
-    try:
-        import tensorflow_datasets as tfds
-    except ImportError as error:
-        raise ImportError(
-            f"Source 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets"
-        ) from error
-    builder = tfds.builder(name, data_dir=data_dir)
+    tfds, builder = tfds_builder(name, data_dir)
     builder.download_and_prepare()
     return tfds, builder
 

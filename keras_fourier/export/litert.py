@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from keras_fourier.fileio import (
     temporary_directory,
 )
 from keras_fourier.layers import spectral
+from keras_fourier.layers.layout import KEEP_FLOAT_SCOPE, tflite_layout
 from keras_fourier.settings import QUANTIZATIONS
 from keras_fourier.validation import check_choice
 
@@ -132,10 +134,10 @@ def _convert(
     archive = keras.export.ExportArchive()
     archive.track(serving.model)
     # Full-integer files take the dense DFTs as FULLY_CONNECTED products, which XNNPACK runs.
-    layout = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
+    dft = spectral.fully_connected_dft() if quantization == "int8" else contextlib.nullcontext()
     archive.add_endpoint(DEFAULT_SIGNATURE, serving, input_signature=list(serving.input_specs))
     with temporary_directory(folder, STAGING_PREFIX) as directory:
-        with layout:  # the endpoint is traced when written
+        with tflite_layout(), dft:  # the endpoint is traced when written
             archive.write_out(directory, verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(
             directory, signature_keys=[DEFAULT_SIGNATURE]
@@ -155,13 +157,14 @@ def _convert(
                     yield as_input_dict(serving, batch)
 
             converter.representative_dataset = calibration_batches
-        with warnings.catch_warnings():
-            # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter.
+        # The int8 calibrator of TF's converter builds a deprecated tf.lite.Interpreter; the
+        # quantizer prints its settings from C++.
+        with warnings.catch_warnings(), native_output_filtered():
             warnings.filterwarnings("ignore", "[\\s\\S]*tf.lite.Interpreter is deprecated")
             if quantization != "int8":
                 return converter.convert()
             try:
-                content = _integer_model(converter)
+                content = _integer_model(converter, float_scopes(serving.model))
             except Exception:
                 if calibrated:
                     raise
@@ -176,41 +179,65 @@ def _convert(
 
 # Ops that XNNPACK (LiteRT 2.3) runs in float32 but not in int8. In a full-integer file they
 # ran in LiteRT's own kernels and cut the XNNPACK graph in pieces around them (GFNet: two
-# LayerNorms and a GELU per block); they are kept float32 between DEQUANTIZE and QUANTIZE,
-# which XNNPACK takes, so that the whole graph is one XNNPACK partition.
-FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU")
+# LayerNorms and a GELU per block, a classifier's softmax); they are kept float32 between
+# DEQUANTIZE and QUANTIZE, which XNNPACK takes, so that the whole graph is one XNNPACK
+# partition.
+FLOAT_OPS = ("RSQRT", "SQUARED_DIFFERENCE", "GELU", "SOFTMAX")
+_SCOPE_SUFFIX = re.compile(r"_\d+$")
 
 
-def _integer_model(converter: tf.lite.TFLiteConverter) -> bytes:
-    """Full-integer quantization of `converter`'s model but for :data:`FLOAT_OPS`.
+def _integer_model(converter: tf.lite.TFLiteConverter, float_scopes: set[str]) -> bytes:
+    """Full-integer quantization of `converter`'s model but for what int8 cannot hold.
 
     Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
     denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
-    and LayerNorm's epsilon additions (its variance plus a constant too small
-    for an int8 scale XNNPACK accepts), found in the calibrated model, in
-    float32.
+    and the ops traced under a name scope of `float_scopes` (found in the
+    calibrated model) in float32.
     """
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
     debugger = tf.lite.experimental.QuantizationDebugger(
         converter=converter, debug_dataset=lambda: iter(()), debug_options=options
     )
-    if nodes := _variance_epsilon_additions(debugger.calibrated_model):
+    if nodes := _float_nodes(debugger.calibrated_model, float_scopes):
         debugger.options = tf.lite.experimental.QuantizationDebugOptions(
             denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
         )
     return debugger.get_nondebug_quantized_model()
 
 
-def _variance_epsilon_additions(content: bytes) -> list[str]:
-    """Output names of the ADDs of `content` that add a constant to a LayerNorm's variance."""
+def float_scopes(model: keras.Model) -> set[str]:
+    """The name scopes whose ops a full-integer file of `model` keeps in float32.
+
+    :data:`~keras_fourier.layers.layout.KEEP_FLOAT_SCOPE` (the complex
+    products of spectral filters, see :func:`~keras_fourier.layers.layout.keep_float`)
+    and every LayerNormalization: it adds the input scaled by its inverse
+    deviation to its mean term, a sum of two ranges far apart, and its
+    variance to an epsilon below any int8 scale; in int8, XNNPACK refuses
+    such ADDs, which then cut its graph, and the small side rounds away.
+    """
+    norms = {
+        layer.name
+        for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, keras.layers.LayerNormalization)
+    }
+    return {KEEP_FLOAT_SCOPE, *norms}
+
+
+def _float_nodes(content: bytes, scopes: set[str]) -> list[str]:
+    """Output names of the ops of `content` traced under a name scope of `scopes`.
+
+    A TensorFlow name scope may carry a suffix "_N" (a scope entered again).
+    """
     interpreter = tf.lite.Interpreter(model_content=content)
     names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
-    return [
-        names[op["outputs"][0]]
-        for op in interpreter._get_ops_details()
-        if op["op_name"] == "ADD"
-        and any(names.get(i, "").endswith("moments/variance") for i in op["inputs"])
-    ]
+    nodes = []
+    for op in interpreter._get_ops_details():
+        output = names[op["outputs"][0]]
+        # The last component names the op itself, the ones before it its scopes.
+        parts = output.split("/")[:-1]
+        if any(part in scopes or _SCOPE_SUFFIX.sub("", part) in scopes for part in parts):
+            nodes.append(output)
+    return nodes
 
 
 def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:

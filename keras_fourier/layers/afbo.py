@@ -111,7 +111,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_fourier.layers.contraction import contract_axis
+from keras_fourier.layers.contraction import contract_axis, inferred_shape
 from keras_fourier.layers.ffn import get_activation
 from keras_fourier.validation import check_choice
 
@@ -252,7 +252,7 @@ class _FactorizedBilinearFFN(keras.layers.Layer):
             ops.take(groups, _slot_indices(branch), axis=1), (-1, num_slots, window)
         )
         out = contract_axis(slots, kernel, axis=-1, group_axis=1)
-        out_shape = (*ops.shape(inputs)[:-1], bias.shape[0])
+        out_shape = inferred_shape((*ops.shape(inputs)[:-1], bias.shape[0]))
         return ops.reshape(out, out_shape) + bias
 
     def _branch(self, inputs, branch: _Branch):

@@ -16,6 +16,31 @@ import numpy as np
 from keras import ops
 
 
+def inferred_shape(dims) -> tuple:
+    """`dims` for ``ops.reshape``, the one length known only at run time (if one) as -1.
+
+    A run-time length (a scalar tensor of ``ops.shape``, the batch of a
+    traced model) makes the target shape a computed tensor; -1 lets the
+    reshape infer it, so that the shape stays a constant (a TFLite RESHAPE
+    that LiteRT's XNNPACK runs, with no SHAPE, STRIDED_SLICE and PACK
+    beside it). With two or more run-time lengths `dims` is returned as is.
+
+    Args:
+        dims: ints and scalar tensors.
+
+    Returns:
+        A tuple of the same lengths.
+
+    Example:
+        >>> inferred_shape((keras.ops.convert_to_tensor(2), 4, 3))
+        (-1, 4, 3)
+    """
+    dynamic = [i for i, size in enumerate(dims) if not isinstance(size, (int, np.integer))]
+    if len(dynamic) != 1:
+        return tuple(dims)
+    return tuple(-1 if i == dynamic[0] else size for i, size in enumerate(dims))
+
+
 def contract_axis(x, matrix, axis: int, group_axis: int | None = None):
     """Contracts `axis` of `x` with `matrix`; every other axis keeps its place.
 
@@ -58,7 +83,7 @@ def contract_axis(x, matrix, axis: int, group_axis: int | None = None):
     )
     flat_shape = (-1, n) if group_axis is None else (matrix.shape[0], -1, n)
     out = ops.matmul(ops.reshape(moved, flat_shape), matrix)
-    out = ops.reshape(out, (*shape[:-1], m))
+    out = ops.reshape(out, inferred_shape((*shape[:-1], m)))
     if perm == list(range(rank)):
         return out
     return ops.transpose(out, np.argsort(perm).tolist())

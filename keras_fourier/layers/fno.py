@@ -23,6 +23,7 @@ from keras_fourier.layers import spectral
 from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.layers.fourier import _image_shape, check_channels
 from keras_fourier.layers.fourier1d import _sequence_channels, check_sequence_channels
+from keras_fourier.layers.layout import keep_float
 from keras_fourier.validation import check_positive_int, is_static_size
 
 
@@ -34,10 +35,13 @@ def _complex_mode_matmul(real, imag, weight):
     def product(x, w):
         return contract_axis(x, w, axis=-1, group_axis=1)
 
-    return (
-        product(real, w_real) - product(imag, w_imag),
-        product(real, w_imag) + product(imag, w_real),
-    )
+    # In int8 TFLite files float32: sums of complex products (see layers.layout), and
+    # block-diagonal products, which XNNPACK runs in float32 but not in int8.
+    with keep_float():
+        return (
+            product(real, w_real) - product(imag, w_imag),
+            product(real, w_imag) + product(imag, w_real),
+        )
 
 
 class _FNOBase(keras.layers.Layer):
@@ -157,9 +161,11 @@ class FNO2D(_FNOBase):
         columns = [0, width // 2 + 1 - m2]
         top_pad = [[0, 0], [0, height - m1], columns, [0, 0]]
         bottom_pad = [[0, 0], [height - m1, 0], columns, [0, 0]]
-        real, imag = (
-            ops.pad(t, top_pad) + ops.pad(b, bottom_pad) for t, b in zip(top, bottom, strict=True)
-        )
+        with keep_float():  # int8 TFLite: the two halves' ranges differ
+            real, imag = (
+                ops.pad(t, top_pad) + ops.pad(b, bottom_pad)
+                for t, b in zip(top, bottom, strict=True)
+            )
         out = spectral.irfft2(real, imag, width, self.fft_impl)
         return ops.cast(out, self.compute_dtype)
 

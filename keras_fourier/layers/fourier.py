@@ -20,6 +20,7 @@ from keras import ops
 from keras_fourier.layers import spectral
 from keras_fourier.layers.contraction import contract_axis
 from keras_fourier.layers.interpolation import resize_axis_tensor
+from keras_fourier.layers.layout import keep_float
 from keras_fourier.validation import (
     check_choice,
     check_optional_size,
@@ -342,16 +343,19 @@ class AFNOBase(keras.layers.Layer):
         """
         channels = self._channels
         block_shape = (*spectrum_shape[:-1], self.num_blocks, channels // self.num_blocks)
-        real = ops.reshape(real, block_shape)
-        imag = ops.reshape(imag, block_shape)
-        real, imag = self._complex_block_linear(real, imag, self.w1, self.b1)
-        real, imag = ops.relu(real), ops.relu(imag)
-        real, imag = self._complex_block_linear(real, imag, self.w2, self.b2)
-        if mask is not None:
-            mask = ops.convert_to_tensor(mask)[..., None, None]
-            real, imag = real * mask, imag * mask
-        real = ops.reshape(_soft_shrink(real, self.sparsity_threshold), spectrum_shape)
-        imag = ops.reshape(_soft_shrink(imag, self.sparsity_threshold), spectrum_shape)
+        # In int8 TFLite files float32: sums of complex products (see layers.layout), and
+        # block-diagonal products, which XNNPACK runs in float32 but not in int8.
+        with keep_float():
+            real = ops.reshape(real, block_shape)
+            imag = ops.reshape(imag, block_shape)
+            real, imag = self._complex_block_linear(real, imag, self.w1, self.b1)
+            real, imag = ops.relu(real), ops.relu(imag)
+            real, imag = self._complex_block_linear(real, imag, self.w2, self.b2)
+            if mask is not None:
+                mask = ops.convert_to_tensor(mask)[..., None, None]
+                real, imag = real * mask, imag * mask
+            real = ops.reshape(_soft_shrink(real, self.sparsity_threshold), spectrum_shape)
+            imag = ops.reshape(_soft_shrink(imag, self.sparsity_threshold), spectrum_shape)
         return real, imag
 
     def compute_output_shape(self, input_shape):

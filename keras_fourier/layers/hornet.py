@@ -7,7 +7,6 @@ checkpoints map onto these layers one tensor at a time.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import keras
@@ -16,6 +15,7 @@ from keras import ops
 from keras_fourier.layers import spectral
 from keras_fourier.layers.fourier import SpectralFilterBase, check_channels, filter_grid
 from keras_fourier.layers.interpolation import resize_axis_tensor
+from keras_fourier.layers.layout import split_channels
 from keras_fourier.validation import check_choice, check_optional_size
 
 SPATIAL_MIXINGS = ("dwconv", "global_local")
@@ -132,15 +132,12 @@ class GlobalLocalFilter(SpectralFilterBase):
         weight = self._filter((height, width // 2 + 1))
         glob = spectral.global_filter(global_half, weight, self.fft_impl)
         glob = ops.cast(glob, self.compute_dtype)
-        x = ops.reshape(ops.stack([local, glob], axis=-1), (-1, height, width, self._channels))
+        # The halves reshaped to (..., C/2, 1) and concatenated rather than stacked: the same
+        # interleaving, with ops LiteRT's XNNPACK runs (it takes neither PACK nor EXPAND_DIMS).
+        half = (-1, height, width, self._channels // 2, 1)
+        pairs = ops.concatenate([ops.reshape(local, half), ops.reshape(glob, half)], axis=-1)
+        x = ops.reshape(pairs, (-1, height, width, self._channels))
         return self.post_norm(x)
-
-
-def _split_channels(x, sizes: list[int]) -> list:
-    """Split the last axis into parts of the given sizes (one part: x itself)."""
-    if len(sizes) == 1:
-        return [x]
-    return ops.split(x, list(itertools.accumulate(sizes))[:-1], axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -292,10 +289,10 @@ class GnConv(keras.layers.Layer):
         self.proj_out.build(input_shape)
 
     def call(self, inputs):
-        # Splits, not slices: a split's gradient is one concat, a slice's pads zeros.
-        p, q_in = _split_channels(self.proj_in(inputs), [self._dims[0], sum(self._dims)])
+        # Splits for training (one concat as gradient), slices for TFLite (see layout).
+        p, q_in = split_channels(self.proj_in(inputs), [self._dims[0], sum(self._dims)])
         mixed = self.dwconv(q_in) * self.scale
-        q = _split_channels(mixed, self._dims)
+        q = split_channels(mixed, self._dims)
         x = p * q[0]
         for pw, q_k in zip(self.pws, q[1:], strict=True):
             x = pw(x) * q_k

@@ -76,6 +76,7 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
+from keras_fourier.layers.layout import keep_float
 from keras_fourier.settings import DFT_PRECISIONS, FFT_IMPLS
 from keras_fourier.validation import check_choice, is_static_size
 
@@ -629,6 +630,14 @@ def irfft2(real, imag, width: int, fft_impl: str = "auto"):
     return _contract(real, cos * scale, axis=2) - _contract(imag, sin * scale, axis=2)
 
 
+def _filtered(real, imag, weight):
+    """A half spectrum times a complex filter (real and imaginary parts last), as (real, imag)."""
+    weight = _float32(weight)
+    w_real, w_imag = weight[..., 0], weight[..., 1]
+    with keep_float():  # sums of products of unlike ranges: no int8 scale holds both
+        return real * w_real - imag * w_imag, real * w_imag + imag * w_real
+
+
 def global_filter(x, weight, fft_impl: str = "auto"):
     """GFNet's spectral filtering: ``irfft2(rfft2(x) * K)``, orthonormal.
 
@@ -643,12 +652,8 @@ def global_filter(x, weight, fft_impl: str = "auto"):
         float32 tensor (B, H, W, C) (bfloat16 on the
         "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
-    real, imag = rfft2(x, fft_impl)
-    weight = _float32(weight)
-    w_real, w_imag = weight[..., 0], weight[..., 1]
-    out_real = real * w_real - imag * w_imag
-    out_imag = real * w_imag + imag * w_real
-    return irfft2(out_real, out_imag, spatial_dims(x, (2,))[0], fft_impl)
+    real, imag = _filtered(*rfft2(x, fft_impl), weight)
+    return irfft2(real, imag, spatial_dims(x, (2,))[0], fft_impl)
 
 
 def fourier_mix_real(x, fft_impl: str = "auto"):
@@ -821,9 +826,5 @@ def global_filter_1d(x, weight, fft_impl: str = "auto"):
         float32 tensor (B, L, C) (bfloat16 on the
         "matmul" path under :func:`set_dft_precision` ("bfloat16")).
     """
-    real, imag = rfft(x, fft_impl)
-    weight = _float32(weight)
-    w_real, w_imag = weight[..., 0], weight[..., 1]
-    out_real = real * w_real - imag * w_imag
-    out_imag = real * w_imag + imag * w_real
-    return irfft(out_real, out_imag, spatial_dims(x, (1,))[0], fft_impl)
+    real, imag = _filtered(*rfft(x, fft_impl), weight)
+    return irfft(real, imag, spatial_dims(x, (1,))[0], fft_impl)

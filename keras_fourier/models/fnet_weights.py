@@ -37,7 +37,7 @@ import functools
 import os
 import re
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import keras
@@ -162,6 +162,31 @@ def _head_plan(
     return heads, (f"{source}: " + "; ".join(parts) + "." if parts else None)
 
 
+def _layer_writers(
+    keys: dict[str, tuple[Any, str]],
+    separator: str,
+    kernel: str,
+    scale: str,
+    bias: str = "bias",
+    kernel_transform: str = "copy",
+) -> tuple[Callable[[str, Any], None], Callable[[str, Any], None]]:
+    """The `dense(prefix, layer)` and `norm(prefix, layer)` that put one layer's weights in `keys`.
+
+    A checkpoint format names a Dense layer's weights ``{prefix}{separator}{kernel}``
+    and ``...{bias}``, a LayerNorm's ``...{scale}`` and ``...{bias}``.
+    """
+
+    def dense(prefix: str, layer) -> None:
+        keys[f"{prefix}{separator}{kernel}"] = (layer.kernel, kernel_transform)
+        keys[f"{prefix}{separator}{bias}"] = (layer.bias, "copy")
+
+    def norm(prefix: str, layer) -> None:
+        keys[f"{prefix}{separator}{scale}"] = (layer.gamma, "copy")
+        keys[f"{prefix}{separator}{bias}"] = (layer.beta, "copy")
+
+    return dense, norm
+
+
 def flax_key_map(
     model: keras.Model, checkpoint_keys: Collection[str] = ()
 ) -> tuple[KeyMap, set[str]]:
@@ -197,14 +222,7 @@ def flax_key_map(
     encoder = encoder_of(model)
     embeddings = encoder.get_layer("embeddings")
     keys: dict[str, tuple[Any, str]] = {}
-
-    def dense(prefix: str, layer) -> None:
-        keys[f"{prefix}/kernel"] = (layer.kernel, "copy")
-        keys[f"{prefix}/bias"] = (layer.bias, "copy")
-
-    def norm(prefix: str, layer) -> None:
-        keys[f"{prefix}/scale"] = (layer.gamma, "copy")
-        keys[f"{prefix}/bias"] = (layer.beta, "copy")
+    dense, norm = _layer_writers(keys, "/", kernel="kernel", scale="scale")
 
     embedder = "encoder/embedder"
     keys[f"{embedder}/word/embedding"] = (embeddings.word.embeddings, "copy")
@@ -287,28 +305,22 @@ def keras_hub_key_map(
     encoder = encoder_of(model)
     embeddings = encoder.get_layer("embeddings")
     keys: dict[str, tuple[Any, str]] = {}
-
-    def pair(prefix: str, first, second) -> None:
-        keys[f"{prefix}/vars/0"] = (first, "copy")
-        keys[f"{prefix}/vars/1"] = (second, "copy")
-
+    dense, norm = _layer_writers(keys, "/", kernel="vars/0", scale="vars/0", bias="vars/1")
     keys["layers/reversible_embedding/vars/0"] = (embeddings.word.embeddings, "copy")
     keys["layers/position_embedding/vars/0"] = (embeddings.position.embeddings, "copy")
     keys["layers/embedding/vars/0"] = (embeddings.segment.embeddings, "copy")
-    pair("layers/layer_normalization", embeddings.norm.gamma, embeddings.norm.beta)
-    pair("layers/dense", embeddings.projection.kernel, embeddings.projection.bias)
+    norm("layers/layer_normalization", embeddings.norm)
+    dense("layers/dense", embeddings.projection)
     for index in range(num_layers(encoder)):
         block = encoder.get_layer(f"encoder_layer_{index}")
         prefix = "layers/f_net_encoder" + (f"_{index}" if index else "")
-        pair(f"{prefix}/_mixing_layer_norm", block.mixing_norm.gamma, block.mixing_norm.beta)
-        pair(f"{prefix}/_intermediate_dense", block.intermediate.kernel, block.intermediate.bias)
-        pair(f"{prefix}/_output_dense", block.output_dense.kernel, block.output_dense.bias)
-        pair(f"{prefix}/_output_layer_norm", block.output_norm.gamma, block.output_norm.beta)
-    pooler = encoder.get_layer("pooler")
-    pair("layers/dense_1", pooler.kernel, pooler.bias)
+        norm(f"{prefix}/_mixing_layer_norm", block.mixing_norm)
+        dense(f"{prefix}/_intermediate_dense", block.intermediate)
+        dense(f"{prefix}/_output_dense", block.output_dense)
+        norm(f"{prefix}/_output_layer_norm", block.output_norm)
+    dense("layers/dense_1", encoder.get_layer("pooler"))
     if "classifier" in heads:
-        classifier = _classifier(model)
-        pair(f"{_TASK}/layers/dense", classifier.kernel, classifier.bias)
+        dense(f"{_TASK}/layers/dense", _classifier(model))
     return keys, {key for key in checkpoint_keys if key.startswith(f"{_TASK}/") and key not in keys}
 
 
@@ -511,14 +523,9 @@ def transformers_key_map(
     encoder = encoder_of(model)
     embeddings = encoder.get_layer("embeddings")
     keys: dict[str, tuple[Any, str]] = {}
-
-    def linear(prefix: str, layer) -> None:
-        keys[f"{prefix}.weight"] = (layer.kernel, "linear")
-        keys[f"{prefix}.bias"] = (layer.bias, "copy")
-
-    def norm(prefix: str, layer) -> None:
-        keys[f"{prefix}.weight"] = (layer.gamma, "copy")
-        keys[f"{prefix}.bias"] = (layer.beta, "copy")
+    linear, norm = _layer_writers(
+        keys, ".", kernel="weight", scale="weight", kernel_transform="linear"
+    )
 
     keys["fnet.embeddings.word_embeddings.weight"] = (embeddings.word.embeddings, "copy")
     keys["fnet.embeddings.position_embeddings.weight"] = (embeddings.position.embeddings, "copy")

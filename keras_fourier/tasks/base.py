@@ -122,6 +122,32 @@ class PredictRequest:
     steps: int = 1
 
 
+def run_splits(config: TrainConfig, train_split: str, validation_split: str) -> tuple[str, str]:
+    """The run's train and validation splits: the data's, `config.validation_split` replacing its.
+
+    Args:
+        config: the run's settings (its data, eval split and validation split).
+        train_split: the data's train split.
+        validation_split: the data's validation split, replaced by
+            `config.validation_split` when that is set.
+
+    Returns:
+        (train split, validation split).
+
+    Raises:
+        ValueError: the train, validation and test (`config.eval_split`)
+            splits are not three different splits.
+    """
+    if config.validation_split is not None:
+        validation_split = config.validation_split
+    if len({train_split, validation_split, config.eval_split}) < 3:
+        raise ValueError(
+            f"The train ({train_split!r}), validation ({validation_split!r}) and test "
+            f"({config.eval_split!r}) splits of data {config.data!r} must differ."
+        )
+    return train_split, validation_split
+
+
 class Task(abc.ABC):
     """What a kind of model trains on, is scored with and predicts (see the module docstring).
 

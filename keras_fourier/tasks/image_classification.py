@@ -29,7 +29,7 @@ from keras_fourier.imagenet.predict import predict as predict_images
 from keras_fourier.model_record import CLASS_NAMES_KEY, CROP_PCT_KEY
 from keras_fourier.models.catalog import default_image_size, vision_stride
 from keras_fourier.run_folder import resolve_model_file
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData, run_splits
 from keras_fourier.tasks.classification import Classification
 from keras_fourier.weights.saved import load_keras_file
 
@@ -151,16 +151,9 @@ class ImageClassification(Classification):
         return "x".join(str(size) for size in model.input_shape[1:])
 
     def datasets(self, config: TrainConfig) -> TaskData:
-        train_split, validation_split = training_splits(
-            config.data, config.eval_split, data_dir=config.data_dir
+        train_split, validation_split = run_splits(
+            config, *training_splits(config.data, config.eval_split, data_dir=config.data_dir)
         )
-        if config.validation_split is not None:
-            validation_split = config.validation_split
-        if config.eval_split in (validation_split, train_split) or validation_split == train_split:
-            raise ValueError(
-                f"The train ({train_split!r}), validation ({validation_split!r}) and test "
-                f"({config.eval_split!r}) splits of data {config.data!r} must differ."
-            )
         options = {
             "image_size": self.image_size(config),
             "batch_size": config.batch_size,

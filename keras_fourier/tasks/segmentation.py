@@ -49,7 +49,7 @@ from keras_fourier.models.builder import build_model
 from keras_fourier.models.names import VISION_PRESETS, canonical_name
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.segmentation import UPerNet
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData, run_splits
 from keras_fourier.weights.saved import load_keras_file
 
 if TYPE_CHECKING:
@@ -245,16 +245,9 @@ class Segmentation(Task):
         return "x".join(str(size) for size in model.input_shape[1:])
 
     def datasets(self, config: TrainConfig) -> TaskData:
-        train_split, validation_split = segmentation_splits(
-            config.data, config.eval_split, data_dir=config.data_dir
+        train_split, validation_split = run_splits(
+            config, *segmentation_splits(config.data, config.eval_split, data_dir=config.data_dir)
         )
-        if config.validation_split is not None:
-            validation_split = config.validation_split
-        if len({train_split, validation_split, config.eval_split}) < 3:
-            raise ValueError(
-                f"The train ({train_split!r}), validation ({validation_split!r}) and test "
-                f"({config.eval_split!r}) splits of data {config.data!r} must differ."
-            )
         options = {
             "image_size": self.image_size(config),
             "batch_size": config.batch_size,

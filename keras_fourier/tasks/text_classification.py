@@ -46,7 +46,7 @@ from keras_fourier.data.text_files import (
 from keras_fourier.model_record import CLASS_NAMES_KEY, TOKENIZER_KEY
 from keras_fourier.models.catalog import check_text_weights
 from keras_fourier.models.fnet_weights import is_official_weights
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, TaskData, run_splits
 from keras_fourier.tasks.classification import Classification
 
 if TYPE_CHECKING:
@@ -175,14 +175,9 @@ class TextClassification(Classification):
         if config.data == self.LISTOPS:
             return self._listops(config)
         source = config.data
-        train_split, validation_split = text_training_splits(source, config.eval_split)
-        if config.validation_split is not None:
-            validation_split = config.validation_split
-        if len({train_split, validation_split, config.eval_split}) < 3:
-            raise ValueError(
-                f"The train ({train_split!r}), validation ({validation_split!r}) and test "
-                f"({config.eval_split!r}) splits of data {source!r} must differ."
-            )
+        train_split, validation_split = run_splits(
+            config, *text_training_splits(source, config.eval_split)
+        )
         class_names = text_class_names(source)
         splits = {}
         for role, split in (

@@ -1,22 +1,12 @@
 """The optimiser and learning-rate schedules of the training recipes.
 
-:data:`~keras_fourier.training.recipe.RECIPES` holds one recipe per way the papers train:
-
-* ``"deit"``: GFNet, HorNet and AFNO train as DeiT does: AdamW with weight
-  decay 0.05, a linear warmup to the peak learning rate then a cosine decay
-  (:func:`warmup_cosine_schedule`), gradient clipping, label smoothing 0.1
-  and stochastic depth. Weight decay is not applied to norms, biases,
-  LayerScale, position embeddings and Fourier filters
-  (:func:`no_weight_decay_variables`).
-* ``"fnet_finetune"``: the official FNet fine-tuning (google-research
-  ``f_net/configs/classification.py`` and ``run_classifier.py``): Adam
-  (beta 0.9/0.999, epsilon 1e-6) with decoupled weight decay 0.01 on every
-  parameter, learning rate 1e-5 warmed up linearly over the first 10% of
-  the steps then decayed linearly to 0 (:func:`warmup_linear_schedule`),
-  batch 64, 3 epochs, no gradient clipping, no label smoothing.
-
-The rows themselves (:class:`Recipe`) are keras-free data in
-:mod:`keras_fourier.training.recipe`.
+The recipes are the keras-free rows of
+:data:`keras_fourier.training.recipe.RECIPES`, described there; this module
+builds what they name: the AdamW optimiser with the papers' weight-decay
+exemptions (:func:`create_optimizer`, :func:`no_weight_decay_variables`),
+the warmup-then-cosine schedule of ``"deit"``
+(:func:`warmup_cosine_schedule`) and the warmup-then-linear schedule of
+``"fnet_finetune"`` (:func:`warmup_linear_schedule`).
 """
 
 from __future__ import annotations

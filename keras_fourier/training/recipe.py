@@ -4,15 +4,17 @@
 
 * ``"deit"``: GFNet, HorNet and AFNO train as DeiT does: AdamW with weight
   decay 0.05, a linear warmup to the peak learning rate then a cosine decay
-  (:func:`warmup_cosine_schedule`), gradient clipping, label smoothing 0.1
-  and stochastic depth. Weight decay is not applied to norms, biases,
-  LayerScale, position embeddings and Fourier filters
-  (:func:`no_weight_decay_variables`).
+  (:func:`~keras_fourier.training.optimizer.warmup_cosine_schedule`),
+  gradient clipping, label smoothing 0.1 and stochastic depth. Weight decay
+  is not applied to norms, biases, LayerScale, position embeddings and
+  Fourier filters
+  (:func:`~keras_fourier.training.optimizer.no_weight_decay_variables`).
 * ``"fnet_finetune"``: the official FNet fine-tuning (google-research
   ``f_net/configs/classification.py`` and ``run_classifier.py``): Adam
   (beta 0.9/0.999, epsilon 1e-6) with decoupled weight decay 0.01 on every
   parameter, learning rate 1e-5 warmed up linearly over the first 10% of
-  the steps then decayed linearly to 0 (:func:`warmup_linear_schedule`),
+  the steps then decayed linearly to 0
+  (:func:`~keras_fourier.training.optimizer.warmup_linear_schedule`),
   batch 64, 3 epochs, no gradient clipping, no label smoothing.
 
 `keras-fourier train --recipe NAME` picks a row; every hyper-parameter left
