@@ -163,7 +163,9 @@ class Segmentation(Task):
     name = "segmentation"
     modality = "image"
     sources = "'digits', 'segdir:<path>', 'tfds:oxford_iiit_pet' or 'tfds:scene_parse150'"
-    fields = ("image_size", "eval_split", "validation_split")
+    # "deterministic" stays a field so that run folders that recorded it resume; segmentation
+    # augmentation is seeded per example, reproducible either way.
+    fields = ("image_size", "eval_split", "validation_split", "deterministic")
     selection_metric = "miou"
     selection_mode = "max"
 
