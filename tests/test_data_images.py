@@ -78,13 +78,23 @@ def test_digits_eval_pipeline_shapes_labels_range_and_determinism():
 
 
 def test_digits_training_pipeline_covers_the_train_split_in_shuffled_order():
-    images, labels = _collect(
-        load_image_dataset("digits", "train", image_size=16, batch_size=256, drop_remainder=False)
-    )
+    def epoch(seed: int = 0):
+        return _collect(
+            load_image_dataset(
+                "digits", "train", image_size=16, batch_size=256, drop_remainder=False, seed=seed
+            )
+        )
+
+    images, labels = epoch()
     expected = load_digits("train")[1]
     assert images.shape == (1262, 16, 16, 3)
     np.testing.assert_array_equal(np.sort(labels), np.sort(expected))
     assert not np.array_equal(labels, expected)
+    # The same seed, the same order on every load (parallel maps keep it); another, another.
+    again_images, again_labels = epoch()
+    np.testing.assert_array_equal(again_images, images)
+    np.testing.assert_array_equal(again_labels, labels)
+    assert not np.array_equal(epoch(seed=1)[1], labels)
 
 
 def test_deterministic_augmented_training_is_identical_across_loads():

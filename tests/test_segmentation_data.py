@@ -114,6 +114,26 @@ def test_augmentation_keeps_image_and_mask_aligned():
     assert first[0].numpy().min() >= 0 and first[0].numpy().max() <= 255
 
 
+def test_the_same_seed_gives_the_same_augmented_training_batches():
+    def batches(seed: int):
+        return _collect(
+            load_segmentation_dataset(
+                "digits",
+                "train",
+                image_size=16,
+                batch_size=8,
+                augment=SegmentationAugment(),
+                shuffle_buffer=64,
+                seed=seed,
+            ).take(4)
+        )
+
+    first, again = batches(0), batches(0)
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(batches(1)[1], first[1])
+
+
 def test_cat_max_ratio_redraws_crops_dominated_by_one_class():
     # A 64x64 mask with one small square of class 1: a random 16x16 crop mostly holds only
     # class 0; with cat_max_ratio the crop is redrawn until both classes appear.

@@ -219,7 +219,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     option("seed", "seed of weights, data and augmentation", type=int)
     option(
         "deterministic",
-        "reproducible data order and augmentation (slower with --augment)",
+        "reproducible --augment: its random maps run one image at a time (slower); "
+        "without --augment every run of a seed is already the same",
         action="store_true",
     )
     option(

@@ -462,10 +462,12 @@ def load_image_dataset(
         cache: cache the decoded, not yet randomly augmented images in memory
             (True) or in files with this path prefix (str). Default False.
         drop_remainder: drop the last partial batch. Default None: `training`.
-        deterministic: reproducible training order and augmentation: sets
-            `options.deterministic = True` and runs the random maps one
-            element at a time (slower). Evaluation pipelines always keep the
-            source order. Default False.
+        deterministic: reproducible augmentation: runs the random
+            augmentation maps one element at a time (slower with many
+            cores), since the Keras layers draw from one shared random state
+            each. Without `augment` it changes nothing: every pipeline keeps
+            its element order, so the same `seed` gives the same batches
+            every run. Default False.
         seed: seed of file and element shuffling and of every augmentation.
             Default 0.
         input_context: a `tf.distribute.InputContext`; shards the data by input
@@ -543,7 +545,9 @@ def load_image_dataset(
     if augment is not None:
         ds = ds.map(augmenter.augment_batch, num_parallel_calls=random_calls)
     options = tf.data.Options()
-    options.deterministic = deterministic or not training
+    # Parallel maps and batching keep the element order: out of order, the order of the
+    # shuffle's input (and so the batches) changed from run to run whatever the seed.
+    options.deterministic = True
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.DATA
         if input_context is None

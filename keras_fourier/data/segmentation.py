@@ -777,7 +777,6 @@ def load_segmentation_dataset(
     data_dir: str | None = None,
     shuffle_buffer: int = 1000,
     drop_remainder: bool | None = None,
-    deterministic: bool = False,
     seed: int = 0,
 ) -> tf.data.Dataset:
     """Build a batched semantic segmentation pipeline (see the module docstring).
@@ -795,10 +794,10 @@ def load_segmentation_dataset(
         data_dir: TFDS data directory. Default None.
         shuffle_buffer: shuffle buffer when training. Default 1000.
         drop_remainder: drop a last partial batch. Default None: `training`.
-        deterministic: keep the element order of parallel maps when
-            training. The augmentation itself is always reproducible: each
-            example's randomness comes from a seeded stream. Default False.
-        seed: seed of shuffling and augmentation. Default 0.
+        seed: seed of shuffling and augmentation. Default 0. The same seed
+            gives the same batches every run: the parallel maps keep the
+            element order, and each example's augmentation draws from its
+            own element of a seeded stream.
 
     Returns:
         A `tf.data.Dataset` of (images (B, S, S, 3) float32, masks (B, S, S)
@@ -840,6 +839,6 @@ def load_segmentation_dataset(
         )
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     options = tf.data.Options()
-    options.deterministic = deterministic or not training
+    options.deterministic = True
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.prefetch(AUTOTUNE).with_options(options)

@@ -163,6 +163,8 @@ class Segmentation(Task):
     name = "segmentation"
     modality = "image"
     sources = "'digits', 'segdir:<path>', 'tfds:oxford_iiit_pet' or 'tfds:scene_parse150'"
+    # "deterministic" stays a field so that run folders that recorded it resume; segmentation
+    # augmentation is seeded per example, reproducible either way.
     fields = ("image_size", "eval_split", "validation_split", "deterministic")
     selection_metric = "miou"
     selection_mode = "max"
@@ -258,7 +260,6 @@ class Segmentation(Task):
             train_split,
             training=True,
             augment=default_augment(config.data),
-            deterministic=config.deterministic,
             seed=config.seed,
             **options,
         )

@@ -149,9 +149,12 @@ class TrainConfig:
         eval_examples: ListOps held-out examples. Default 500.
         mixer, ffn, depths, dims, patch_size: `build_model` overrides of a
             vision preset. Default None: the preset's.
-        seed: random seed of weights, data order and augmentation. Default 0.
-        deterministic: reproducible image pipelines (same order and
-            augmentation every run, slower with augmentation). Default False.
+        seed: random seed of weights, data order and augmentation; the same
+            seed trains the same run (on one machine and thread count), but
+            for image `augment`, which needs `deterministic`. Default 0.
+        deterministic: reproducible image augmentation: its random maps run
+            one element at a time (slower with many cores); no effect
+            without `augment`. Default False.
         on_bad_image: a corrupt image file of "dir:" data: "error" (named)
             or "skip" (counted and left out). Default "error".
         tensorboard: write TensorBoard logs. Default True.

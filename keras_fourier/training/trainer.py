@@ -470,6 +470,9 @@ def train(
             finished = _finished(out, _check_folder(out, config, names))
             if finished is not None:
                 return finished
+        # Seeded before the data as well as before the model: a TF op seed (a shuffle's) pairs
+        # with the global seed, which a previous run in this process would otherwise have set.
+        keras.utils.set_random_seed(config.seed)
         data = run_task(config).datasets(config)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
