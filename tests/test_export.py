@@ -523,12 +523,13 @@ def _xnnpack_partitions(path) -> int:
 @pytest.mark.parametrize("mixer", ["gnconv_gf", "global_filter", "afno"])
 def test_float32_and_int8_tflite_files_run_as_one_xnnpack_graph(tmp_path, mixer):
     # gnConv's uneven channel split (SPLIT_V) and its global-local interleave (PACK), the
-    # int8 sums of spectral products, LayerNorm's last ADD, reshapes to a computed batch and
-    # AFNO's int8 block-diagonal products (BATCH_MATMUL) ran outside XNNPACK before.
+    # int8 sums of spectral products, LayerNorm's last ADD, reshapes to a computed batch,
+    # AFNO's int8 block-diagonal products (BATCH_MATMUL) and int8 residual ADDs of branches
+    # under HorNet's initial layer scale (1e-6) ran outside XNNPACK before.
     keras.utils.set_random_seed(0)
     model = build_model(
         mixer, "mlp", depths=[1, 1], dims=[16, 32], input_shape=(32, 32, 3), classes=10,
-        classifier_activation=None,
+        classifier_activation=None, layer_scale=1e-6,
     )  # fmt: skip
     images = [random_input((4, 32, 32, 3), seed=seed) for seed in range(2)]
     reports = {}

@@ -192,17 +192,61 @@ def _integer_model(converter: tf.lite.TFLiteConverter, float_scopes: set[str]) -
     Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
     denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
     and the ops traced under a name scope of `float_scopes` (found in the
-    calibrated model) in float32.
+    calibrated model) in float32. The element-wise int8 ops of that model
+    that XNNPACK refuses (an input scale too far from the output's, such as
+    a residual branch under a layer scale of 1e-6 at initialisation) would
+    run in LiteRT's own kernels and cut XNNPACK's graph: they are kept
+    float32 too, in a second quantization of the same calibration.
     """
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
     debugger = tf.lite.experimental.QuantizationDebugger(
         converter=converter, debug_dataset=lambda: iter(()), debug_options=options
     )
-    if nodes := _float_nodes(debugger.calibrated_model, float_scopes):
-        debugger.options = tf.lite.experimental.QuantizationDebugOptions(
-            denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
-        )
+    nodes = _float_nodes(debugger.calibrated_model, float_scopes)
+    content = _quantized(debugger, nodes)
+    if refused := _refused_by_xnnpack(content):
+        content = _quantized(debugger, nodes + refused)
+    return content
+
+
+def _quantized(debugger: tf.lite.experimental.QuantizationDebugger, nodes: list[str]) -> bytes:
+    """The debugger's calibrated model quantized with `nodes` and :data:`FLOAT_OPS` float32."""
+    debugger.options = tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
+    )
     return debugger.get_nondebug_quantized_model()
+
+
+def _refused_by_xnnpack(content: bytes) -> list[str]:
+    """Output names of the ADD, SUB and MUL ops of `content` that LiteRT runs outside XNNPACK.
+
+    The ops outside are found from the delegate's nodes: walking back from
+    each delegate input (and model output) that no delegate makes, through
+    the ops that make them.
+    """
+    from ai_edge_litert.interpreter import Interpreter
+
+    with native_output_filtered():  # LiteRT's "Created TensorFlow Lite XNNPACK delegate" line
+        interpreter = Interpreter(model_content=content)
+        interpreter.allocate_tensors()  # applies the default delegate, XNNPACK
+    ops = interpreter._get_ops_details()
+    names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
+    delegates = [op for op in ops if op["op_name"] == "DELEGATE"]
+    delegated = {index for op in delegates for index in op["outputs"]}
+    producer = {index: op for op in ops if op not in delegates for index in op["outputs"]}
+    pending = [index for op in delegates for index in op["inputs"] if index not in delegated]
+    pending += [detail["index"] for detail in interpreter.get_output_details()]
+    outside: dict[int, dict] = {}
+    while pending:
+        index = pending.pop()
+        op = producer.get(index)
+        if op is None or index in delegated or op["index"] in outside:
+            continue
+        outside[op["index"]] = op
+        pending += [i for i in op["inputs"] if i >= 0]
+    return [
+        names[op["outputs"][0]] for op in outside.values() if op["op_name"] in ("ADD", "SUB", "MUL")
+    ]
 
 
 def float_scopes(model: keras.Model) -> set[str]:
