@@ -178,7 +178,9 @@ def run(args: argparse.Namespace) -> int:
     """
     import keras
 
+    from keras_fourier.data.text import official_sentencepiece_model
     from keras_fourier.export import ParityError, export
+    from keras_fourier.export.keras_hub_preset import run_tokenizer
     from keras_fourier.export.serving_config import CONTAINER_ROOT
     from keras_fourier.export.signatures import is_dense_model
     from keras_fourier.model_record import TASK_KEY, read_model_record
@@ -223,9 +225,15 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model, **options)
     # A run's model.keras names its task (and what labels its outputs).
     record = read_model_record(resolve_model_file(args.model)) if saved else {}
-    tokenizer = _tokenizer(args.tokenizer)
+    # --tokenizer official: the official SentencePiece model (downloaded once).
+    tokenizer = official_sentencepiece_model() if args.tokenizer == "official" else args.tokenizer
     if tokenizer is None and "keras_hub" in args.format:
-        tokenizer = _stored_tokenizer(record)
+        try:
+            tokenizer, note = run_tokenizer(record)
+        except ImportError as error:  # its message names the [text] extra
+            raise CommandError(str(error), 2) from error
+        if note:
+            print(f"keras-fourier export: {note}")
     quantizations = [None if quantize == "none" else quantize for quantize in args.quantize]
     if args.data is None and "int8" in quantizations and args.model.endswith(".keras"):
         # Without --data, int8 calibrates on the images a run folder's model was trained on.
@@ -295,36 +303,6 @@ def run(args: argparse.Namespace) -> int:
             "AVAILABLE"
         )
     return 0
-
-
-def _tokenizer(spec: str | None) -> str | None:
-    """--tokenizer as a file: "official" is the official SentencePiece model (downloaded once)."""
-    if spec != "official":
-        return spec
-    from keras_fourier.data.text import official_sentencepiece_model
-
-    return official_sentencepiece_model()
-
-
-def _stored_tokenizer(record: dict[str, Any]) -> bytes | None:
-    """The SentencePiece model a text run stored in its model.keras, for the keras_hub preset."""
-    from keras_fourier.data.text import BYTES_TOKENIZER, tokenizer_from_record
-    from keras_fourier.model_record import TOKENIZER_KEY
-
-    stored = record.get(TOKENIZER_KEY)
-    if stored is None:
-        return None
-    if isinstance(stored, dict) and stored.get("name") == BYTES_TOKENIZER:
-        print(
-            "keras-fourier export: the run's tokenizer 'bytes' has no keras-hub counterpart; "
-            "the preset has no tokenizer files"
-        )
-        return None
-    print("keras-fourier export: keras_hub tokenizer: the SentencePiece model the run stored")
-    try:
-        return tokenizer_from_record(stored).proto
-    except ImportError as error:  # its message names the [text] extra
-        raise CommandError(str(error), 2) from error
 
 
 def _identity(args: argparse.Namespace) -> dict[str, Any]:

@@ -14,9 +14,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from typing import Any
 
 import keras
 
+from keras_fourier.data.text import BYTES_TOKENIZER, SentencePieceTokenizer, tokenizer_from_record
+from keras_fourier.model_record import TOKENIZER_KEY
 from keras_fourier.models.fnet import encoder_of
 from keras_fourier.models.fnet_weights import check_keras_hub_model, save_keras_hub_preset
 
@@ -71,8 +74,6 @@ def check_arguments(model: keras.Model, tokenizer: str | os.PathLike | bytes | N
     check_keras_hub_model(model)
     if tokenizer is None:
         return
-    from keras_fourier.data.text import SentencePieceTokenizer
-
     shown = "<the model bytes>" if isinstance(tokenizer, bytes) else os.fspath(tokenizer)
     if not isinstance(tokenizer, bytes) and not os.path.isfile(shown):
         raise ValueError(
@@ -143,3 +144,29 @@ def keras_hub_preset(
     if verbose:
         print(report.summary())
     return report
+
+
+def run_tokenizer(record: dict[str, Any]) -> tuple[bytes | None, str]:
+    """The SentencePiece model a text run stored in its ``model.keras``, for a preset.
+
+    Args:
+        record: the model file's record (``keras_fourier.model_record.read_model_record``).
+
+    Returns:
+        (the SentencePiece model's bytes, a one-line note saying so); (None,
+        a note) for a run of the ``bytes`` tokenizer, which keras-hub has no
+        counterpart of; (None, "") for a model without a stored tokenizer.
+
+    Raises:
+        ImportError: a stored SentencePiece model without the ``text`` extra.
+    """
+    stored = record.get(TOKENIZER_KEY)
+    if stored is None:
+        return None, ""
+    if isinstance(stored, dict) and stored.get("name") == BYTES_TOKENIZER:
+        return None, (
+            "the run's tokenizer 'bytes' has no keras-hub counterpart; the preset has no "
+            "tokenizer files"
+        )
+    proto = tokenizer_from_record(stored).proto
+    return proto, "keras_hub tokenizer: the SentencePiece model the run stored"
