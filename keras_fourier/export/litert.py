@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.lite.python import convert as lite_convert  # the quantizer of TF's converter
 
 from keras_fourier._startup import native_output_filtered
 from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
@@ -189,32 +190,34 @@ _SCOPE_SUFFIX = re.compile(r"_\d+$")
 def _integer_model(converter: tf.lite.TFLiteConverter, float_scopes: set[str]) -> bytes:
     """Full-integer quantization of `converter`'s model but for what int8 cannot hold.
 
-    Uses TensorFlow's selective quantization (`QuantizationDebugger`'s
-    denylists): one calibration, then the int8 model with :data:`FLOAT_OPS`
-    and the ops traced under a name scope of `float_scopes` (found in the
-    calibrated model) in float32. The element-wise int8 ops of that model
-    that XNNPACK refuses (an input scale too far from the output's, such as
-    a residual branch under a layer scale of 1e-6 at initialisation) would
-    run in LiteRT's own kernels and cut XNNPACK's graph: they are kept
-    float32 too, in a second quantization of the same calibration.
+    TensorFlow's selective quantization, as ``tf.lite.experimental.QuantizationDebugger``
+    does it but without its instrumented copies of the model (one per change
+    of its options, each a full quantization): one calibration, then the
+    MLIR quantizer with :data:`FLOAT_OPS` and the ops traced under a name
+    scope of `float_scopes` (found in the calibrated model) in float32. The
+    element-wise int8 ops of that model that XNNPACK refuses (an input scale
+    too far from the output's, such as a residual branch under a layer scale
+    of 1e-6 at initialisation) would run in LiteRT's own kernels and cut
+    XNNPACK's graph: they are kept float32 too, in a second quantization of
+    the same calibration.
     """
-    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(FLOAT_OPS))
-    debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter, debug_dataset=lambda: iter(()), debug_options=options
-    )
-    nodes = _float_nodes(debugger.calibrated_model, float_scopes)
-    content = _quantized(debugger, nodes)
+    converter.experimental_mlir_quantizer = True
+    converter._experimental_calibrate_only = True
+    calibrated = converter.convert()
+
+    def quantized(nodes: list[str]) -> bytes:
+        return lite_convert.mlir_quantize(
+            calibrated,
+            disable_per_channel=converter._experimental_disable_per_channel,
+            denylisted_ops=list(FLOAT_OPS),
+            denylisted_nodes=nodes,
+        )
+
+    nodes = _float_nodes(calibrated, float_scopes)
+    content = quantized(nodes)
     if refused := _refused_by_xnnpack(content):
-        content = _quantized(debugger, nodes + refused)
+        content = quantized(nodes + refused)
     return content
-
-
-def _quantized(debugger: tf.lite.experimental.QuantizationDebugger, nodes: list[str]) -> bytes:
-    """The debugger's calibrated model quantized with `nodes` and :data:`FLOAT_OPS` float32."""
-    debugger.options = tf.lite.experimental.QuantizationDebugOptions(
-        denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
-    )
-    return debugger.get_nondebug_quantized_model()
 
 
 def _refused_by_xnnpack(content: bytes) -> list[str]:
