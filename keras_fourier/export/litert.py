@@ -165,7 +165,7 @@ def _convert(
             if quantization != "int8":
                 return converter.convert()
             try:
-                content = _integer_model(converter, float_scopes(serving.model))
+                content = _integer_model(converter, _float_scopes(serving.model))
             except Exception:
                 if calibrated:
                     raise
@@ -252,7 +252,7 @@ def _refused_by_xnnpack(content: bytes) -> list[str]:
     ]
 
 
-def float_scopes(model: keras.Model) -> set[str]:
+def _float_scopes(model: keras.Model) -> set[str]:
     """The name scopes whose ops a full-integer file of `model` keeps in float32.
 
     :data:`~keras_fourier.layers.layout.KEEP_FLOAT_SCOPE` (the complex
