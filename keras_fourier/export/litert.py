@@ -227,11 +227,7 @@ def _refused_by_xnnpack(content: bytes) -> list[str]:
     each delegate input (and model output) that no delegate makes, through
     the ops that make them.
     """
-    from ai_edge_litert.interpreter import Interpreter
-
-    with native_output_filtered():  # LiteRT's "Created TensorFlow Lite XNNPACK delegate" line
-        interpreter = Interpreter(model_content=content)
-        interpreter.allocate_tensors()  # applies the default delegate, XNNPACK
+    interpreter = _litert(content)
     ops = interpreter._get_ops_details()
     names = {tensor["index"]: tensor["name"] for tensor in interpreter.get_tensor_details()}
     delegates = [op for op in ops if op["op_name"] == "DELEGATE"]
@@ -287,14 +283,19 @@ def _float_nodes(content: bytes, scopes: set[str]) -> list[str]:
     return nodes
 
 
-def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
-    """The TFLite model `content` in LiteRT, as {input name: array} -> {output name: array}."""
+def _litert(content: bytes):
+    """The TFLite model `content` in a LiteRT interpreter, tensors allocated (XNNPACK applied)."""
     from ai_edge_litert.interpreter import Interpreter
 
     with native_output_filtered():  # LiteRT's "Created TensorFlow Lite XNNPACK delegate" line
         interpreter = Interpreter(model_content=content)
         interpreter.allocate_tensors()
-        runner = interpreter.get_signature_runner(DEFAULT_SIGNATURE)
+    return interpreter
+
+
+def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """The TFLite model `content` in LiteRT, as {input name: array} -> {output name: array}."""
+    runner = _litert(content).get_signature_runner(DEFAULT_SIGNATURE)
     return lambda inputs: runner(**inputs)
 
 
