@@ -69,7 +69,7 @@ from keras_fourier.models.names import (
 from keras_fourier.models.vision import build_vision_model
 from keras_fourier.models.vision_weights import load_variant_weights
 from keras_fourier.weights.convert import copy_weights_except
-from keras_fourier.weights.saved import head_classes, load_keras_file
+from keras_fourier.weights.saved import head_classes, keras_head_classes
 
 __all__ = [
     "ARCHITECTURE_OPTIONS",
@@ -746,16 +746,15 @@ def create_pretrained_model(
     }
     headless = {"include_top": False, "pooling": "avg"}
     if source.endswith(".keras"):
-        classes = load_keras_file(source, compile=False).output_shape[-1]
-        donor = builder(classes=classes, weights=source, **common)
+        classes = keras_head_classes(source)  # from its config: the donor loads the file once
     elif source.endswith(".weights.h5"):
         classes = head_classes(source, builder(**headless, **common))
-        donor = (
-            builder(**headless, weights=source, **common)
-            if classes is None
-            else builder(classes=classes, weights=source, **common)
-        )
     else:
-        donor = builder(**headless, weights=weights, **common)
+        classes = None
+    donor = (
+        builder(**headless, weights=source, **common)
+        if classes is None
+        else builder(classes=classes, weights=source, **common)
+    )
     copy_weights_except(model, donor, "head", source)
     return model

@@ -512,3 +512,37 @@ def head_classes(path: str | os.PathLike, headless: keras.Model) -> int | None:
     if len(extra) == 2 and len(kernels) == len(biases) == 1 and kernels[0][1] == biases[0][0]:
         return biases[0][0]
     return None
+
+
+def keras_head_classes(path: str | os.PathLike) -> int | None:
+    """The class count of the head that a `.keras` file's config declares; its weights are not read.
+
+    The `.keras` counterpart of :func:`head_classes`: the units of the
+    model's Dense layer named "head" (the classifier of every vision
+    builder), read from the archive's ``config.json`` (:func:`read_keras_config`).
+
+    Args:
+        path: a `.keras` file saved by keras_fourier.
+
+    Returns:
+        The head's units, or None when the model has no Dense "head" (saved
+        without its top).
+
+    Raises:
+        ValueError: naming the file, as :func:`read_keras_config`.
+
+    Example:
+        >>> keras_head_classes("runs/default/model.keras")  # doctest: +SKIP
+        10
+    """
+    config = read_keras_config(path)
+    settings = config.get("config") if isinstance(config, dict) else None
+    layers = settings.get("layers") if isinstance(settings, dict) else None
+    for layer in layers if isinstance(layers, list) else ():
+        if not isinstance(layer, dict) or layer.get("class_name") != "Dense":
+            continue
+        options = layer.get("config") if isinstance(layer.get("config"), dict) else {}
+        units = options.get("units")
+        if options.get("name") == "head" and type(units) is int and units > 0:
+            return units
+    return None
