@@ -154,9 +154,17 @@ def test_a_validation_split_that_is_another_split_is_refused_before_loading(
     (tmp_path / "data").mkdir()
     config, _ = TINY_RUNS[name](tmp_path / "data")
     out = tmp_path / "run"
-    with pytest.raises(ValueError, match=rf"validation \('{validation}'\) and test \('test'\)"):
+    # The message names the argument as the caller does: the field, or the command's flag.
+    flag = {"validation_split": "--validation-split"} if validation == "train" else None
+    argument = "--validation-split" if flag else "validation_split"
+    with pytest.raises(
+        ValueError,
+        match=rf"validation \('{validation}'\) and test \('test'\) splits .* must differ: set "
+        rf"`{argument}` to another split\. Received: {argument}='{validation}'$",
+    ):
         train(
             config,
+            names=flag,
             task=name,
             validation_split=validation,
             out=str(out),
@@ -170,3 +178,9 @@ def test_the_runs_validation_split_replaces_the_datas():
     assert run_splits(TrainConfig(), "train", "validation") == ("train", "validation")
     config = TrainConfig(validation_split="held_out")
     assert run_splits(config, "train", "validation") == ("train", "held_out")
+    # A test split that is the data's train or validation split names `eval_split`.
+    for split in ("train", "validation"):
+        with pytest.raises(ValueError, match=rf"Received: --eval-split='{split}'$"):
+            run_splits(
+                TrainConfig(eval_split=split), "train", "validation", {"eval_split": "--eval-split"}
+            )

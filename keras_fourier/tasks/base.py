@@ -122,7 +122,12 @@ class PredictRequest:
     steps: int = 1
 
 
-def run_splits(config: TrainConfig, train_split: str, validation_split: str) -> tuple[str, str]:
+def run_splits(
+    config: TrainConfig,
+    train_split: str,
+    validation_split: str,
+    names: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
     """The run's train and validation splits: the data's, `config.validation_split` replacing its.
 
     Args:
@@ -130,20 +135,40 @@ def run_splits(config: TrainConfig, train_split: str, validation_split: str) -> 
         train_split: the data's train split.
         validation_split: the data's validation split, replaced by
             `config.validation_split` when that is set.
+        names: {field: name} for the message, e.g. the command-line flags.
+            Default None: the field names.
 
     Returns:
         (train split, validation split).
 
     Raises:
         ValueError: the train, validation and test (`config.eval_split`)
-            splits are not three different splits.
+            splits are not three different splits; it names
+            `validation_split` when that is set and is another split, else
+            `eval_split`, and its value.
+
+    Example:
+        >>> run_splits(TrainConfig(validation_split="held_out"), "train", "validation")
+        ('train', 'held_out')
+        >>> run_splits(TrainConfig(validation_split="test"), "train", "validation")
+        Traceback (most recent call last):
+        ValueError: The train ('train'), validation ('test') and test ('test') splits of data ...
+        must differ: set `validation_split` to another split. Received: validation_split='test'
     """
     if config.validation_split is not None:
         validation_split = config.validation_split
     if len({train_split, validation_split, config.eval_split}) < 3:
+        field = (
+            "validation_split"
+            if config.validation_split is not None
+            and validation_split in (train_split, config.eval_split)
+            else "eval_split"
+        )
+        name = dict(names or {}).get(field, field)
         raise ValueError(
             f"The train ({train_split!r}), validation ({validation_split!r}) and test "
-            f"({config.eval_split!r}) splits of data {config.data!r} must differ."
+            f"({config.eval_split!r}) splits of data {config.data!r} must differ: set `{name}` "
+            f"to another split. Received: {name}={getattr(config, field)!r}"
         )
     return train_split, validation_split
 
@@ -237,8 +262,14 @@ class Task(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def datasets(self, config: TrainConfig) -> TaskData:
-        """The training and validation pipelines of the run (checked before anything is written)."""
+    def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
+        """The training and validation pipelines of the run (checked before anything is written).
+
+        Args:
+            config: the run's settings.
+            names: {field: name} for messages, e.g. the command-line flags.
+                Default None: the field names.
+        """
 
     @abc.abstractmethod
     def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -141,8 +141,8 @@ class Forecast(Task):
             f"forecast {source.spec.lead} step(s) ahead"
         )
 
-    def datasets(self, config: TrainConfig) -> TaskData:
-        train_split, validation_split = run_splits(config, "train", "validation")
+    def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
+        train_split, validation_split = run_splits(config, "train", "validation", names)
         source = load_field_source(config.data)
         train = field_dataset(
             source, train_split, batch_size=config.batch_size, training=True, seed=config.seed

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -150,9 +150,11 @@ class ImageClassification(Classification):
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
         return "x".join(str(size) for size in model.input_shape[1:])
 
-    def datasets(self, config: TrainConfig) -> TaskData:
+    def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
         train_split, validation_split = run_splits(
-            config, *training_splits(config.data, config.eval_split, data_dir=config.data_dir)
+            config,
+            *training_splits(config.data, config.eval_split, data_dir=config.data_dir),
+            names,
         )
         options = {
             "image_size": self.image_size(config),

@@ -14,7 +14,7 @@ restored (``<stem>_restored.png``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -111,8 +111,8 @@ class Inpainting(Task):
             return segmentation_splits(config.data, config.eval_split, config.data_dir)
         return training_splits(config.data, config.eval_split, data_dir=config.data_dir)
 
-    def datasets(self, config: TrainConfig) -> TaskData:
-        train_split, validation_split = run_splits(config, *self._splits(config))
+    def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
+        train_split, validation_split = run_splits(config, *self._splits(config), names)
         options = {
             "image_size": self.image_size(config),
             "batch_size": config.batch_size,

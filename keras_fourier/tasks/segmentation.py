@@ -246,9 +246,11 @@ class Segmentation(Task):
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
         return "x".join(str(size) for size in model.input_shape[1:])
 
-    def datasets(self, config: TrainConfig) -> TaskData:
+    def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
         train_split, validation_split = run_splits(
-            config, *segmentation_splits(config.data, config.eval_split, data_dir=config.data_dir)
+            config,
+            *segmentation_splits(config.data, config.eval_split, data_dir=config.data_dir),
+            names,
         )
         options = {
             "image_size": self.image_size(config),

@@ -221,12 +221,12 @@ class TextClassification(Classification):
             length = f"up to {length}, padded per batch{grouped}"
         return f"sequences of {length}{tokenizer}"
 
-    def datasets(self, config: TrainConfig) -> TaskData:
+    def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
         if config.data == self.LISTOPS:
             return self._listops(config)
         source = config.data
         train_split, validation_split = run_splits(
-            config, *text_training_splits(source, config.eval_split)
+            config, *text_training_splits(source, config.eval_split), names
         )
         class_names = text_class_names(source)
         splits = {}

@@ -473,7 +473,7 @@ def train(
         # Seeded before the data as well as before the model: a TF op seed (a shuffle's) pairs
         # with the global seed, which a previous run in this process would otherwise have set.
         keras.utils.set_random_seed(config.seed)
-        data = run_task(config).datasets(config)
+        data = run_task(config).datasets(config, names)
         if config.steps_per_epoch:
             data.train = data.train.repeat()
         steps_per_epoch = config.steps_per_epoch or int(data.train.cardinality())
