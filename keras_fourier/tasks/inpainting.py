@@ -37,9 +37,8 @@ from keras_fourier.data.segmentation import (
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers import MaskComposite
 from keras_fourier.metrics import PSNR, SSIM
-from keras_fourier.segmentation import UPerNet
 from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData, run_splits
-from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS, backbone
+from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, dense_network
 
 if TYPE_CHECKING:
     from keras_fourier.training.config import TrainConfig
@@ -83,13 +82,7 @@ class Inpainting(Task):
     def build_model(self, config: TrainConfig, num_classes: int = 3) -> keras.Model:
         """UPerNet on `config.model` predicting the masked pixels, composited with the rest."""
         size = self.image_size(config)
-        network = UPerNet(
-            backbone=backbone(config, size),
-            num_classes=num_classes,
-            input_shape=(size, size, 3),
-            channels=HEAD_CHANNELS,
-            drop_path_rate=config.drop_path_rate,
-        )
+        network = dense_network(config, size, num_classes)
         masked = keras.Input((size, size, 3), name=MASKED_IMAGE_KEY)
         mask = keras.Input((size, size, 1), name=MASK_KEY)
         restored = network(masked)

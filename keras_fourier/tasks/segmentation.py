@@ -157,6 +157,31 @@ def backbone(config: TrainConfig, size: int) -> str | keras.Model:
     )
 
 
+def dense_network(
+    config: TrainConfig, size: int, num_classes: int, *, auxiliary: bool = False
+) -> keras.Model:
+    """The UPerNet of a dense run (segmentation, inpainting) on its backbone (:func:`backbone`).
+
+    Args:
+        config: the run's settings (its model, architecture and drop path rate).
+        size: the input height and width.
+        num_classes: the output channels per pixel.
+        auxiliary: whether it also returns the auxiliary FCN head's logits,
+            as {"logits", "auxiliary"}. Default False.
+
+    Returns:
+        The UPerNet, with the runs' head width :data:`HEAD_CHANNELS`.
+    """
+    return UPerNet(
+        backbone=backbone(config, size),
+        num_classes=num_classes,
+        input_shape=(size, size, 3),
+        auxiliary=auxiliary,
+        channels=HEAD_CHANNELS,
+        drop_path_rate=config.drop_path_rate,
+    )
+
+
 class Segmentation(Task):
     """Semantic segmentation with a UPerNet head on the run's backbone."""
 
@@ -217,14 +242,7 @@ class Segmentation(Task):
         starts the run (:func:`transfer_backbone`).
         """
         size = self.image_size(config)
-        segmenter = UPerNet(
-            backbone=backbone(config, size),
-            num_classes=num_classes,
-            input_shape=(size, size, 3),
-            auxiliary=True,
-            channels=HEAD_CHANNELS,
-            drop_path_rate=config.drop_path_rate,
-        )
+        segmenter = dense_network(config, size, num_classes, auxiliary=True)
         outputs = keras.layers.Concatenate(name="logits_and_auxiliary")(
             [segmenter.output["logits"], segmenter.output["auxiliary"]]
         )
