@@ -187,6 +187,18 @@ def test_hostile_files_and_requests_are_refused_before_they_allocate(crafted):
         (_train(crafted, "--weights", crafted["flax"]), "max_sequence_length=200000000"),
         (_train(crafted, "--weights", crafted["unwritten"]), "vars/0=(12, 805306368)"),
         (["evaluate", "--model", crafted["units"]], "units=15000000"),
+        (
+            [
+                "train",
+                "--model",
+                "gfnet_tiny",
+                "--weights",
+                crafted["units"],
+                "--out",
+                crafted["out"],
+            ],
+            "units=15000000",
+        ),
         (["evaluate", "--model", crafted["spaces"]], "member 'config.json' expands"),
         (["predict", crafted["bomb"], "--model", crafted["run_model"]], "20000"),
         (_train(crafted, "--tokenizer", crafted["tokenizer"]), "size=3000000000"),

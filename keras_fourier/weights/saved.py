@@ -242,6 +242,15 @@ def read_keras_config(path: str | os.PathLike) -> Any:
         raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
 
 
+def _checked_keras_archive(path: str | os.PathLike) -> tuple[str, dict[str, DatasetHeader]]:
+    """`path` as a str and its weights' headers, once :func:`check_keras_archive` passed."""
+    path = _check_keras_zip(path)
+    try:
+        return path, check_keras_archive(path)
+    except (OSError, KeyError, zipfile.BadZipFile) as error:
+        raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
+
+
 def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
     """`keras.saving.load_model` within bounds, with one-line errors.
 
@@ -270,11 +279,7 @@ def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
         >>> load_keras_file("runs/default/model.keras", compile=False).name  # doctest: +SKIP
         'gfnet_tiny'
     """
-    path = _check_keras_zip(path)
-    try:
-        headers = check_keras_archive(path)
-    except (OSError, KeyError, zipfile.BadZipFile) as error:
-        raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
+    path, headers = _checked_keras_archive(path)
     try:
         model = keras.saving.load_model(path, **kwargs)
     except (OSError, KeyError, zipfile.BadZipFile) as error:
@@ -519,7 +524,9 @@ def keras_head_classes(path: str | os.PathLike) -> int | None:
 
     The `.keras` counterpart of :func:`head_classes`: the units of the
     model's Dense layer named "head" (the classifier of every vision
-    builder), read from the archive's ``config.json`` (:func:`read_keras_config`).
+    builder), read from the archive's ``config.json`` once the archive has
+    passed :func:`check_keras_archive` (a head of more units than the
+    ceilings allow is refused before a model of them is built).
 
     Args:
         path: a `.keras` file saved by keras_fourier.
@@ -529,12 +536,14 @@ def keras_head_classes(path: str | os.PathLike) -> int | None:
         without its top).
 
     Raises:
-        ValueError: naming the file, as :func:`read_keras_config`.
+        ValueError: naming the file, as :func:`load_keras_file` does before
+            it loads.
 
     Example:
         >>> keras_head_classes("runs/default/model.keras")  # doctest: +SKIP
         10
     """
+    path, _ = _checked_keras_archive(path)
     config = read_keras_config(path)
     settings = config.get("config") if isinstance(config, dict) else None
     layers = settings.get("layers") if isinstance(settings, dict) else None
