@@ -53,6 +53,22 @@ def tflite_layout() -> Iterator[None]:
         _TFLITE["value"] = previous
 
 
+def in_tflite_layout() -> bool:
+    """Whether layers are traced for a TFLite file, inside :func:`tflite_layout`.
+
+    For layers whose TFLite layout is more than a split: AFBO's channel
+    mappings, for one, gather input groups (GATHER) for a block-diagonal
+    product (BATCH_MATMUL, which XNNPACK runs in float32 only); traced for
+    TFLite they slice each group's window and multiply it by its block
+    (STRIDED_SLICE and FULLY_CONNECTED, which XNNPACK runs in int8 too).
+
+    Example:
+        >>> in_tflite_layout()
+        False
+    """
+    return _TFLITE["value"]
+
+
 def split_channels(x, sizes: Sequence[int]) -> list:
     """Splits the last axis of `x` into parts of `sizes` channels (one part: `x` itself).
 
