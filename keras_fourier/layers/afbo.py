@@ -113,7 +113,7 @@ from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis, inferred_shape
 from keras_fourier.layers.ffn import get_activation
-from keras_fourier.layers.layout import in_tflite_layout
+from keras_fourier.layers.layout import in_tflite_layout, on_flat_tokens
 from keras_fourier.validation import check_choice
 
 CHANNEL_MAPPINGS = ("gccm", "occm")
@@ -296,14 +296,7 @@ class _FactorizedBilinearFFN(keras.layers.Layer):
 
     def call(self, inputs):
         left = self._activation(self._branch(inputs, self._left))
-        product = left * self._branch(inputs, self._right)
-        shape = product.shape
-        if None in shape[1:]:
-            return self.proj(product)
-        # Tokens flattened by constant-shape reshapes, as in `Mlp`: one 2D matmul, and no
-        # tf.tensordot shape arithmetic on the batch in exported TFLite graphs.
-        out = self.proj(ops.reshape(product, (-1, shape[-1])))
-        return ops.reshape(out, (-1, *shape[1:-1], out.shape[-1]))
+        return on_flat_tokens(self.proj, left * self._branch(inputs, self._right))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

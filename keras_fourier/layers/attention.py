@@ -91,12 +91,15 @@ class SelfAttention(keras.layers.Layer):
             ops.transpose(ops.reshape(part, heads_shape), (0, 2, 1, 3))
             for part in split_channels(qkv, [channels] * 3)
         )
-        # int8 TFLite: products of two activations (BATCH_MATMUL) have no int8 XNNPACK kernel.
+        # int8 TFLite: products of two activations (BATCH_MATMUL) have no int8 XNNPACK kernel,
+        # and no int8 scale holds both the scores and the mask's -10000.
         with keep_float():
             scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))) * (head_dim**-0.5)
-        if padding_mask is not None:
-            keep = ops.cast(padding_mask, "bool")[:, None, None, :]
-            scores = ops.where(keep, scores, ops.cast(-10000.0, scores.dtype))
+            if padding_mask is not None:
+                # The scores where `keep` is 1, -10000 where it is 0: a where() without
+                # SELECT_V2, which XNNPACK does not run.
+                keep = ops.cast(ops.cast(padding_mask, "bool"), scores.dtype)[:, None, None, :]
+                scores = scores * keep + (keep - 1.0) * 10000.0
         weights = self.drop(ops.softmax(scores, axis=-1), training=training)
         with keep_float():
             out = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))

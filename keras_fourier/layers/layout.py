@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import keras
 from keras import ops
@@ -67,6 +67,35 @@ def in_tflite_layout() -> bool:
         False
     """
     return _TFLITE["value"]
+
+
+def on_flat_tokens(function: Callable, x):
+    """`function` of the (tokens, C) rows of `x`, reshaped back to the tokens' shape.
+
+    For channel-wise layers (Dense, an MLP): with static non-batch
+    dimensions the token axes are flattened by constant-shape reshapes, so
+    each Dense is one 2D matmul. A Dense on a rank > 2 tensor goes through
+    ``tf.tensordot``, whose shape arithmetic on the dynamic batch (SHAPE,
+    GATHER, REDUCE_PROD, PACK) stays in exported TFLite graphs, outside
+    XNNPACK. Otherwise (a rank <= 2 `x`, or a length unknown until run time)
+    `function` gets `x` as it is.
+
+    Args:
+        function: maps (N, C) to (N, C') and acts on each row alone.
+        x: a tensor with channels last.
+
+    Returns:
+        ``function`` of `x`, of the shape of `x` with C' channels.
+
+    Example:
+        >>> on_flat_tokens(lambda rows: rows[:, :2], ops.ones((2, 3, 4, 5))).shape
+        TensorShape([2, 3, 4, 2])
+    """
+    shape = x.shape
+    if len(shape) <= 2 or None in shape[1:]:
+        return function(x)
+    out = function(ops.reshape(x, (-1, shape[-1])))
+    return ops.reshape(out, (-1, *shape[1:-1], out.shape[-1]))
 
 
 def split_channels(x, sizes: Sequence[int]) -> list:

@@ -437,7 +437,7 @@ def build_fnet(
         activation="tanh",
         kernel_initializer=initializer(),
         name="pooler",
-    )(x[:, 0])
+    )(keras.ops.squeeze(x[:, :1], axis=1))  # a slice that keeps its axis: XNNPACK runs it
 
     if num_classes is None:
         outputs = {"sequence_output": x, "pooled_output": pooled}
