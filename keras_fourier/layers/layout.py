@@ -10,7 +10,10 @@ with :func:`split_channels`, which splits as usual for training (a split's
 gradient is one concatenation, while each slice's gradient pads a
 full-size zero tensor) but, traced inside :func:`tflite_layout`, slices:
 STRIDED_SLICE, which XNNPACK runs. The TFLite export traces every file
-inside it.
+inside it; layers whose TFLite layout is more than a split ask
+:func:`in_tflite_layout`. Dense layers on token grids go through
+:func:`on_flat_tokens` (2D products, no ``tf.tensordot`` shape arithmetic
+on the batch) in every trace.
 
 A full-integer file gives every op's output one int8 scale. The complex
 products of a spectral filter, ``re = a*c - b*d``, add or subtract two
