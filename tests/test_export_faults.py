@@ -172,3 +172,27 @@ def test_failed_overwrite_leaves_the_previous_export_whole(model_file, tmp_path,
     monkeypatch.undo()
     assert _export(model_file, out, "--overwrite") == 0
     assert sorted(digests(out)) == sorted(previous)
+
+
+def test_int8_export_without_the_private_quantizer_writes_the_same_file(model_file, tmp_path):
+    # A TensorFlow whose `mlir_quantize` lacks the arguments the export passes: the export
+    # falls back to TensorFlow's QuantizationDebugger, which quantizes through it the same way.
+    from tensorflow.lite.python import convert as lite_convert
+
+    images = [np.random.default_rng(seed).uniform(size=(2, 16, 16, 3)) for seed in range(2)]
+    direct = tmp_path / "direct.tflite"
+    export.tflite(model_file[1], direct, "int8", images, verbose=False)
+    quantize = lite_convert.mlir_quantize
+    calls = []
+
+    def moved(*args, **kwargs):
+        calls.append(kwargs)
+        return quantize(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lite_convert, "mlir_quantize", moved)
+        fallback = tmp_path / "fallback.tflite"
+        report = export.tflite(model_file[1], fallback, "int8", images, verbose=False)
+    assert any(call.get("enable_numeric_verify") for call in calls)  # the debugger's
+    assert fallback.read_bytes() == direct.read_bytes()
+    assert 0 < report.max_abs_diff < 0.1  # of probabilities

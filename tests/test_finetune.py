@@ -514,9 +514,12 @@ def test_per_batch_padding_refuses_a_saved_model_of_one_length(tmp_path, csv_fol
     assert not (tmp_path / "run").exists()
 
 
-def test_fine_tuning_keeps_the_activation_a_keras_file_records(tmp_path):
-    # An exact-GELU FNet: a `.weights.h5` of it records no activation (the official tanh GELU
-    # is assumed, as for every other kind of FNet weights); its `.keras` file records it.
+def _exact_gelu_fnet(folder) -> keras.Model:
+    """An exact-GELU FNet encoder, saved as ``exact.keras`` and ``exact.weights.h5`` in `folder`.
+
+    A `.weights.h5` of it records no activation (the official tanh GELU is assumed, as for
+    every other kind of FNet weights); its `.keras` file records it.
+    """
     keras.utils.set_random_seed(8)
     exact = FNet(
         TINY, vocabulary_size=260, max_sequence_length=POSITIONS, activation="gelu", name="exact"
@@ -524,8 +527,13 @@ def test_fine_tuning_keeps_the_activation_a_keras_file_records(tmp_path):
     for index in range(TINY["num_layers"]):  # pre-activations of order 1, where the GELUs differ
         kernel = exact.get_layer(f"encoder_layer_{index}").intermediate.kernel
         kernel.assign(kernel * 100)
-    exact.save(tmp_path / "exact.keras")
-    exact.save_weights(tmp_path / "exact.weights.h5")
+    exact.save(folder / "exact.keras")
+    exact.save_weights(folder / "exact.weights.h5")
+    return exact
+
+
+def test_fine_tuning_keeps_the_activation_a_keras_file_records(tmp_path):
+    exact = _exact_gelu_fnet(tmp_path)
     assert fnet_weights_activation(str(tmp_path / "exact.keras")) == "gelu"
     assert fnet_weights_activation(str(tmp_path / "exact.weights.h5")) == "gelu_tanh"
     assert fnet_weights_sizes(str(tmp_path / "exact.keras")) == fnet_weights_sizes(
@@ -552,3 +560,26 @@ def test_fine_tuning_keeps_the_activation_a_keras_file_records(tmp_path):
     )
     with pytest.raises(ValueError, match=r"holds model 'dense', not an FNet"):
         create_pretrained_model("fnet_tiny", weights=str(tmp_path / "dense.keras"), **options)
+
+
+def test_fine_tuning_from_a_keras_file_loads_it_once(tmp_path, csv_folder, monkeypatch):
+    # FNet-Base's `.keras` file is ~330 MB: the run reads the sizes and activation from its
+    # config and loads its weights once. The spy counts Keras's loads and performs each.
+    exact = _exact_gelu_fnet(tmp_path)
+    weights = str(tmp_path / "exact.keras")
+    load_model = keras.saving.load_model
+    loaded = []
+
+    def counted(path, *args, **kwargs):
+        loaded.append(os.fspath(path))
+        return load_model(path, *args, **kwargs)
+
+    monkeypatch.setattr(keras.saving, "load_model", counted)
+    out = tmp_path / "run"
+    assert main(_argv(weights, csv_folder, out, "--epochs", "1")) == 0
+    assert loaded.count(weights) == 1, loaded
+    model = load_model(out / "model.keras", compile=False)
+    assert model.get_layer("encoder_layer_1").activation == "gelu"
+    ours = keras.ops.convert_to_numpy(model.get_layer("embeddings").word.embeddings)
+    theirs = keras.ops.convert_to_numpy(exact.get_layer("embeddings").word.embeddings)
+    assert np.abs(ours - theirs).max() < 1e-3  # 4 steps at 1e-5 from the file's table

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_fourier.tasks import TASKS, get_task, select_task
 from keras_fourier.tasks.base import run_splits
-from keras_fourier.training import TrainConfig, run_identity, validate_config
+from keras_fourier.training import TrainConfig, run_identity, train, validate_config
 from keras_fourier.training.plan import resolve_config, task_defaults
 from tests.task_harness import run_task_checks
 
@@ -146,12 +146,24 @@ def test_naming_the_default_task_is_the_same_run():
         validate_config(TrainConfig(task="text_classification"), {"task": "--task"})
 
 
-@pytest.mark.parametrize("name", ["image_classification", "segmentation"])
+@pytest.mark.parametrize("name", sorted(TASKS))
 @pytest.mark.parametrize("validation", ["test", "train"])
-def test_a_validation_split_that_is_another_split_is_refused_before_loading(name, validation):
-    config = TrainConfig(data="digits", validation_split=validation)
+def test_a_validation_split_that_is_another_split_is_refused_before_loading(
+    name, validation, tmp_path
+):
+    (tmp_path / "data").mkdir()
+    config, _ = TINY_RUNS[name](tmp_path / "data")
+    out = tmp_path / "run"
     with pytest.raises(ValueError, match=rf"validation \('{validation}'\) and test \('test'\)"):
-        get_task(name).datasets(config)
+        train(
+            config,
+            task=name,
+            validation_split=validation,
+            out=str(out),
+            epochs=1,
+            steps_per_epoch=1,  # a run that is not refused is short
+        )
+    assert not out.exists()
 
 
 def test_the_runs_validation_split_replaces_the_datas():

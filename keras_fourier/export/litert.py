@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import os
 import re
 import shutil
@@ -200,24 +201,61 @@ def _integer_model(converter: tf.lite.TFLiteConverter, float_scopes: set[str]) -
     of 1e-6 at initialisation) would run in LiteRT's own kernels and cut
     XNNPACK's graph: they are kept float32 too, in a second quantization of
     the same calibration.
-    """
-    converter.experimental_mlir_quantizer = True
-    converter._experimental_calibrate_only = True
-    calibrated = converter.convert()
 
-    def quantized(nodes: list[str]) -> bytes:
-        return lite_convert.mlir_quantize(
-            calibrated,
-            disable_per_channel=converter._experimental_disable_per_channel,
-            denylisted_ops=list(FLOAT_OPS),
-            denylisted_nodes=nodes,
+    The quantizer is TensorFlow's private ``mlir_quantize``, which the
+    debugger calls; where a TensorFlow release moves it or changes its
+    arguments (:func:`_mlir_quantizer`), the debugger itself quantizes: the
+    same file, slower.
+    """
+    quantize = _mlir_quantizer()
+    if quantize is None:
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            converter=converter, debug_options=_debug_options([])
         )
+        calibrated = debugger.calibrated_model
+
+        def quantized(nodes: list[str]) -> bytes:
+            debugger.options = _debug_options(nodes)
+            return debugger.get_nondebug_quantized_model()
+    else:
+        converter.experimental_mlir_quantizer = True
+        converter._experimental_calibrate_only = True
+        calibrated = converter.convert()
+
+        def quantized(nodes: list[str]) -> bytes:
+            return quantize(
+                calibrated,
+                disable_per_channel=converter._experimental_disable_per_channel,
+                denylisted_ops=list(FLOAT_OPS),
+                denylisted_nodes=nodes,
+            )
 
     nodes = _float_nodes(calibrated, float_scopes)
     content = quantized(nodes)
     if refused := _refused_by_xnnpack(content):
         content = quantized(nodes + refused)
     return content
+
+
+# The arguments of TensorFlow's MLIR quantizer that the int8 export passes.
+_QUANTIZER_ARGUMENTS = frozenset({"disable_per_channel", "denylisted_ops", "denylisted_nodes"})
+
+
+def _mlir_quantizer() -> Callable[..., bytes] | None:
+    """TensorFlow's MLIR quantizer, or None where this TensorFlow has none with its arguments."""
+    quantize = getattr(lite_convert, "mlir_quantize", None)
+    try:
+        parameters = inspect.signature(quantize).parameters
+    except (TypeError, ValueError):  # absent, or not introspectable
+        return None
+    return quantize if _QUANTIZER_ARGUMENTS.issubset(parameters) else None
+
+
+def _debug_options(nodes: list[str]) -> tf.lite.experimental.QuantizationDebugOptions:
+    """The debugger's options for :func:`_integer_model`: int8 but for `nodes`, float32 I/O."""
+    return tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_ops=list(FLOAT_OPS), denylisted_nodes=nodes
+    )
 
 
 def _refused_by_xnnpack(content: bytes) -> list[str]:

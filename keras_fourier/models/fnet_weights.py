@@ -76,7 +76,12 @@ from keras_fourier.weights.keras_hub import (
     write_keras_hub_preset,
 )
 from keras_fourier.weights.pipeline import load_checkpoint, load_release
-from keras_fourier.weights.saved import load_keras_file, load_weights_file, tensor_shapes
+from keras_fourier.weights.saved import (
+    load_keras_file,
+    load_weights_file,
+    read_keras_config,
+    tensor_shapes,
+)
 from keras_fourier.weights.transformers_folder import (
     CONFIG,
     is_transformers_config,
@@ -768,6 +773,37 @@ def _keras_file_fnet(path: str) -> keras.Model:
     return model
 
 
+def _keras_file_declared(path: str) -> tuple[dict[str, Any], Any]:
+    """The sizes and activation that the config of a `.keras` file declares for its FNet,
+    read without its weights: what `_keras_file_fnet` would load (an encoder, a classifier,
+    an `FNetPretraining` or a text run's model); ValueError for another model."""
+    config = read_keras_config(path)
+    model = config if isinstance(config, dict) else {}
+    settings = model.get("config") if isinstance(model.get("config"), dict) else {}
+    encoder = settings
+    if model.get("registered_name") == keras.saving.get_registered_name(FNetPretraining):
+        inner = settings.get("encoder")
+        encoder = inner.get("config") if isinstance(inner, dict) else None
+    entries = encoder.get("layers") if isinstance(encoder, dict) else None
+    layers = {
+        entry["config"].get("name"): entry
+        for entry in (entries if isinstance(entries, list) else ())
+        if isinstance(entry, dict) and isinstance(entry.get("config"), dict)
+    }
+    embeddings = layers.get("embeddings", {})
+    if embeddings.get("registered_name") != keras.saving.get_registered_name(FNetEmbeddings):
+        raise ValueError(f"weights={path!r} holds model {settings.get('name')!r}, not an FNet.")
+    tables = embeddings["config"]
+    first = layers.get("encoder_layer_0", {}).get("config", {})
+    sizes = {
+        "hidden_size": tables.get("hidden_size"),
+        "num_layers": sum(str(name).startswith("encoder_layer_") for name in layers),
+        "intermediate_size": first.get("intermediate_size"),
+        **{key: tables.get(key) for key in _TABLE_KEYS},
+    }
+    return sizes, first.get("activation")
+
+
 def _h5_sizes(path: str) -> tuple[dict[str, int], str, int | None]:
     """Sizes of the FNet in a `.weights.h5`, its kind ("encoder", "pretraining",
     "classifier") and a classifier's class count."""
@@ -924,7 +960,7 @@ def fnet_weights_activation(weights: str | os.PathLike) -> str:
     if os.path.isdir(path) and _folder_format(path) == "transformers":
         return transformers_activation(_transformers_config(path))
     if path.endswith(".keras"):
-        return _model_activation(_keras_file_fnet(path))
+        return _keras_file_declared(path)[1]
     return GELU_TANH
 
 
@@ -937,7 +973,7 @@ def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
             :class:`FNetPretraining` or a classifier), a transformers or
             keras-hub FNet folder (its ``config.json``) or an official Flax
             checkpoint (its array headers; the data is skipped); or a
-            ``.keras`` file of an FNet (built from its checked config).
+            ``.keras`` file of an FNet (its ``config.json``: the weights are not read).
 
     Returns:
         {"hidden_size", "num_layers", "intermediate_size", "vocabulary_size",
@@ -959,7 +995,7 @@ def fnet_weights_sizes(weights: str | os.PathLike) -> dict[str, int]:
     if path.endswith(".weights.h5"):
         return check_fnet_sizes(_h5_sizes(path)[0], path)
     if path.endswith(".keras"):  # the archive's declared sizes are bounded before it is built
-        return check_fnet_sizes(_model_sizes(_keras_file_fnet(path)), path)
+        return check_fnet_sizes(_keras_file_declared(path)[0], path)
     try:
         return check_fnet_sizes(_flax_sizes(path), path)
     except FlaxCheckpointError as error:

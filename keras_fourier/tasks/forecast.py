@@ -45,7 +45,7 @@ from keras_fourier.metrics import AnomalyCorrelation, ChannelRMSE, FieldMSE, Rel
 from keras_fourier.model_record import FIELD_STATS_KEY
 from keras_fourier.models.fourcastnet import field_model, rollout
 from keras_fourier.models.names import canonical_name
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData, run_splits
 from keras_fourier.validation import check_positive_int
 
 if TYPE_CHECKING:
@@ -142,21 +142,16 @@ class Forecast(Task):
         )
 
     def datasets(self, config: TrainConfig) -> TaskData:
-        validation_split = config.validation_split or "validation"
-        if len({"train", validation_split, config.eval_split}) < 3:
-            raise ValueError(
-                f"The train, validation ({validation_split!r}) and test ({config.eval_split!r}) "
-                f"splits of data {config.data!r} must differ."
-            )
+        train_split, validation_split = run_splits(config, "train", "validation")
         source = load_field_source(config.data)
         train = field_dataset(
-            source, "train", batch_size=config.batch_size, training=True, seed=config.seed
+            source, train_split, batch_size=config.batch_size, training=True, seed=config.seed
         )
         validation = field_dataset(source, validation_split, batch_size=config.batch_size)
         splits = {
             role: f"{split!r}, frames {start}-{stop - 1}, {source.pairs(split):,} pairs"
             for role, split in (
-                ("train", "train"),
+                ("train", train_split),
                 ("validation", validation_split),
                 ("test", config.eval_split),
             )

@@ -38,7 +38,7 @@ from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers import MaskComposite
 from keras_fourier.metrics import PSNR, SSIM
 from keras_fourier.segmentation import UPerNet
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData
+from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData, run_splits
 from keras_fourier.tasks.segmentation import DEFAULT_IMAGE_SIZE, HEAD_CHANNELS, backbone
 
 if TYPE_CHECKING:
@@ -112,9 +112,7 @@ class Inpainting(Task):
         return training_splits(config.data, config.eval_split, data_dir=config.data_dir)
 
     def datasets(self, config: TrainConfig) -> TaskData:
-        train_split, validation_split = self._splits(config)
-        if config.validation_split is not None:
-            validation_split = config.validation_split
+        train_split, validation_split = run_splits(config, *self._splits(config))
         options = {
             "image_size": self.image_size(config),
             "batch_size": config.batch_size,

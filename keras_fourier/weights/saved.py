@@ -203,6 +203,45 @@ def check_keras_archive(path: str) -> dict[str, DatasetHeader]:
     return headers
 
 
+def _check_keras_zip(path: str | os.PathLike) -> str:
+    """`path` as a str, once it names a complete zip file; ValueError naming it otherwise."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"No .keras file at {path!r}.")
+    size = os.path.getsize(path)
+    if size == 0 or not zipfile.is_zipfile(path):
+        state = "empty (0 bytes)" if size == 0 else f"not a complete .keras zip ({size} bytes)"
+        raise ValueError(
+            f"The .keras file {path!r} is {state}: it was truncated or is not a Keras model."
+        )
+    return path
+
+
+def read_keras_config(path: str | os.PathLike) -> Any:
+    """The parsed ``config.json`` of a `.keras` file, read within bounds; its weights are not read.
+
+    What a model's sizes can be read from before its weights are loaded (with
+    :func:`load_keras_file`, which checks the whole archive).
+
+    Raises:
+        ValueError: naming the file, as :func:`load_keras_file` does: it does
+            not exist, is not a complete `.keras` zip, a member is beyond the
+            ceilings of :mod:`keras_fourier.limits`, or the config is not JSON.
+
+    Example:
+        >>> read_keras_config("runs/default/model.keras")["class_name"]  # doctest: +SKIP
+        'Functional'
+    """
+    path = _check_keras_zip(path)
+    what = f"The .keras file {path!r}"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            check_zip_members(archive, what)
+            return read_zip_json(archive, KERAS_CONFIG, what)
+    except (OSError, KeyError, zipfile.BadZipFile) as error:
+        raise ValueError(f"Cannot read the .keras file {path!r}: {error}") from error
+
+
 def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
     """`keras.saving.load_model` within bounds, with one-line errors.
 
@@ -231,15 +270,7 @@ def load_keras_file(path: str | os.PathLike, **kwargs) -> keras.Model:
         >>> load_keras_file("runs/default/model.keras", compile=False).name  # doctest: +SKIP
         'gfnet_tiny'
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"No .keras file at {path!r}.")
-    size = os.path.getsize(path)
-    if size == 0 or not zipfile.is_zipfile(path):
-        state = "empty (0 bytes)" if size == 0 else f"not a complete .keras zip ({size} bytes)"
-        raise ValueError(
-            f"The .keras file {path!r} is {state}: it was truncated or is not a Keras model."
-        )
+    path = _check_keras_zip(path)
     try:
         headers = check_keras_archive(path)
     except (OSError, KeyError, zipfile.BadZipFile) as error:
