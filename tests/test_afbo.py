@@ -9,6 +9,7 @@ import pytest
 from keras_fourier.layers.afbo import AFBO, SCFBO
 from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.ffn import Mlp
+from keras_fourier.layers.layout import tflite_layout
 from tests.harness import random_input, run_layer_checks, tflite_max_error, to_numpy
 
 # The layer, model and weight tests run under every Keras backend (tests/conftest.py).
@@ -168,6 +169,9 @@ def test_matches_numpy_reference(make, shape, mappings, act):
     layer.set_weights([rng.standard_normal(w.shape).astype("float32") for w in layer.weights])
     expected = _reference(layer, x.astype("float64"), mappings, act)
     np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-4, atol=1e-3)
+    # Traced for TFLite, the mappings are one 2D product per slot, wrapping windows included.
+    with tflite_layout():
+        np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize(

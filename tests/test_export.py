@@ -520,29 +520,58 @@ def _xnnpack_partitions(path) -> int:
     return [op["op_name"] for op in interpreter._get_ops_details()].count("DELEGATE")
 
 
-@pytest.mark.parametrize("mixer", ["gnconv_gf", "global_filter", "afno"])
-def test_float32_and_int8_tflite_files_run_as_one_xnnpack_graph(tmp_path, mixer):
-    # gnConv's uneven channel split (SPLIT_V) and its global-local interleave (PACK), the
-    # int8 sums of spectral products, LayerNorm's last ADD, reshapes to a computed batch,
-    # AFNO's int8 block-diagonal products (BATCH_MATMUL) and int8 residual ADDs of branches
-    # under HorNet's initial layer scale (1e-6) ran outside XNNPACK before.
-    keras.utils.set_random_seed(0)
-    model = build_model(
-        mixer, "mlp", depths=[1, 1], dims=[16, 32], input_shape=(32, 32, 3), classes=10,
-        classifier_activation=None, layer_scale=1e-6,
-    )  # fmt: skip
-    images = [random_input((4, 32, 32, 3), seed=seed) for seed in range(2)]
+def _export_as_one_xnnpack_graph(model, tmp_path, inputs, **options) -> dict:
+    """Writes float32 and int8 TFLite files of `model`, each one XNNPACK graph: their reports."""
     reports = {}
     for quantization in (None, "int8"):
-        path = tmp_path / f"{mixer}_{quantization}.tflite"
-        calibration = images if quantization else None
+        path = tmp_path / f"{model.name}_{quantization}.tflite"
+        calibration = inputs if quantization else None
         reports[quantization] = export.tflite(
-            model, path, quantization, calibration, validation_data=images, verbose=False
+            model, path, quantization, calibration, validation_data=inputs, verbose=False, **options
         )
         assert _xnnpack_partitions(path) == 1, quantization
     assert reports[None].max_abs_diff < 1e-4
+    return reports
+
+
+@pytest.mark.parametrize(
+    ("mixer", "ffn"),
+    [("gnconv_gf", "mlp"), ("global_filter", "mlp"), ("afno", "mlp"), ("attention", "afbo")],
+)
+def test_float32_and_int8_tflite_files_run_as_one_xnnpack_graph(tmp_path, mixer, ffn):
+    # gnConv's uneven channel split (SPLIT_V) and its global-local interleave (PACK), the
+    # int8 sums of spectral products, LayerNorm's last ADD, reshapes to a computed batch,
+    # AFNO's int8 block-diagonal products (BATCH_MATMUL) and int8 residual ADDs of branches
+    # under HorNet's initial layer scale (1e-6) ran outside XNNPACK before; so did AFBO's
+    # slot gathers (GATHER) and block-diagonal products, attention's reshapes to a computed
+    # batch and its int8 products of two activations (BATCH_MATMUL).
+    keras.utils.set_random_seed(0)
+    model = build_model(
+        mixer, ffn, depths=[1, 1], dims=[16, 32], input_shape=(32, 32, 3), classes=10,
+        classifier_activation=None, layer_scale=1e-6,
+    )  # fmt: skip
+    images = [random_input((4, 32, 32, 3), seed=seed) for seed in range(2)]
+    reports = _export_as_one_xnnpack_graph(model, tmp_path, images)
     logits = np.concatenate([keras.ops.convert_to_numpy(model(batch)) for batch in images])
     assert 0 < reports["int8"].max_abs_diff < 0.05 * np.max(np.abs(logits))
+
+
+def test_fnet_tflite_files_run_as_one_xnnpack_graph_after_the_id_lookups(tmp_path):
+    # The Dense layers on (B, L, D) (tf.tensordot's shape arithmetic), the pooler's first
+    # token (a slice dropping its axis) and the attention mask (SELECT_V2) cut FNet's files in
+    # 12 XNNPACK graphs before; the id lookups (GATHER) stay before the one graph.
+    keras.utils.set_random_seed(0)
+    # FNet-Hybrid: a Fourier block, then an attention block with the padding mask.
+    model = FNet(
+        TINY_FNET, attention_layers=1, use_padding_mask=True, vocabulary_size=50,
+        max_sequence_length=16, sequence_length=FNET_LENGTH, num_segments=2, num_classes=3,
+    )  # fmt: skip
+    batch = _fnet_inputs()
+    inputs = [batch, {**batch, "token_ids": batch["token_ids"][:, ::-1].copy()}]
+    reports = _export_as_one_xnnpack_graph(model, tmp_path, inputs, output="logits")
+    logits = np.concatenate([keras.ops.convert_to_numpy(model(batch)) for batch in inputs])
+    # Random N(0, 0.02) classifier weights give logits near 0.02: a tenth of that.
+    assert 0 < reports["int8"].max_abs_diff < 0.1 * np.max(np.abs(logits))
 
 
 def test_split_channels_slices_in_the_tflite_layout_with_the_same_values():

@@ -113,6 +113,7 @@ from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis, inferred_shape
 from keras_fourier.layers.ffn import get_activation
+from keras_fourier.layers.layout import in_tflite_layout, on_flat_tokens
 from keras_fourier.validation import check_choice
 
 CHANNEL_MAPPINGS = ("gccm", "occm")
@@ -152,6 +153,36 @@ def _slot_indices(branch: _Branch) -> np.ndarray:
     if branch.mapping == "gccm":
         return np.concatenate([groups, groups[::-1]]).astype("int32")
     return ((groups[:, None] + groups[None, :-1]) % branch.groups).astype("int32")
+
+
+def _sliced_mapping(flat, kernel, branch: _Branch):
+    """A channel mapping of (N, C) tokens as one 2D product per slot: the TFLite layout.
+
+    A slot whose window of input groups is one run of channels multiplies
+    that slice by its block of the kernel; an OCCM window that wraps around
+    the last group multiplies every channel by its block's rows put in
+    channel order, zeros for the groups it leaves out. Each product is a
+    FULLY_CONNECTED with per-channel int8 weights (the zeros cost a slot
+    G / (G - 1) of its products), and the slots' outputs are concatenated in
+    slot order, as the gathered block-diagonal product lays them out: the
+    same values up to float32 summation order.
+    """
+    channels = flat.shape[-1]
+    group_width = channels // branch.groups
+    num_blocks, window, width = kernel.shape
+    starts = _slot_indices(branch).reshape(-1, window // group_width)[:, 0]
+    products = []
+    for slot, start in enumerate(starts.tolist()):
+        block = kernel[slot % num_blocks]
+        begin = start * group_width
+        wrap = begin + window - channels
+        if wrap <= 0:
+            products.append(ops.matmul(flat[:, begin : begin + window], block))
+            continue
+        gap = ops.zeros((begin - wrap, width), dtype=block.dtype)
+        rows = ops.concatenate([block[channels - begin :], gap, block[: channels - begin]], axis=0)
+        products.append(ops.matmul(flat, rows))
+    return ops.concatenate(products, axis=-1)
 
 
 def _kernel_shape(branch: _Branch, channels: int, hidden: int) -> tuple[int, int, int]:
@@ -243,15 +274,18 @@ class _FactorizedBilinearFFN(keras.layers.Layer):
         kernel = getattr(self, f"{branch.name}_kernel")
         bias = getattr(self, f"{branch.name}_bias")
         channels = inputs.shape[-1]
-        groups = ops.reshape(inputs, (-1, branch.groups, channels // branch.groups))
-        num_slots, window, _ = kernel.shape
-        if branch.mapping == "gccm":
-            num_slots *= 2
-            kernel = ops.concatenate([kernel, kernel], axis=0)
-        slots = ops.reshape(
-            ops.take(groups, _slot_indices(branch), axis=1), (-1, num_slots, window)
-        )
-        out = contract_axis(slots, kernel, axis=-1, group_axis=1)
+        if in_tflite_layout():
+            out = _sliced_mapping(ops.reshape(inputs, (-1, channels)), kernel, branch)
+        else:
+            groups = ops.reshape(inputs, (-1, branch.groups, channels // branch.groups))
+            num_slots, window, _ = kernel.shape
+            if branch.mapping == "gccm":
+                num_slots *= 2
+                kernel = ops.concatenate([kernel, kernel], axis=0)
+            slots = ops.reshape(
+                ops.take(groups, _slot_indices(branch), axis=1), (-1, num_slots, window)
+            )
+            out = contract_axis(slots, kernel, axis=-1, group_axis=1)
         out_shape = inferred_shape((*ops.shape(inputs)[:-1], bias.shape[0]))
         return ops.reshape(out, out_shape) + bias
 
@@ -262,7 +296,7 @@ class _FactorizedBilinearFFN(keras.layers.Layer):
 
     def call(self, inputs):
         left = self._activation(self._branch(inputs, self._left))
-        return self.proj(left * self._branch(inputs, self._right))
+        return on_flat_tokens(self.proj, left * self._branch(inputs, self._right))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 
+from keras_fourier.layers.layout import keep_float, split_channels
 from keras_fourier.validation import check_positive_int, check_rate
 
 
@@ -73,20 +76,34 @@ class SelfAttention(keras.layers.Layer):
 
     def call(self, inputs, padding_mask=None, training=None):
         ops = keras.ops
-        shape = ops.shape(inputs)
         channels = inputs.shape[-1]
         head_dim = channels // self.num_heads
-        tokens = ops.reshape(inputs, (shape[0], -1, channels))
-        qkv = ops.reshape(self.qkv(tokens), (shape[0], -1, 3, self.num_heads, head_dim))
-        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
-        query, key, value = qkv[0], qkv[1], qkv[2]
-        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))) * (head_dim**-0.5)
-        if padding_mask is not None:
-            keep = ops.cast(padding_mask, "bool")[:, None, None, :]
-            scores = ops.where(keep, scores, ops.cast(-10000.0, scores.dtype))
+        # Static token counts make every reshape a constant shape (-1 for the batch): one 2D
+        # matmul per Dense, and no shape arithmetic on the batch in exported TFLite graphs.
+        if None in inputs.shape[1:]:
+            shape = ops.shape(inputs)
+            heads_shape = (shape[0], -1, self.num_heads, head_dim)
+        else:
+            shape = (-1, *inputs.shape[1:])
+            heads_shape = (-1, math.prod(inputs.shape[1:-1]), self.num_heads, head_dim)
+        qkv = self.qkv(ops.reshape(inputs, (-1, channels)))
+        query, key, value = (
+            ops.transpose(ops.reshape(part, heads_shape), (0, 2, 1, 3))
+            for part in split_channels(qkv, [channels] * 3)
+        )
+        # int8 TFLite: products of two activations (BATCH_MATMUL) have no int8 XNNPACK kernel,
+        # and no int8 scale holds both the scores and the mask's -10000.
+        with keep_float():
+            scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))) * (head_dim**-0.5)
+            if padding_mask is not None:
+                # The scores where `keep` is 1, -10000 where it is 0: a where() without
+                # SELECT_V2, which XNNPACK does not run.
+                keep = ops.cast(ops.cast(padding_mask, "bool"), scores.dtype)[:, None, None, :]
+                scores = scores * keep + (keep - 1.0) * 10000.0
         weights = self.drop(ops.softmax(scores, axis=-1), training=training)
-        out = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))
-        out = self.proj(ops.reshape(out, (shape[0], -1, channels)))
+        with keep_float():
+            out = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))
+        out = self.proj(ops.reshape(out, (-1, channels)))
         return self.drop(ops.reshape(out, shape), training=training)
 
     def compute_output_shape(self, inputs_shape, padding_mask_shape=None):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_fourier.layers.layout import on_flat_tokens
 from keras_fourier.validation import check_rate
 
 
@@ -51,16 +52,7 @@ class _FeedForward(keras.layers.Layer):
         self.fc2.build((*input_shape[:-1], hidden))
 
     def call(self, inputs, training=None):
-        # With static non-batch dimensions, the token axes are flattened by
-        # constant-shape reshapes, so each Dense is one 2D matmul. Dense on a
-        # rank > 2 tensor goes through tf.tensordot, whose shape arithmetic on
-        # the dynamic batch stays in exported TFLite graphs (SHAPE, GATHER,
-        # REDUCE_PROD ops) and splits them into many XNNPACK partitions.
-        shape = inputs.shape
-        if len(shape) <= 2 or None in shape[1:]:
-            return self._mix(inputs, training)
-        flat = self._mix(keras.ops.reshape(inputs, (-1, shape[-1])), training)
-        return keras.ops.reshape(flat, (-1, *shape[1:]))
+        return on_flat_tokens(lambda rows: self._mix(rows, training), inputs)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -21,6 +21,7 @@ import keras
 from keras_fourier.layers import spectral
 from keras_fourier.layers.attention import SelfAttention
 from keras_fourier.layers.fourier import FourierMixing
+from keras_fourier.layers.layout import on_flat_tokens
 from keras_fourier.layers.sequence_mixing import LinearMixing, RandomMixing
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
@@ -194,7 +195,8 @@ class FNetEmbeddings(keras.layers.Layer):
     def call(self, token_ids, segment_ids, training=None):
         positions = keras.ops.arange(keras.ops.shape(token_ids)[-1], dtype="int32")
         x = self.word(token_ids) + self.position(positions)[None] + self.segment(segment_ids)
-        return self.dropout_layer(self.projection(self.norm(x)), training=training)
+        projected = on_flat_tokens(self.projection, self.norm(x))
+        return self.dropout_layer(projected, training=training)
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
         return (*tuple(token_ids_shape), self.hidden_size)
@@ -345,8 +347,10 @@ class FNetEncoderBlock(keras.layers.Layer):
         # float32 under mixed_float16 (see FourierMixing): the residual add and the
         # LayerNorm run in float32, and the LayerNorm casts back to the compute dtype.
         x = self.mixing_norm(keras.ops.cast(inputs, mixed.dtype) + mixed)
-        hidden = self._activation(self.intermediate(x))
-        feed_forward = self.output_dropout(self.output_dense(hidden), training=training)
+        feed_forward = on_flat_tokens(
+            lambda rows: self.output_dense(self._activation(self.intermediate(rows))), x
+        )
+        feed_forward = self.output_dropout(feed_forward, training=training)
         return self.output_norm(x + feed_forward)
 
     def compute_output_shape(self, inputs_shape, padding_mask_shape=None):

@@ -10,7 +10,10 @@ with :func:`split_channels`, which splits as usual for training (a split's
 gradient is one concatenation, while each slice's gradient pads a
 full-size zero tensor) but, traced inside :func:`tflite_layout`, slices:
 STRIDED_SLICE, which XNNPACK runs. The TFLite export traces every file
-inside it.
+inside it; layers whose TFLite layout is more than a split ask
+:func:`in_tflite_layout`. Dense layers on token grids go through
+:func:`on_flat_tokens` (2D products, no ``tf.tensordot`` shape arithmetic
+on the batch) in every trace.
 
 A full-integer file gives every op's output one int8 scale. The complex
 products of a spectral filter, ``re = a*c - b*d``, add or subtract two
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import keras
 from keras import ops
@@ -51,6 +54,51 @@ def tflite_layout() -> Iterator[None]:
         yield
     finally:
         _TFLITE["value"] = previous
+
+
+def in_tflite_layout() -> bool:
+    """Whether layers are traced for a TFLite file, inside :func:`tflite_layout`.
+
+    For layers whose TFLite layout is more than a split: AFBO's channel
+    mappings, for one, gather input groups (GATHER) for a block-diagonal
+    product (BATCH_MATMUL, which XNNPACK runs in float32 only); traced for
+    TFLite they slice each group's window and multiply it by its block
+    (STRIDED_SLICE and FULLY_CONNECTED, which XNNPACK runs in int8 too).
+
+    Example:
+        >>> in_tflite_layout()
+        False
+    """
+    return _TFLITE["value"]
+
+
+def on_flat_tokens(function: Callable, x):
+    """`function` of the (tokens, C) rows of `x`, reshaped back to the tokens' shape.
+
+    For channel-wise layers (Dense, an MLP): with static non-batch
+    dimensions the token axes are flattened by constant-shape reshapes, so
+    each Dense is one 2D matmul. A Dense on a rank > 2 tensor goes through
+    ``tf.tensordot``, whose shape arithmetic on the dynamic batch (SHAPE,
+    GATHER, REDUCE_PROD, PACK) stays in exported TFLite graphs, outside
+    XNNPACK. Otherwise (a rank <= 2 `x`, or a length unknown until run time)
+    `function` gets `x` as it is.
+
+    Args:
+        function: maps (N, C) to (N, C') and acts on each row alone.
+        x: a tensor with channels last.
+
+    Returns:
+        ``function`` of `x`, of the shape of `x` with C' channels.
+
+    Example:
+        >>> on_flat_tokens(lambda rows: rows[:, :2], ops.ones((2, 3, 4, 5))).shape
+        TensorShape([2, 3, 4, 2])
+    """
+    shape = x.shape
+    if len(shape) <= 2 or None in shape[1:]:
+        return function(x)
+    out = function(ops.reshape(x, (-1, shape[-1])))
+    return ops.reshape(out, (-1, *shape[1:-1], out.shape[-1]))
 
 
 def split_channels(x, sizes: Sequence[int]) -> list:

@@ -26,6 +26,7 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
+from keras_fourier.layers.layout import on_flat_tokens
 from keras_fourier.validation import check_positive_int
 
 LINEAR_STDDEV = 0.02
@@ -92,10 +93,10 @@ class _TwoMatrixMixing(keras.layers.Layer):
         )
 
     def call(self, inputs):
-        length = ops.shape(inputs)[1]
+        length = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
         hidden_kernel = ops.cast(self.hidden_kernel, inputs.dtype)
         sequence_kernel = ops.cast(self.sequence_kernel, inputs.dtype)[:length, :length]
-        mixed = ops.matmul(inputs, hidden_kernel)
+        mixed = on_flat_tokens(lambda rows: ops.matmul(rows, hidden_kernel), inputs)
         # out[b, n] = sum_i S[n, i] mixed[b, i]: contract the sequence axis with S^T.
         return contract_axis(mixed, ops.transpose(sequence_kernel), axis=1)
 

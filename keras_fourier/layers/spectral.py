@@ -76,7 +76,7 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
-from keras_fourier.layers.layout import keep_float
+from keras_fourier.layers.layout import in_tflite_layout, keep_float
 from keras_fourier.settings import DFT_PRECISIONS, FFT_IMPLS
 from keras_fourier.validation import check_choice, is_static_size
 
@@ -367,6 +367,22 @@ def _float32(x):
     return ops.cast(x, "float32")
 
 
+def _contract_sum(real, imag, real_matrix, imag_matrix, axis: int):
+    """``contract(real, real_matrix) + contract(imag, imag_matrix)`` along `axis`.
+
+    Traced for TFLite (:func:`~keras_fourier.layers.layout.tflite_layout`)
+    with tables known when tracing, one contraction of `real` and `imag`
+    concatenated along `axis` with the matrices stacked: the sum happens in
+    the product's accumulator (int32 in a full-integer file) rather than in
+    an ADD of two int8 products, whose ranges may differ by orders of
+    magnitude. The same values up to float32 summation order.
+    """
+    if in_tflite_layout() and isinstance(real_matrix, np.ndarray):
+        stacked = np.concatenate([real_matrix, imag_matrix], axis=0)
+        return _contract(ops.concatenate([real, imag], axis=axis), stacked, axis)
+    return _contract(real, real_matrix, axis) + _contract(imag, imag_matrix, axis)
+
+
 def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     """Unnormalised complex DFT (or its unscaled inverse) along `axis` by matmul."""
     (n,) = spatial_dims(real, (axis,))
@@ -374,13 +390,13 @@ def _complex_dft_axis(real, imag, axis: int, inverse: bool = False):
     sign = 1.0 if inverse else -1.0
     # (r + i q) (cos + i*sign*sin) = r cos - sign q sin + i (q cos + sign r sin)
     real = _dft_operand(real)
-    out_real = _contract(real, cos, axis)
-    out_imag = _contract(real, sign * sin, axis)
-    if imag is not None:
-        imag = _dft_operand(imag)
-        out_real = out_real - _contract(imag, sign * sin, axis)
-        out_imag = out_imag + _contract(imag, cos, axis)
-    return out_real, out_imag
+    if imag is None:
+        return _contract(real, cos, axis), _contract(real, sign * sin, axis)
+    imag = _dft_operand(imag)
+    return (
+        _contract_sum(real, imag, cos, -sign * sin, axis),
+        _contract_sum(real, imag, sign * sin, cos, axis),
+    )
 
 
 def spatial_dims(x, axes) -> list:
@@ -627,7 +643,7 @@ def irfft2(real, imag, width: int, fft_impl: str = "auto"):
     scale = _ortho_scale(height, width)
     real, imag = _complex_dft_axis(real, imag, axis=1, inverse=True)
     cos, sin = _inverse_tables(width)
-    return _contract(real, cos * scale, axis=2) - _contract(imag, sin * scale, axis=2)
+    return _contract_sum(real, imag, cos * scale, -sin * scale, axis=2)
 
 
 def _filtered(real, imag, weight):
@@ -690,7 +706,7 @@ def fourier_mix_real(x, fft_impl: str = "auto"):
     n = x.shape[axes[-1]]
     cos, sin = _dft_tables(n, n)
     # Re((r + i q)(cos - i sin)) = r cos + q sin: the last axis needs only the real part.
-    return _contract(real, cos, axes[-1]) + _contract(imag, sin, axes[-1])
+    return _contract_sum(real, imag, cos, sin, axes[-1])
 
 
 # ----------------------------------------------------------------------------- 1D

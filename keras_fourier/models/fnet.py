@@ -432,12 +432,14 @@ def build_fnet(
             activation=activation,
             name=f"encoder_layer_{index}",
         )(x, padding_mask=padding_mask)
+    # x[:, 0] as a slice that keeps its axis, which XNNPACK runs, and a reshape.
+    first_token = keras.ops.reshape(x[:, :1], (-1, sizes["hidden_size"]))
     pooled = keras.layers.Dense(
         sizes["hidden_size"],
         activation="tanh",
         kernel_initializer=initializer(),
         name="pooler",
-    )(x[:, 0])
+    )(first_token)
 
     if num_classes is None:
         outputs = {"sequence_output": x, "pooled_output": pooled}
