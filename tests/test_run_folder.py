@@ -270,7 +270,9 @@ def _nan_in_second_epoch(config):
 
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(
-        ImageClassification, "datasets", lambda self, config: _nan_in_second_epoch(config)
+        ImageClassification,
+        "datasets",
+        lambda self, config, names=None: _nan_in_second_epoch(config),
     )
     out = tmp_path / "run"
     config = TrainConfig(out=str(out), **{**TINY, "epochs": 3})
