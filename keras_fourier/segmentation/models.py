@@ -46,32 +46,18 @@ from typing import Any
 
 import keras
 
-from keras_fourier.layers import (
-    FCNHead,
-    FPNHead,
-    FPNNeck,
-    MultiScaleNeck,
-    SegFormerHead,
-    UPerHead,
-)
+from keras_fourier.layers import FCNHead, FPNHead, FPNNeck, SegFormerHead, UPerHead
 from keras_fourier.layers.decode_heads import ResizeToMatch
-from keras_fourier.layers.position import StrideCheck
-from keras_fourier.models.builder import build_model
-from keras_fourier.models.catalog import vision_stride
-from keras_fourier.models.names import VARIANTS, VISION_PRESETS, canonical_name, variant
-from keras_fourier.models.vision import BUILT_SIZE, build_vision_model
+from keras_fourier.models.pyramid import backbone_key, image_inputs, pyramid_maps
+from keras_fourier.models.vision import BUILT_SIZE
 from keras_fourier.segmentation import ade20k, checkpoints
 from keras_fourier.validation import check_positive_int, check_rate
 
 # The loss weight of the auxiliary head in the official UPerNet configs.
 AUXILIARY_WEIGHT = 0.4
-# The pyramid an isotropic backbone's map becomes (hierarchical ones keep their own stages,
-# each half the previous's resolution).
-PYRAMID_STRIDES = (4, 8, 16, 32)
 # The size the global-local filters of HorNet's segmentation backbones are built for: the
 # official configs give stages 3 and 4 filters of 24 x 13 and 12 x 7 (384-pixel maps).
 HORNET_SEGMENTATION_SIZE = 384
-NORM_EPSILON = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,108 +106,18 @@ HEADS: dict[str, HeadSpec] = {
 }
 
 
-def _check_input_shape(input_shape, stride: int) -> tuple:
-    if (
-        not isinstance(input_shape, (tuple, list))
-        or len(input_shape) != 3
-        or input_shape[2] != 3
-        or not all(
-            d is None
-            or (isinstance(d, int) and not isinstance(d, bool) and d > 0 and d % stride == 0)
-            for d in input_shape[:2]
-        )
-    ):
-        raise ValueError(
-            f"`input_shape` must be (height, width, 3) with height and width multiples of "
-            f"{stride} (or None for any size). Received: input_shape={input_shape!r}"
-        )
-    return tuple(input_shape)
-
-
-def _required_stride(backbone: str | keras.Model) -> int:
-    """What the input's height and width must be multiples of (1 for a built model: its own)."""
-    if isinstance(backbone, keras.Model):
-        return 1
-    key = _backbone_key(backbone)
-    stride = vision_stride(key)
-    stages = (
-        len(VARIANTS[key].dims)
-        if key in VARIANTS
-        else (1 if isinstance(VISION_PRESETS[key]["depths"], int) else 2)
-    )
-    return max(stride, PYRAMID_STRIDES[-1]) if stages == 1 else stride
-
-
-def _backbone_key(backbone: str) -> str:
-    if not isinstance(backbone, str):
-        raise TypeError(
-            "`backbone` must be a model name (e.g. 'hornet_t_gf') or a keras_fourier vision "
-            f"model. Received: backbone={backbone!r}"
-        )
-    try:
-        key = canonical_name(backbone)
-    except ValueError as error:
-        raise ValueError(f"Unknown backbone. Received: backbone={backbone!r}") from error
-    if key not in VARIANTS and key not in VISION_PRESETS:
-        raise ValueError(f"`backbone` must be a vision model name. Received: backbone={backbone!r}")
-    return key
-
-
-def _stage_outputs(model: keras.Model) -> list:
-    outputs = [
-        layer.output
-        for layer in model.layers
-        if layer.name.startswith("stage") and layer.name.endswith("_output")
-    ]
-    if not outputs:
-        raise ValueError(
-            "`backbone` has no stage outputs; is it a keras_fourier vision model? "
-            f"Received: backbone={model.name!r}"
-        )
-    return outputs
-
-
-def _backbone_stride(model: keras.Model) -> int:
-    """The stride of a keras_fourier backbone's first stage (its stem's)."""
-    return int(model.get_layer("stem_conv").strides[0])
-
-
-def _build_backbone(
-    backbone: str | keras.Model,
-    x,
-    input_shape: tuple,
-    drop_path_rate: float | None,
-    fft_impl: str,
-) -> tuple[list, int]:
-    """The backbone's stage outputs on `x` and the first stage's stride."""
-    if isinstance(backbone, keras.Model):
-        features = _stage_outputs(backbone)
-        maps = keras.Model(backbone.inputs, features, name=f"{backbone.name}_features")(x)
-        return list(maps), _backbone_stride(backbone)
-    key = _backbone_key(backbone)
-    common = {
-        "include_top": False,
-        "include_preprocessing": False,
-        "input_tensor": x,
-        "input_shape": input_shape,
-        "fft_impl": fft_impl,
-        "name": key,
-    }
-    if key in VISION_PRESETS:
-        options = dict(VISION_PRESETS[key])
-        if drop_path_rate is not None:
-            options["drop_path_rate"] = drop_path_rate
-        model = build_model(**options, **common)
-    else:
-        spec = variant(key).spec
-        release = ade20k.RELEASES.get(key)
-        if drop_path_rate is None and release is not None:
-            drop_path_rate = release.drop_path_rate
-        built_size = HORNET_SEGMENTATION_SIZE if release is not None else BUILT_SIZE
-        model = build_vision_model(
-            spec, drop_path_rate=drop_path_rate, built_size=built_size, **common
-        )
-    return _stage_outputs(model), _backbone_stride(model)
+def _segmentation_backbone(
+    backbone: str | keras.Model, x, input_shape: tuple, drop_path_rate: float | None, fft_impl: str
+) -> list:
+    """The four normalised pyramid maps of `backbone`, HorNet's built as its ADE20K release's."""
+    built_size = BUILT_SIZE
+    if isinstance(backbone, str):
+        release = ade20k.RELEASES.get(backbone_key(backbone))
+        if release is not None:
+            built_size = HORNET_SEGMENTATION_SIZE
+            if drop_path_rate is None:
+                drop_path_rate = release.drop_path_rate
+    return pyramid_maps(backbone, x, input_shape, drop_path_rate, fft_impl, built_size)
 
 
 def build_segmenter(
@@ -293,25 +189,8 @@ def build_segmenter(
         )
     if weights is not None:
         checkpoints.check_weights_argument(weights, head, backbone, num_classes)
-    stride = _required_stride(backbone)
-    input_shape = _check_input_shape(input_shape, stride)
-    inputs = keras.Input(input_shape, name="images")
-    x = inputs
-    if None in input_shape[:2] and stride > 1:
-        x = StrideCheck(stride, name="pyramid_stride_check")(x)
-    if include_preprocessing:
-        x = keras.layers.Normalization(
-            mean=list(ade20k.MEAN),
-            variance=[s**2 for s in ade20k.STD],
-            name="preprocessing",
-        )(x)
-    maps, stride = _build_backbone(backbone, x, input_shape, drop_path_rate, fft_impl)
-    maps = [
-        keras.layers.LayerNormalization(epsilon=NORM_EPSILON, name=f"norm{i}")(m)
-        for i, m in enumerate(maps)
-    ]
-    if len(maps) == 1:
-        maps = MultiScaleNeck(stride, PYRAMID_STRIDES, name="pyramid_neck")(maps[0])
+    inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
+    maps = _segmentation_backbone(backbone, x, tuple(input_shape), drop_path_rate, fft_impl)
     if row.auxiliary_stage is not None and auxiliary and len(maps) <= row.auxiliary_stage:
         raise ValueError(
             f"The auxiliary head needs a stage {row.auxiliary_stage}. Received: backbone with "
