@@ -17,6 +17,7 @@ from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, FNetMask
 from keras_fourier.layers.fno import FNO1D, FNO2D
 from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.fourier1d import AFNO1D, GlobalFilter1D
+from keras_fourier.layers.fpn import DetectionFPN
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.padding import PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
@@ -32,6 +33,7 @@ __all__ = [
     "GLU",
     "SCFBO",
     "ConvModule",
+    "DetectionFPN",
     "DropPath",
     "FCNHead",
     "FNetEmbeddings",

@@ -175,13 +175,17 @@ class ConvModule(keras.layers.Layer):
     With ``norm=True`` (default) the convolution has no bias, as mmcv's
     ``bias="auto"``, and BatchNorm uses PyTorch's eps 1e-5 and momentum 0.1
     (Keras momentum 0.9). With ``norm=False`` the convolution has a bias.
-    Padding keeps the size (``kernel_size // 2``, stride 1).
+    At stride 1 padding keeps the size ("same"); at a larger stride it is
+    PyTorch's ``kernel_size // 2`` on every side (a 3x3 stride-2 conv gives
+    ``ceil(H / 2)`` rows and reads input rows ``2 i - 1 .. 2 i + 1``, where
+    Keras "same" would read ``2 i .. 2 i + 2`` on even sizes).
 
     Args:
         filters: output channels.
         kernel_size: square kernel size. Default 1.
         norm: whether BatchNorm follows the convolution. Default True.
         activation: "relu" (default) or None.
+        strides: the convolution's stride. Default 1.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -189,7 +193,8 @@ class ConvModule(keras.layers.Layer):
         training: whether BatchNorm uses batch statistics.
 
     Returns:
-        (B, H, W, filters) tensor.
+        (B, H', W', filters) tensor: H' = H at stride 1, else
+        ``(H + 2 (kernel_size // 2) - kernel_size) // strides + 1``.
 
     Example:
         >>> ConvModule(8, 3)(keras.ops.ones((2, 5, 5, 4))).shape
@@ -205,11 +210,13 @@ class ConvModule(keras.layers.Layer):
         kernel_size: int = 1,
         norm: bool = True,
         activation: str | None = "relu",
+        strides: int = 1,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.filters = check_positive_int("filters", filters)
         self.kernel_size = check_positive_int("kernel_size", kernel_size)
+        self.strides = check_positive_int("strides", strides)
         if not isinstance(norm, bool):
             raise TypeError(f"`norm` must be a bool. Received: norm={norm!r}")
         if activation not in ("relu", None):
@@ -223,7 +230,8 @@ class ConvModule(keras.layers.Layer):
         self.conv = keras.layers.Conv2D(
             self.filters,
             self.kernel_size,
-            padding="same",
+            strides=self.strides,
+            padding="same" if self.strides == 1 else "valid",
             use_bias=not self.norm,
             dtype=self.dtype_policy,
             name="conv",
@@ -233,9 +241,12 @@ class ConvModule(keras.layers.Layer):
             self.bn = keras.layers.BatchNormalization(
                 epsilon=BN_EPSILON, momentum=BN_MOMENTUM, dtype=self.dtype_policy, name="bn"
             )
-            self.bn.build((*input_shape[:-1], self.filters))
+            self.bn.build(self.compute_output_shape(input_shape))
 
     def call(self, inputs, training=None):
+        if self.strides > 1:
+            pad = self.kernel_size // 2
+            inputs = ops.pad(inputs, [[0, 0], [pad, pad], [pad, pad], [0, 0]])
         x = self.conv(inputs)
         if self.norm:
             x = self.bn(x, training=training)
@@ -244,7 +255,15 @@ class ConvModule(keras.layers.Layer):
         return x
 
     def compute_output_shape(self, input_shape):
-        return (*tuple(input_shape)[:-1], self.filters)
+        batch, height, width, _ = tuple(input_shape)
+        pad = self.kernel_size // 2
+
+        def size(length):
+            if length is None or self.strides == 1:
+                return length
+            return (length + 2 * pad - self.kernel_size) // self.strides + 1
+
+        return (batch, size(height), size(width), self.filters)
 
     def get_config(self):
         return {
@@ -253,6 +272,7 @@ class ConvModule(keras.layers.Layer):
             "kernel_size": self.kernel_size,
             "norm": self.norm,
             "activation": self.activation,
+            "strides": self.strides,
         }
 
 
@@ -305,6 +325,24 @@ def _spatial(x) -> tuple:
     """(H, W) of a channels-last tensor: static ints where known, else run-time scalars."""
     shape = ops.shape(x)
     return tuple(x.shape[axis] if x.shape[axis] is not None else shape[axis] for axis in (1, 2))
+
+
+def top_down(laterals: list, resize) -> list:
+    """The FPN top-down path: each level, resized to the one below by `resize`, added to it.
+
+    Args:
+        laterals: maps finest first, all of the same channels.
+        resize: ``resize(x, size)``, e.g. :func:`resize_nearest` (detection
+            and Semantic FPN) or :func:`resize_bilinear` (UPerNet).
+
+    Returns:
+        A new list: the coarsest map as it is, every other one plus the
+        resized sum above it, computed from the top down.
+    """
+    laterals = list(laterals)
+    for i in range(len(laterals) - 1, 0, -1):
+        laterals[i - 1] = laterals[i - 1] + resize(laterals[i], _spatial(laterals[i - 1]))
+    return laterals
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -394,11 +432,7 @@ class UPerHead(_DecodeHead):
         laterals = [
             conv(x, training=training) for conv, x in zip(self.lateral_convs, inputs, strict=False)
         ]
-        laterals.append(top)
-        for i in range(len(laterals) - 1, 0, -1):
-            laterals[i - 1] = laterals[i - 1] + resize_bilinear(
-                laterals[i], _spatial(laterals[i - 1])
-            )
+        laterals = top_down([*laterals, top], resize_bilinear)
         outs = [
             conv(x, training=training) for conv, x in zip(self.fpn_convs, laterals, strict=False)
         ]
@@ -540,12 +574,13 @@ class FPNNeck(keras.layers.Layer):
         super().__init__(**kwargs)
         self.channels = check_positive_int("channels", channels)
 
-    def _module(self, name: str, kernel_size: int, input_shape) -> ConvModule:
+    def _module(self, name: str, kernel_size: int, input_shape, strides: int = 1) -> ConvModule:
         layer = ConvModule(
             self.channels,
             kernel_size,
             norm=False,
             activation=None,
+            strides=strides,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -564,10 +599,7 @@ class FPNNeck(keras.layers.Layer):
 
     def call(self, inputs):
         laterals = [conv(x) for conv, x in zip(self.lateral_convs, inputs, strict=True)]
-        for i in range(len(laterals) - 1, 0, -1):
-            laterals[i - 1] = laterals[i - 1] + resize_nearest(
-                laterals[i], _spatial(laterals[i - 1])
-            )
+        laterals = top_down(laterals, resize_nearest)
         return [conv(x) for conv, x in zip(self.fpn_convs, laterals, strict=True)]
 
     def compute_output_shape(self, input_shape):
