@@ -31,10 +31,10 @@ _API = {
     "plot_filters": "keras_fourier.plots",
     "plot_history": "keras_fourier.plots",
 }
-_SUBMODULES = ("data", "export", "layers", "models", "segmentation", "training")
+_SUBMODULES = ("data", "detection", "export", "layers", "models", "segmentation", "training")
 # The modules whose classes a saved model names: every layer, and each family's model classes
 # (the catalog of builders imports every family).
-_SERIALIZABLE = ("keras_fourier.layers", "keras_fourier.models.catalog")
+_SERIALIZABLE = ("keras_fourier.layers", "keras_fourier.models.catalog", "keras_fourier.detection")
 
 
 def __getattr__(name: str) -> Any:

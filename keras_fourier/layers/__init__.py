@@ -12,6 +12,7 @@ from keras_fourier.layers.decode_heads import (
     SegFormerHead,
     UPerHead,
 )
+from keras_fourier.layers.detection import AnchorBoxes, DetectionDecoder, RetinaHead
 from keras_fourier.layers.ffn import GLU, Mlp
 from keras_fourier.layers.fnet import FNetEmbeddings, FNetEncoderBlock, FNetMaskedLMHead
 from keras_fourier.layers.fno import FNO1D, FNO2D
@@ -32,7 +33,9 @@ __all__ = [
     "FNO2D",
     "GLU",
     "SCFBO",
+    "AnchorBoxes",
     "ConvModule",
+    "DetectionDecoder",
     "DetectionFPN",
     "DropPath",
     "FCNHead",
@@ -54,6 +57,7 @@ __all__ = [
     "PeriodicPad2D",
     "PositionEmbedding",
     "RandomMixing",
+    "RetinaHead",
     "SegFormerHead",
     "SelfAttention",
     "StrideCheck",
