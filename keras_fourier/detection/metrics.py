@@ -1,0 +1,226 @@
+"""COCO box AP over a whole split, as Keras metrics, scored by the reference COCO evaluation.
+
+:class:`COCOMeanAP` stores every scored image's decoded detections and
+ground truth in fixed buffers (metric variables, so ``update_state`` runs
+in the graph on every backend) and, when the split ends, hands them to
+pycocotools' ``COCOeval`` (:func:`keras_fourier.detection.evaluation.coco_evaluate`).
+Keras reads each metric's result eagerly once a split is done (the value
+of `Model.evaluate`, of the epoch's logs, and what selects ``best.keras``);
+the per-step values it reads inside a traced step are those of the last
+finished split (NaN before one).
+
+Only evaluation batches are scored: their targets carry each image's
+letterbox scale (column ``scale`` > 0), training batches' are 0 (their
+augmented boxes are not the data's), so the metric compiled for training
+stays empty during the training steps of `fit` and scores its validation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_fourier.layers.detection import RAW_BOX_COLUMNS, DetectionDecoder
+
+# Images a metric stores by default: COCO's val2017 split.
+DEFAULT_CAPACITY = 5000
+TARGET_WIDTH = 8
+SCALE_COLUMN = 7
+# The values of COCOeval's summary that the metric views report (keys of coco_evaluate).
+VIEWS = ("map", "map50", "map75", "map_small", "map_medium", "map_large")
+
+
+def _concrete(value) -> np.ndarray | None:
+    """`value` as NumPy when it has one (eager), None inside a traced graph or a JAX trace."""
+    try:
+        return ops.convert_to_numpy(value)
+    except (NotImplementedError, TypeError, ValueError, AttributeError):
+        return None
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class COCOMeanAP(keras.metrics.Metric):
+    """COCO box mAP@[.5:.95] of a one-stage detector over a whole split (pycocotools' COCOeval).
+
+    Args:
+        num_classes: the detector's classes.
+        class_names: their names, for the per-class AP of :meth:`evaluation`.
+            Default None: "0", "1", ...
+        capacity: the most images one split may hold. Default 5000.
+        max_boxes: ground-truth rows per image of the targets. Default 100.
+        max_detections: detections kept per image (COCO's 100). Default 100.
+        name: the metric's name. Default "map".
+        dtype: the metric's dtype. Default None.
+
+    Call arguments (``update_state``):
+        y_true: (B, max_boxes, 8) ground-truth rows (see
+            :data:`keras_fourier.data.detection.TARGET_COLUMNS`).
+        y_pred: the detector's raw (B, A, 8 + C) output.
+
+    Returns:
+        ``result()``: the split's mAP@[.5:.95]; :meth:`evaluation` gives
+        every value of the summary and the per-class AP.
+
+    Example:
+        >>> metric = COCOMeanAP(3)
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        class_names: Sequence[str] | None = None,
+        capacity: int = DEFAULT_CAPACITY,
+        max_boxes: int = 100,
+        max_detections: int = 100,
+        name: str = "map",
+        dtype=None,
+    ):
+        super().__init__(name=name, dtype=dtype)
+        self.num_classes = int(num_classes)
+        self.class_names = (
+            [str(i) for i in range(self.num_classes)] if class_names is None else list(class_names)
+        )
+        self.capacity = int(capacity)
+        self.max_boxes = int(max_boxes)
+        self.max_detections = int(max_detections)
+        self.decoder = DetectionDecoder(max_detections=self.max_detections)
+        self.detections = self.add_variable(
+            (self.capacity, self.max_detections, 6), "zeros", "float32", name="detections"
+        )
+        self.ground_truth = self.add_variable(
+            (self.capacity, self.max_boxes, TARGET_WIDTH), "zeros", "float32", name="ground_truth"
+        )
+        self.count = self.add_variable((), "zeros", "int32", name="count")
+        self.dropped = self.add_variable((), "zeros", "int32", name="dropped")
+        self._evaluation: dict[str, float] | None = None
+
+    def _decoded(self, raw) -> object:
+        out = self.decoder(raw)
+        return ops.concatenate(
+            [
+                out["boxes"],
+                out["scores"][..., None],
+                ops.cast(out["classes"], "float32")[..., None],
+            ],
+            axis=-1,
+        )
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        del sample_weight
+        targets = ops.cast(y_true, "float32")
+        raw = ops.cast(y_pred, "float32")
+        if raw.shape[-1] != RAW_BOX_COLUMNS + self.num_classes:
+            raise ValueError(
+                f"COCOMeanAP for {self.num_classes} classes takes a raw (B, A, "
+                f"{RAW_BOX_COLUMNS + self.num_classes}) detector output. Received: "
+                f"y_pred.shape={tuple(raw.shape)}"
+            )
+        batch = ops.shape(targets)[0]
+        scored = ops.sum(ops.cast(targets[:, 0, SCALE_COLUMN] > 0, "int32"))
+        # Training batches (scale 0) skip the decoder; their rows are written past the
+        # stored images and overwritten, as the count does not advance.
+        detections = ops.cond(
+            scored > 0,
+            lambda: self._decoded(raw),
+            lambda: ops.zeros((batch, self.max_detections, 6), "float32"),
+        )
+        start = ops.maximum(ops.minimum(self.count, self.capacity - batch), 0)
+        self.detections.assign(ops.slice_update(self.detections, (start, 0, 0), detections))
+        self.ground_truth.assign(ops.slice_update(self.ground_truth, (start, 0, 0), targets))
+        kept = ops.minimum(scored, ops.maximum(self.capacity - self.count, 0))
+        self.dropped.assign(self.dropped + scored - kept)
+        self.count.assign(self.count + kept)
+
+    def evaluation(self) -> dict[str, float]:
+        """Every COCO value of the split scored so far (eager), computed once per split.
+
+        Returns:
+            {"map", "map50", "map75", "map_small", "map_medium", "map_large",
+            "ap/<class name>", ...}: NaN where COCO has no value (no box of
+            that size or class).
+
+        Raises:
+            ValueError: the split holds more images than `capacity`, or no
+                image was scored.
+        """
+        if self._evaluation is not None:
+            return self._evaluation
+        from keras_fourier.detection.evaluation import coco_evaluate
+
+        count = int(ops.convert_to_numpy(self.count))
+        dropped = int(ops.convert_to_numpy(self.dropped))
+        if dropped:
+            raise ValueError(
+                f"The split has {count + dropped} images, more than the {self.capacity} the "
+                f"{self.name!r} metric holds: build it with a larger `capacity`. Received: "
+                f"capacity={self.capacity}"
+            )
+        if not count:
+            raise ValueError(f"The {self.name!r} metric scored no image: the split is empty.")
+        detections = ops.convert_to_numpy(self.detections)[:count]
+        ground_truth = ops.convert_to_numpy(self.ground_truth)[:count]
+        self._evaluation = coco_evaluate(
+            list(ground_truth), [d[d[:, 5] >= 0] for d in detections], self.class_names
+        )
+        return self._evaluation
+
+    def result(self):
+        count = _concrete(self.count)
+        if count is None or int(count) == 0:
+            return ops.convert_to_tensor(math.nan, "float32")
+        return ops.convert_to_tensor(self.evaluation()["map"], "float32")
+
+    def reset_state(self):
+        for variable in (self.detections, self.ground_truth, self.count, self.dropped):
+            variable.assign(ops.zeros(variable.shape, variable.dtype))
+        self._evaluation = None
+
+    def get_config(self) -> dict:
+        return {
+            "num_classes": self.num_classes,
+            "class_names": self.class_names,
+            "capacity": self.capacity,
+            "max_boxes": self.max_boxes,
+            "max_detections": self.max_detections,
+            "name": self.name,
+            "dtype": self.dtype,
+        }
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class COCOValue(keras.metrics.Metric):
+    """One more value of a :class:`COCOMeanAP`'s evaluation (e.g. mAP@.5), computed with it once.
+
+    Args:
+        source: the :class:`COCOMeanAP` whose split it reports.
+        key: a key of its evaluation: "map50", "map75", "map_small",
+            "map_medium" or "map_large".
+        name: the metric's name. Default `key`.
+
+    Example:
+        >>> source = COCOMeanAP(3)
+        >>> map50 = COCOValue(source, "map50")
+    """
+
+    def __init__(self, source: COCOMeanAP, key: str, name: str | None = None, dtype=None):
+        super().__init__(name=name or key, dtype=dtype)
+        if key not in VIEWS:
+            raise ValueError(f"`key` must be one of {VIEWS}. Received: key={key!r}")
+        self.source = source
+        self.key = key
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        del y_true, y_pred, sample_weight
+
+    def result(self):
+        count = _concrete(self.source.count)
+        if count is None or int(count) == 0:
+            return ops.convert_to_tensor(math.nan, "float32")
+        return ops.convert_to_tensor(self.source.evaluation()[self.key], "float32")
+
+    def reset_state(self):
+        """Nothing: the source holds the split."""
