@@ -258,15 +258,17 @@ def json_depth(data: bytes) -> int:
     return deepest
 
 
-def loads_json(data: bytes | str, what: str) -> object:
+def loads_json(data: bytes | str, what: str, limit: int = MAX_JSON_BYTES) -> object:
     """`json.loads` of an untrusted document, its size and nesting checked before parsing.
 
     Args:
         data: the document.
         what: the file or member, for the message.
+        limit: the largest document accepted, in bytes. Default
+            :data:`MAX_JSON_BYTES`.
 
     Raises:
-        ValueError: larger than :data:`MAX_JSON_BYTES`, nested deeper than
+        ValueError: larger than `limit`, nested deeper than
             :data:`MAX_JSON_DEPTH`, or not JSON: one line naming `what`.
 
     Example:
@@ -274,10 +276,10 @@ def loads_json(data: bytes | str, what: str) -> object:
         {'a': 1}
     """
     data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    if len(data) > MAX_JSON_BYTES:
+    if len(data) > limit:
         raise ValueError(
             f"{what} is a JSON document of {format_bytes(len(data))}, above the limit of "
-            f"{format_bytes(MAX_JSON_BYTES)}. Received: size={len(data)}"
+            f"{format_bytes(limit)}. Received: size={len(data)}"
         )
     depth = json_depth(data)
     if depth > MAX_JSON_DEPTH:

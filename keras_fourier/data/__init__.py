@@ -6,7 +6,9 @@ Images: `load_image_dataset` (sources "digits", "tfds:<name>", "dir:<path>"),
 `tokenize_and_pack` with `ByteTokenizer`, `WordTokenizer`, `SentencePieceTokenizer`
 (`load_tokenizer`, `official_sentencepiece_model`) or any compatible tokenizer,
 CSV/TSV text classification files (``csv:<path>``, `read_text_split`,
-`text_split_dataset`), and the locally generated Long-Range Arena ListOps task.
+`text_split_dataset`), and the locally generated Long-Range Arena ListOps task. Detection:
+`load_detection_dataset` (sources "digits", "coco:<path>", "tfds:coco/2017", "tfds:voc/2007")
+with its box targets (`TARGET_COLUMNS`).
 """
 
 from keras_fourier.data.augment import (
@@ -14,6 +16,18 @@ from keras_fourier.data.augment import (
     ImageAugmenter,
     RandomResizedCrop,
     eval_transform,
+)
+from keras_fourier.data.detection import (
+    TARGET_COLUMNS,
+    DetectionAugment,
+    count_detection_examples,
+    detection_category_ids,
+    detection_class_names,
+    detection_num_classes,
+    detection_splits,
+    is_detection_source,
+    load_detection_dataset,
+    read_coco_json,
 )
 from keras_fourier.data.images import (
     count_examples,
@@ -54,25 +68,35 @@ __all__ = [
     "LISTOPS_NUM_CLASSES",
     "LISTOPS_VOCABULARY",
     "OFFICIAL_SENTENCEPIECE_URL",
+    "TARGET_COLUMNS",
     "AugmentConfig",
     "ByteTokenizer",
+    "DetectionAugment",
     "ImageAugmenter",
     "RandomResizedCrop",
     "SentencePieceTokenizer",
     "WordTokenizer",
+    "count_detection_examples",
     "count_examples",
+    "detection_category_ids",
+    "detection_class_names",
+    "detection_num_classes",
+    "detection_splits",
     "eval_transform",
     "evaluate_listops",
     "generate_listops",
     "get_class_names",
     "get_num_classes",
+    "is_detection_source",
     "listops_dataset",
     "listops_eval_dataset",
     "listops_train_dataset",
+    "load_detection_dataset",
     "load_digits",
     "load_image_dataset",
     "load_tokenizer",
     "official_sentencepiece_model",
+    "read_coco_json",
     "read_text_split",
     "select_model_inputs",
     "text_class_names",

@@ -644,6 +644,27 @@ def _pad(image: tf.Tensor, mask: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Te
     return tf.ensure_shape(image, (size, size, 3)), tf.ensure_shape(mask, (size, size))
 
 
+def letterbox_shape(shape: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """The size an image of `shape` resizes to, to fit in size x size keeping its aspect ratio.
+
+    Args:
+        shape: the image's (height, width), an integer tensor.
+        size: the height and width to fit in.
+
+    Returns:
+        (new (height, width) int32, each rounded and in [1, size]; the scale
+        `min(size / height, size / width)` float32).
+
+    Example:
+        >>> new, scale = letterbox_shape(tf.constant([30, 60]), 64)
+        >>> new.numpy().tolist(), round(float(scale), 4)
+        ([32, 64], 1.0667)
+    """
+    shape = tf.cast(shape[:2], tf.float32)
+    scale = tf.reduce_min(size / shape)
+    return tf.clip_by_value(tf.cast(tf.round(shape * scale), tf.int32), 1, size), scale
+
+
 def fit_and_pad(image: tf.Tensor, mask: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Resizes (image, mask) to fit in size x size, keeping the aspect ratio, then pads.
 
@@ -655,40 +676,54 @@ def fit_and_pad(image: tf.Tensor, mask: tf.Tensor, size: int) -> tuple[tf.Tensor
     Returns:
         (image (size, size, 3), mask (size, size)); padding is 0 and 255.
     """
-    shape = tf.cast(tf.shape(mask), tf.float32)
-    scale = tf.reduce_min(size / shape)
-    new = tf.clip_by_value(tf.cast(tf.round(shape * scale), tf.int32), 1, size)
+    new, _ = letterbox_shape(tf.shape(mask), size)
     image, mask = _resize(image, mask, new)
     return _pad(image, mask, size)
 
 
-def _uniform(seed: tf.Tensor, index: int, low: float = 0.0, high: float = 1.0) -> tf.Tensor:
+def seeded_uniform(seed: tf.Tensor, index: int, low: float = 0.0, high: float = 1.0) -> tf.Tensor:
+    """A float32 scalar drawn uniformly from [low, high), a stateless function of (seed, index).
+
+    One example's augmentation draws each of its random choices with its own `index`.
+    """
     return tf.random.stateless_uniform((), tf.stack([seed, index]), low, high)
 
 
-def _photometric(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """mmsegmentation's PhotoMetricDistortion on a float [0, 255] RGB image."""
+def photometric_distortion(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """mmsegmentation's (and mmdetection's) PhotoMetricDistortion on a float [0, 255] RGB image.
+
+    Brightness +-32, contrast and saturation x 0.5-1.5, hue +-18 of OpenCV's
+    180 degrees, each with probability 0.5, contrast before or after the
+    rest at random; each draw is a stateless function of `seed`.
+
+    Args:
+        image: float (H, W, 3) in [0, 255].
+        seed: an int64 scalar; the same seed gives the same result.
+
+    Returns:
+        The distorted image, float (H, W, 3) in [0, 255].
+    """
 
     def maybe(index: int, transform, image: tf.Tensor) -> tf.Tensor:
-        return tf.cond(_uniform(seed, index) < 0.5, lambda: transform(image), lambda: image)
+        return tf.cond(seeded_uniform(seed, index) < 0.5, lambda: transform(image), lambda: image)
 
     def clip(image: tf.Tensor) -> tf.Tensor:
         return tf.clip_by_value(image, 0.0, 255.0)
 
     def contrast(image: tf.Tensor) -> tf.Tensor:
-        return clip(image * _uniform(seed, 22, 0.5, 1.5))
+        return clip(image * seeded_uniform(seed, 22, 0.5, 1.5))
 
-    image = maybe(20, lambda image: clip(image + _uniform(seed, 21, -32.0, 32.0)), image)
-    contrast_first = _uniform(seed, 23) < 0.5
+    image = maybe(20, lambda image: clip(image + seeded_uniform(seed, 21, -32.0, 32.0)), image)
+    contrast_first = seeded_uniform(seed, 23) < 0.5
     image = tf.cond(contrast_first, lambda: maybe(24, contrast, image), lambda: image)
     image = maybe(
         25,
         lambda image: clip(
-            255.0 * tf.image.adjust_saturation(image / 255.0, _uniform(seed, 26, 0.5, 1.5))
+            255.0 * tf.image.adjust_saturation(image / 255.0, seeded_uniform(seed, 26, 0.5, 1.5))
         ),
         image,
     )
-    hue = tf.floor(_uniform(seed, 28, -18.0, 19.0)) / 180.0
+    hue = tf.floor(seeded_uniform(seed, 28, -18.0, 19.0)) / 180.0
     image = maybe(27, lambda image: clip(255.0 * tf.image.adjust_hue(image / 255.0, hue)), image)
     return tf.cond(contrast_first, lambda: image, lambda: maybe(29, contrast, image))
 
@@ -751,18 +786,18 @@ def augment_example(
         (image (S, S, 3) float32, mask (S, S) int32).
     """
     shape = tf.cast(tf.shape(mask), tf.float32)
-    ratio = _uniform(seed, 1, *augment.ratio_range)
+    ratio = seeded_uniform(seed, 1, *augment.ratio_range)
     scale = tf.minimum(
         4.0 * size * ratio / tf.reduce_max(shape), size * ratio / tf.reduce_min(shape)
     )
     new = tf.maximum(tf.cast(shape * scale + 0.5, tf.int32), 1)
     image, mask = _resize(image, mask, new)
     image, mask = _random_crop(image, mask, size, augment.cat_max_ratio, seed)
-    flip = _uniform(seed, 2) < augment.flip_prob
+    flip = seeded_uniform(seed, 2) < augment.flip_prob
     image = tf.cond(flip, lambda: tf.reverse(image, [1]), lambda: image)
     mask = tf.cond(flip, lambda: tf.reverse(mask, [1]), lambda: mask)
     if augment.photometric:
-        image = _photometric(image, seed)
+        image = photometric_distortion(image, seed)
     return _pad(image, mask, size)
 
 

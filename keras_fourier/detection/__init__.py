@@ -5,18 +5,29 @@ neck="horfpn_gf")`` builds the detector (raw per-anchor output), trained with
 :class:`RetinaNetLoss`; :func:`detector` adds the per-class NMS decoder;
 :func:`image_encoder` gives a backbone's pyramid as keras-hub's detectors take
 it. Boxes are "xyxy" pixels of the model's input (see
-:mod:`keras_fourier.layers.detection`).
+:mod:`keras_fourier.layers.detection`). :func:`coco_evaluate` scores a split's
+detections with pycocotools' COCOeval (COCO mAP, mAP50, mAP75, per-size and
+per-class AP), also as the Keras metric :class:`COCOMeanAP`; :func:`coco_results`
+writes detections as COCO results entries. The data side is
+:mod:`keras_fourier.data.detection`.
 """
 
+from keras_fourier.detection.evaluation import COCO_STATS, coco_evaluate, coco_results
 from keras_fourier.detection.losses import RetinaNetLoss
+from keras_fourier.detection.metrics import COCOMeanAP, COCOValue
 from keras_fourier.detection.models import NECKS, RetinaNet, detector
 from keras_fourier.models.pyramid import PyramidEncoder, image_encoder
 
 __all__ = [
+    "COCO_STATS",
     "NECKS",
+    "COCOMeanAP",
+    "COCOValue",
     "PyramidEncoder",
     "RetinaNet",
     "RetinaNetLoss",
+    "coco_evaluate",
+    "coco_results",
     "detector",
     "image_encoder",
 ]

@@ -1,0 +1,1019 @@
+"""Object detection input pipelines: COCO JSON folders, TFDS COCO and VOC, embedded digit canvases.
+
+`load_detection_dataset` returns a batched `tf.data.Dataset` of (images,
+targets): images (B, S, S, 3) float32 RGB with values in [0, 255] (models
+normalise inside), letterboxed: resized to fit in S x S keeping the aspect
+ratio, then padded at the bottom and right with 0. Targets are float32
+(B, max_boxes, 8), one row per annotation, columns `TARGET_COLUMNS`:
+
+* ``x1, y1, x2, y2``: the box's corners in pixels of the model input (the
+  letterboxed image): keras-hub's ``"xyxy"`` bounding box format;
+* ``class``: the class index, 0..K-1 (COCO: categories sorted by id);
+* ``iscrowd``: 1 for a COCO crowd box (a VOC "difficult" box), which
+  training ignores and COCO evaluation does not count as missed; else 0;
+* ``area``: the annotation's COCO ``area`` (its segment's area) in pixels
+  of the ORIGINAL image, which picks COCO's small/medium/large range; the
+  box's area where a source has none (digits, VOC);
+* ``scale``: the image's letterbox scale, model-input pixels per original
+  pixel: dividing x1..y2 by it gives original pixels.
+
+Rows beyond an image's boxes are padding: class -1 (`PADDING_CLASS`), the
+image's scale (so that an image without boxes still tells its scale), 0
+elsewhere. An image with more than `max_boxes` boxes keeps the `max_boxes`
+largest by area (ties in the file's order); evaluation needs `max_boxes` at
+least the largest count of the split for COCO-exact numbers.
+
+Sources:
+
+* ``"digits"`` (the default; needs no download): the segmentation digit
+  canvases (:func:`keras_fourier.data.segmentation.digit_canvas`): 64x64
+  canvases with 1 to 3 of the package's digits, each with the tight box of
+  its pasted pixels and its digit as class ("0".."9"). Splits "train"
+  (1,000), "validation" (200) and "test" (200), fixed per split.
+* ``"coco:<path>"``: COCO JSON annotations, in either of two layouts:
+  COCO's own, ``<path>/annotations/instances_<name>.json`` with the images
+  in ``<path>/<name>/``, the split names ``train2017`` (or ``train2014``,
+  ``train``), ``val2017`` (``val2014``, ``val``, ``validation``) and
+  ``test2017`` (``test``); or the common export layout of one folder per
+  split, ``<path>/train``, ``<path>/valid`` (or ``val``, ``validation``)
+  and ``<path>/test``, each holding its images and one COCO JSON
+  (``_annotations.coco.json`` when there are several). Missing splits are
+  carved as ``dir:`` data is: with only "train", "validation" is every
+  tenth image of it (sorted by image id); with one folder holding a JSON
+  and its images (``<path>/*.json``), every fifth image is "test", every
+  tenth "validation", the rest "train".
+* ``"tfds:coco/2017"`` (or ``coco/2014``): TFDS's COCO, its 80 categories,
+  crowd and area as in COCO's JSON; ``"tfds:voc/2007"`` (or ``voc/2012``):
+  its 20 classes, "difficult" boxes as crowd ones (ignored by training and
+  evaluation, as mmdetection's VOC evaluation ignores them).
+
+Boxes are read as mmdetection's ``CocoDataset`` reads them: a box of width
+or height under 1 pixel, or of ``area`` <= 0, is dropped; a box that
+reaches outside its image is clipped to it; crowd boxes are kept, with
+iscrowd 1. Training drops the images without any non-crowd box
+(mmdetection's ``filter_empty_gt``); evaluation keeps every image.
+
+Training (with a `DetectionAugment`) draws a random resize of the
+letterbox scale (times a ratio in `ratio_range`), a random S x S crop of
+the result (boxes shifted and clipped to it, those left empty dropped; the
+crop is redrawn up to 10 times while it holds none of the image's
+non-crowd boxes), a horizontal flip and the photometric distortion of the
+segmentation pipeline (mmdetection's ``PhotoMetricDistortion``), then pads
+to S x S.
+
+A COCO JSON is read within bounds: its size is checked against
+``KERAS_FOURIER_MAX_MEMORY`` (parsing takes up to
+`JSON_BYTES_PER_BYTE` times the file's size, plus `JSON_BYTES_PER_CONTAINER`
+per object or array) before it is read, its nesting before it is parsed;
+then every image, category and annotation is checked (required keys and
+types, a box of 4 finite numbers with width and height >= 0 inside its
+image, known image and category ids, at most `MAX_ANNOTATIONS_PER_IMAGE`
+annotations per image), and every image file must exist. A failure is a
+one-line `ValueError` naming the file and the problem, before anything is
+decoded.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.checks import (
+    check_split_size,
+    decode_files,
+    find_unreadable,
+    report_skipped,
+)
+from keras_fourier.data.images import load_digits, tfds_builder
+from keras_fourier.data.segmentation import (
+    DIGIT_CANVAS,
+    DIGIT_CANVAS_COUNTS,
+    DIGIT_CANVAS_THRESHOLD,
+    digit_canvas,
+    letterbox_shape,
+    photometric_distortion,
+    seeded_uniform,
+)
+from keras_fourier.limits import (
+    check_memory,
+    format_bytes,
+    loads_json,
+    max_memory,
+)
+from keras_fourier.settings import BAD_IMAGE_MODES
+from keras_fourier.validation import check_choice
+
+TARGET_COLUMNS = ("x1", "y1", "x2", "y2", "class", "iscrowd", "area", "scale")
+# The class of a padding row of the targets.
+PADDING_CLASS = -1
+# Annotations one image may hold in a COCO JSON (COCO has at most 93, LVIS about 700, the
+# densest retail shelf sets (SKU-110K) about 720): past it the file is refused.
+MAX_ANNOTATIONS_PER_IMAGE = 10_000
+# Python objects json.loads makes, per byte of document and per object or array: measured
+# 5.3 bytes per byte on a COCO-like instances file (polygons), 9 on an array of floats, 13 on
+# short strings, and 64-72 bytes per empty object or array.
+JSON_BYTES_PER_BYTE = 16
+JSON_BYTES_PER_CONTAINER = 64
+# The original COCO category id of each of the 80 classes of TFDS's coco (in label order).
+COCO_CATEGORY_IDS = (
+    *range(1, 12),
+    *range(13, 26),
+    27,
+    28,
+    *range(31, 45),
+    *range(46, 66),
+    67,
+    70,
+    *range(72, 83),
+    *range(84, 91),
+)
+COCO_SPLIT_NAMES = {
+    "train": ("train2017", "train2014", "train"),
+    "validation": ("val2017", "val2014", "val", "validation"),
+    "test": ("test2017", "test"),
+}
+EXPORT_SPLIT_FOLDERS = {
+    "train": ("train",),
+    "validation": ("valid", "val", "validation"),
+    "test": ("test",),
+}
+EXPORT_ANNOTATION_FILE = "_annotations.coco.json"
+AUTOTUNE = tf.data.AUTOTUNE
+# Columns of a box row before the letterbox: x1, y1, x2, y2, class, iscrowd, area (original).
+_ROW = 7
+
+
+@dataclasses.dataclass(frozen=True)
+class TFDSBoxes:
+    """How a TFDS detection dataset's objects become box rows.
+
+    Attributes:
+        crowd_key: the object feature read as iscrowd.
+        area_key: the object feature holding the area; None: the box's.
+        category_ids: the original category id of each label; None: label + 1.
+    """
+
+    crowd_key: str
+    area_key: str | None
+    category_ids: tuple[int, ...] | None
+
+
+_COCO_BOXES = TFDSBoxes("is_crowd", "area", COCO_CATEGORY_IDS)
+_VOC_BOXES = TFDSBoxes("is_difficult", None, None)
+TFDS_BOXES = {
+    "coco/2014": _COCO_BOXES,
+    "coco/2017": _COCO_BOXES,
+    "voc/2007": _VOC_BOXES,
+    "voc/2012": _VOC_BOXES,
+}
+
+
+def _parse_source(source: str) -> tuple[str, str]:
+    if isinstance(source, str):
+        if source == DIGIT_CANVAS:
+            return DIGIT_CANVAS, ""
+        for kind in ("coco", "tfds"):
+            prefix = kind + ":"
+            if source.startswith(prefix) and len(source) > len(prefix):
+                return kind, source[len(prefix) :]
+    raise ValueError(
+        f"Unknown detection data source: expected {DIGIT_CANVAS!r}, 'coco:<path>' or "
+        f"'tfds:<name>' with name one of {sorted(TFDS_BOXES)}. Received: data={source!r}"
+    )
+
+
+def is_detection_source(source: str) -> bool:
+    """Whether `source` names detection data ("digits", "coco:<path>", TFDS COCO or VOC).
+
+    Example:
+        >>> is_detection_source("coco:/data/coco"), is_detection_source("tfds:mnist")
+        (True, False)
+    """
+    try:
+        kind, value = _parse_source(source)
+    except ValueError:
+        return False
+    return kind != "tfds" or value in TFDS_BOXES
+
+
+def _tfds_boxes(name: str) -> TFDSBoxes:
+    if name not in TFDS_BOXES:
+        raise ValueError(
+            f"TFDS dataset {name!r} has no box convention here; detection reads "
+            f"{sorted(TFDS_BOXES)}, or 'coco:<path>'. Received: data='tfds:{name}'"
+        )
+    return TFDS_BOXES[name]
+
+
+def _tfds_builder(name: str, data_dir: str | None):
+    _tfds_boxes(name)
+    tfds, builder = tfds_builder(name, data_dir)
+    builder.download_and_prepare()
+    return tfds, builder
+
+
+# ----------------------------------------------------------------------------- digit canvases
+
+
+def _digit_boxes(split: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The digit canvases of a split and, per canvas, its (n, 7) box rows."""
+    if split not in DIGIT_CANVAS_COUNTS:
+        raise ValueError(
+            f"Unknown split for source {DIGIT_CANVAS!r}; expected one of "
+            f"{tuple(DIGIT_CANVAS_COUNTS)}. Received: split={split!r}"
+        )
+    images, _, layouts = digit_canvas(split)
+    digits, labels = load_digits(split)
+    pasted = digits[..., 0] >= DIGIT_CANVAS_THRESHOLD
+    rows = []
+    for layout in layouts:
+        boxes = []
+        for index, scale, top, left in layout:
+            ys, xs = np.nonzero(pasted[index])
+            x1, y1 = left + scale * xs.min(), top + scale * ys.min()
+            x2, y2 = left + scale * (xs.max() + 1), top + scale * (ys.max() + 1)
+            boxes.append([x1, y1, x2, y2, labels[index], 0, (x2 - x1) * (y2 - y1)])
+        rows.append(np.array(boxes, np.float32).reshape(-1, _ROW))
+    return images, rows
+
+
+# ----------------------------------------------------------------------------- COCO JSON
+
+
+@dataclasses.dataclass(frozen=True)
+class CocoAnnotations:
+    """A checked COCO JSON: its images, categories and boxes.
+
+    Attributes:
+        file: the JSON file.
+        image_ids: the images' ids, sorted.
+        file_names: each image's ``file_name``.
+        sizes: each image's (height, width), int64 (N, 2).
+        category_ids: the categories' ids, sorted (class i is the i-th).
+        class_names: the categories' names, in class order.
+        rows: each image's boxes, float32 (n, 7): x1, y1, x2, y2 (clipped
+            to the image), class, iscrowd, area, degenerate boxes dropped.
+    """
+
+    file: str
+    image_ids: tuple[int, ...]
+    file_names: tuple[str, ...]
+    sizes: np.ndarray
+    category_ids: tuple[int, ...]
+    class_names: tuple[str, ...]
+    rows: tuple[np.ndarray, ...]
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Refusal:
+    """Raises the one-line ValueError of a bad COCO JSON, naming the file."""
+
+    def __init__(self, file: str):
+        self.file = file
+
+    def __call__(self, problem: str, received: str) -> ValueError:
+        return ValueError(f"COCO JSON {self.file!r}: {problem}. Received: {received}")
+
+
+def _records(document: dict, key: str, required: dict[str, object], refuse) -> list[dict]:
+    """The list `document[key]`, each entry a dict with `required` keys of the given checks."""
+    records = document.get(key)
+    if not isinstance(records, list):
+        raise refuse(f"{key!r} must be a list", f"{key}={_short(records)}")
+    for position, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise refuse(
+                f"{key}[{position}] is not an object", f"{key}[{position}]={_short(record)}"
+            )
+        for name, check in required.items():
+            if not check(record.get(name)):
+                raise refuse(
+                    f"{key}[{position}] has no valid {name!r}",
+                    f"{name}={_short(record.get(name))}",
+                )
+    return records
+
+
+def _read_json(file: str) -> dict:
+    """The parsed JSON document of `file`, its memory estimated and bounded before parsing."""
+    what = f"COCO JSON {file!r}"
+    size = os.path.getsize(file)
+    check_memory(f"Parsing {what} ({format_bytes(size)})", JSON_BYTES_PER_BYTE * size, f"{size=}")
+    with open(file, "rb") as handle:
+        data = handle.read(size + 1)
+    containers = data.count(b"{") + data.count(b"[")
+    needed = JSON_BYTES_PER_BYTE * len(data) + JSON_BYTES_PER_CONTAINER * containers
+    check_memory(f"Parsing {what} ({containers:,} objects and arrays)", needed, f"{containers=}")
+    document = loads_json(data, what, limit=max_memory())
+    if not isinstance(document, dict):
+        raise _Refusal(file)("not a JSON object", f"type={type(document).__name__}")
+    return document
+
+
+def _file_key(file: str) -> tuple[str, int, int]:
+    stat = os.stat(file)
+    return os.path.abspath(file), stat.st_mtime_ns, stat.st_size
+
+
+def read_coco_json(file: str) -> CocoAnnotations:
+    """Reads and checks a COCO instances JSON (see the module docstring for the bounds).
+
+    Args:
+        file: the JSON file.
+
+    Returns:
+        The checked `CocoAnnotations`.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: one line naming the file and the problem.
+
+    Example:
+        >>> read_coco_json("annotations/instances_val2017.json").class_names[:2]  # doctest: +SKIP
+        ('person', 'bicycle')
+    """
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"COCO JSON {file!r} does not exist.")
+    return _read_coco(_file_key(file))
+
+
+@functools.lru_cache(maxsize=2)
+def _read_coco(key: tuple[str, int, int]) -> CocoAnnotations:
+    file = key[0]
+    refuse = _Refusal(file)
+    document = _read_json(file)
+    for name in ("images", "annotations", "categories"):
+        if name not in document:
+            raise refuse(
+                f"missing key {name!r} (not a COCO instances file)", f"keys={sorted(document)[:10]}"
+            )
+    categories = _records(
+        document, "categories", {"id": _is_int, "name": lambda v: isinstance(v, str)}, refuse
+    )
+    images = _records(
+        document,
+        "images",
+        {
+            "id": _is_int,
+            "file_name": lambda v: isinstance(v, str) and v != "",
+            "width": lambda v: _is_int(v) and v > 0,
+            "height": lambda v: _is_int(v) and v > 0,
+        },
+        refuse,
+    )
+    annotations = _records(
+        document,
+        "annotations",
+        {"image_id": _is_int, "category_id": _is_int, "bbox": lambda v: isinstance(v, list)},
+        refuse,
+    )
+    if not categories:
+        raise refuse("'categories' is empty", "categories=[]")
+    category_names = {}
+    for category in categories:
+        if category["id"] in category_names:
+            raise refuse("two categories share an id", f"id={category['id']}")
+        category_names[category["id"]] = category["name"]
+    category_ids = tuple(sorted(category_names))
+    class_of = {category: index for index, category in enumerate(category_ids)}
+    image_index = {}
+    for position, image in enumerate(images):
+        if image["id"] in image_index:
+            raise refuse("two images share an id", f"id={image['id']}")
+        image_index[image["id"]] = position
+    counts = collections.Counter()
+    rows = collections.defaultdict(list)
+    for position, annotation in enumerate(annotations):
+        where = f"annotations[{position}] (id {_short(annotation.get('id'))})"
+        image_id, category = annotation["image_id"], annotation["category_id"]
+        if image_id not in image_index:
+            raise refuse(f"{where} refers to no image", f"image_id={image_id}")
+        if category not in class_of:
+            raise refuse(f"{where} has an unknown category id", f"category_id={category}")
+        counts[image_id] += 1
+        if counts[image_id] > MAX_ANNOTATIONS_PER_IMAGE:
+            raise refuse(
+                f"image {image_id} has more than {MAX_ANNOTATIONS_PER_IMAGE:,} annotations",
+                f"image_id={image_id}",
+            )
+        box = annotation["bbox"]
+        if len(box) != 4 or not all(_is_number(value) for value in box):
+            raise refuse(f"{where} has a bbox that is not 4 finite numbers", f"bbox={_short(box)}")
+        x, y, w, h = (float(value) for value in box)
+        if w < 0 or h < 0:
+            raise refuse(f"{where} has a bbox of negative width or height", f"bbox={box}")
+        crowd = annotation.get("iscrowd", 0)
+        if crowd not in (0, 1) or isinstance(crowd, float):
+            raise refuse(f"{where} has an iscrowd other than 0 or 1", f"iscrowd={_short(crowd)}")
+        area = annotation.get("area", w * h)
+        if not _is_number(area):
+            raise refuse(f"{where} has an area that is not a finite number", f"area={_short(area)}")
+        if w < 1 or h < 1 or area <= 0:  # degenerate: dropped, as mmdetection does
+            continue
+        image = images[image_index[image_id]]
+        width, height = image["width"], image["height"]
+        x1, y1, x2, y2 = max(x, 0.0), max(y, 0.0), min(x + w, width), min(y + h, height)
+        if x2 <= x1 or y2 <= y1:
+            raise refuse(
+                f"{where} lies outside its {width}x{height} image {image_id}", f"bbox={box}"
+            )
+        rows[image_id].append([x1, y1, x2, y2, class_of[category], crowd, area])
+    image_ids = tuple(sorted(image_index))
+    ordered = [images[image_index[image_id]] for image_id in image_ids]
+    return CocoAnnotations(
+        file=file,
+        image_ids=image_ids,
+        file_names=tuple(image["file_name"] for image in ordered),
+        sizes=np.array([[image["height"], image["width"]] for image in ordered], np.int64).reshape(
+            -1, 2
+        ),
+        category_ids=category_ids,
+        class_names=tuple(category_names[category] for category in category_ids),
+        rows=tuple(
+            np.array(rows[image_id], np.float32).reshape(-1, _ROW) for image_id in image_ids
+        ),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _CocoSplit:
+    annotation_file: str
+    image_folder: str
+    carve: str | None  # the split carved out of the file's images; None: all of them
+
+
+def _json_files(folder: str) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.lower().endswith(".json"))
+
+
+def _export_json(folder: str, source: str) -> str:
+    names = _json_files(folder)
+    if EXPORT_ANNOTATION_FILE in names:
+        return os.path.join(folder, EXPORT_ANNOTATION_FILE)
+    if len(names) != 1:
+        raise ValueError(
+            f"Detection source {source!r}: folder {folder!r} must hold one COCO JSON (or "
+            f"{EXPORT_ANNOTATION_FILE!r}); it holds {len(names)}. Received: json={names[:5]}"
+        )
+    return os.path.join(folder, names[0])
+
+
+def _coco_folders(path: str) -> dict[str, tuple[str, str]]:
+    """The split -> (annotation file, image folder) pairs a ``coco:`` folder has."""
+    source = f"coco:{path}"
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"Detection folder {path!r} (source {source!r}) does not exist.")
+    found = {}
+    annotations = os.path.join(path, "annotations")
+    if os.path.isdir(annotations):
+        for split, names in COCO_SPLIT_NAMES.items():
+            for name in names:
+                file = os.path.join(annotations, f"instances_{name}.json")
+                if os.path.isfile(file):
+                    found[split] = (file, os.path.join(path, name))
+                    break
+        return found
+    for split, names in EXPORT_SPLIT_FOLDERS.items():
+        for name in names:
+            folder = os.path.join(path, name)
+            if os.path.isdir(folder):
+                found[split] = (_export_json(folder, source), folder)
+                break
+    return found
+
+
+def _coco_split(path: str, split: str) -> _CocoSplit:
+    source = f"coco:{path}"
+    found = _coco_folders(path)
+    if split in found:
+        carve = "train" if split == "train" and "validation" not in found else None
+        return _CocoSplit(*found[split], carve)
+    if split == "validation" and "train" in found:
+        return _CocoSplit(*found["train"], "validation")
+    if split in COCO_SPLIT_NAMES and not found and _json_files(path):
+        return _CocoSplit(_export_json(path, source), path, split)
+    raise ValueError(
+        f"Unknown split {split!r} for source {source!r}: it has "
+        f"{sorted(found) or 'no split folders'} (COCO's annotations/instances_<split>.json, or "
+        f"train/, valid/, test/ folders each with a COCO JSON). Received: split={split!r}"
+    )
+
+
+def _carved(count: int, carve: str | None, from_root: bool) -> np.ndarray:
+    """Which of `count` images (in image id order) belong to the carved split."""
+    rank = np.arange(count)
+    if carve is None:
+        return np.ones(count, bool)
+    test = (rank % 5 == 4) & from_root
+    validation = rank % 10 == 3
+    return {"test": test, "validation": validation, "train": ~(test | validation)}[carve]
+
+
+@dataclasses.dataclass(frozen=True)
+class _CocoExamples:
+    annotations: CocoAnnotations
+    files: list[str]
+    rows: list[np.ndarray]
+
+
+def _coco_examples(path: str, split: str) -> _CocoExamples:
+    """The image files of a split of a ``coco:`` source and their box rows, all files checked."""
+    where = _coco_split(path, split)
+    annotations = read_coco_json(where.annotation_file)
+    keep = _carved(len(annotations.image_ids), where.carve, where.image_folder == path)
+    folder = os.path.realpath(where.image_folder)
+    files, rows = [], []
+    for name, boxes, kept in zip(annotations.file_names, annotations.rows, keep, strict=True):
+        if not kept:
+            continue
+        file = os.path.realpath(os.path.join(folder, name))
+        if os.path.commonpath([folder, file]) != folder:
+            raise ValueError(
+                f"COCO JSON {where.annotation_file!r}: an image's file_name leaves the image "
+                f"folder {where.image_folder!r}. Received: file_name={_short(name)}"
+            )
+        files.append(file)
+        rows.append(boxes)
+    missing = [file for file in files if not os.path.isfile(file)]
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise ValueError(
+            f"{len(missing)} of {len(files)} images of split {split!r} listed in COCO JSON "
+            f"{where.annotation_file!r} are missing from {where.image_folder!r}. "
+            f"Received: missing={shown}"
+        )
+    return _CocoExamples(annotations, files, rows)
+
+
+# ----------------------------------------------------------------------------- public helpers
+
+
+def detection_class_names(source: str = DIGIT_CANVAS, data_dir: str | None = None) -> list[str]:
+    """The class names of a detection source, in class index order, without reading images.
+
+    COCO JSON: the categories' names sorted by category id (class i is the
+    i-th); digits: "0".."9"; TFDS: its label names (VOC's 20 classes).
+
+    Example:
+        >>> detection_class_names()[:3]
+        ['0', '1', '2']
+    """
+    kind, value = _parse_source(source)
+    if kind == DIGIT_CANVAS:
+        return [str(digit) for digit in range(10)]
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        return list(builder.info.features["objects"]["label"].names)
+    found = _coco_folders(value)
+    split = next(iter(found), None)
+    where = _coco_split(value, split or "train")
+    return list(read_coco_json(where.annotation_file).class_names)
+
+
+def detection_num_classes(source: str = DIGIT_CANVAS, data_dir: str | None = None) -> int:
+    """The class count of a detection source (10 for the digit canvases, 80 for COCO).
+
+    Example:
+        >>> detection_num_classes("digits")
+        10
+    """
+    return len(detection_class_names(source, data_dir))
+
+
+def detection_category_ids(source: str = DIGIT_CANVAS, data_dir: str | None = None) -> list[int]:
+    """The original category id of each class index, for COCO results files.
+
+    COCO JSON: its category ids, sorted; TFDS COCO: COCO's 80 ids; other
+    sources: class index + 1.
+
+    Example:
+        >>> detection_category_ids()[:3]
+        [1, 2, 3]
+    """
+    kind, value = _parse_source(source)
+    if kind == "coco":
+        where = _coco_split(value, next(iter(_coco_folders(value)), "train"))
+        return list(read_coco_json(where.annotation_file).category_ids)
+    ids = _tfds_boxes(value).category_ids if kind == "tfds" else None
+    return list(ids) if ids else list(range(1, detection_num_classes(source, data_dir) + 1))
+
+
+def detection_splits(
+    source: str = DIGIT_CANVAS, test_split: str = "test", data_dir: str | None = None
+) -> tuple[str, str]:
+    """The train and validation splits of a detection source that leave `test_split` unseen.
+
+    The digit canvases and ``coco:`` folders have "train" and "validation"
+    (carved from "train" when missing); a TFDS dataset without a validation
+    split, or whose validation split is `test_split`, holds out the last 10%
+    of "train".
+
+    Raises:
+        ValueError: when `test_split` is one of them.
+
+    Example:
+        >>> detection_splits()
+        ('train', 'validation')
+    """
+    kind, value = _parse_source(source)
+    splits = ("train", "validation")
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        if "validation" not in builder.info.splits or test_split == "validation":
+            splits = ("train[:90%]", "train[90%:]")
+    if test_split in splits:
+        raise ValueError(
+            f"The test split of source {source!r} is also a training split; pick another. "
+            f"Received: test_split={test_split!r}"
+        )
+    return splits
+
+
+def count_detection_examples(source: str, split: str, data_dir: str | None = None) -> int | None:
+    """Number of images in a split of a detection source, as evaluation reads it (every image).
+
+    None: a TFDS split that declares no size.
+
+    Example:
+        >>> count_detection_examples("digits", "validation")
+        200
+    """
+    kind, value = _parse_source(source)
+    if kind == DIGIT_CANVAS:
+        if split not in DIGIT_CANVAS_COUNTS:
+            _digit_boxes(split)
+        return DIGIT_CANVAS_COUNTS[split]
+    if kind == "tfds":
+        _, builder = _tfds_builder(value, data_dir)
+        count = int(builder.as_dataset(split=split).cardinality())
+        return count if count >= 0 else None
+    return len(_coco_examples(value, split).files)
+
+
+# ----------------------------------------------------------------------------- raw examples
+
+
+def _has_boxes(rows: np.ndarray) -> bool:
+    return bool((rows[:, 5] == 0).any())
+
+
+def _sliced(images_or_files, rows: list[np.ndarray]) -> tuple[tf.data.Dataset, tf.Tensor]:
+    """(images or files, start, count) elements and the concatenated rows they slice."""
+    counts = np.array([len(boxes) for boxes in rows], np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    table = tf.constant(np.concatenate([*rows, np.zeros((0, _ROW), np.float32)]))
+    return tf.data.Dataset.from_tensor_slices((images_or_files, starts, counts)), table
+
+
+def _raw_examples(
+    source: str, split: str, data_dir: str | None, training: bool, seed: int, on_bad_image: str
+) -> tuple[tf.data.Dataset, int]:
+    """(uint8 image (H, W, 3), float32 rows (n, 7)) examples and their count (-1: unknown).
+
+    Training keeps only the images with a non-crowd box.
+    """
+    kind, value = _parse_source(source)
+    if kind == "tfds":
+        return _tfds_examples(value, split, data_dir, training, seed)
+    if kind == DIGIT_CANVAS:
+        images, rows = _digit_boxes(split)
+        keep = [index for index, boxes in enumerate(rows) if not training or _has_boxes(boxes)]
+        dataset, table = _sliced(images[keep], [rows[index] for index in keep])
+        return dataset.map(lambda image, start, count: (image, table[start : start + count])), len(
+            keep
+        )
+    examples = _coco_examples(value, split)
+    pairs = [
+        (file, boxes)
+        for file, boxes in zip(examples.files, examples.rows, strict=True)
+        if not training or _has_boxes(boxes)
+    ]
+    if on_bad_image == "skip":
+        unreadable = set(find_unreadable([file for file, _ in pairs]))
+        report_skipped(source, split, sorted(unreadable), len(pairs))
+        pairs = [(file, boxes) for file, boxes in pairs if file not in unreadable]
+    files = [file for file, _ in pairs]
+    dataset, table = _sliced(tf.constant(files, tf.string), [boxes for _, boxes in pairs])
+    if training and files:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(lambda file, start, count: (file, tf.stack([start, count])))
+    dataset = decode_files(dataset, deterministic=True)
+    return dataset.map(
+        lambda image, span: (image, table[span[0] : span[0] + span[1]]), num_parallel_calls=AUTOTUNE
+    ), len(files)
+
+
+def _tfds_examples(
+    name: str, split: str, data_dir: str | None, training: bool, seed: int
+) -> tuple[tf.data.Dataset, int]:
+    convention = _tfds_boxes(name)
+    tfds, builder = _tfds_builder(name, data_dir)
+    dataset = builder.as_dataset(
+        split=split, shuffle_files=training, read_config=tfds.ReadConfig(shuffle_seed=seed)
+    )
+    count = int(dataset.cardinality())
+
+    def convert(example):
+        image = example["image"]
+        objects = example["objects"]
+        height = tf.cast(tf.shape(image)[0], tf.float32)
+        width = tf.cast(tf.shape(image)[1], tf.float32)
+        bbox = tf.reshape(tf.cast(objects["bbox"], tf.float32), (-1, 4))
+        x1, y1 = bbox[:, 1] * width, bbox[:, 0] * height
+        x2, y2 = bbox[:, 3] * width, bbox[:, 2] * height
+        if convention.area_key is None:
+            area = (x2 - x1) * (y2 - y1)
+        else:
+            area = tf.cast(objects[convention.area_key], tf.float32)
+        rows = tf.stack(
+            [
+                x1,
+                y1,
+                x2,
+                y2,
+                tf.cast(objects["label"], tf.float32),
+                tf.cast(objects[convention.crowd_key], tf.float32),
+                area,
+            ],
+            axis=1,
+        )
+        valid = (x2 - x1 >= 1) & (y2 - y1 >= 1) & (area > 0)
+        return image, tf.boolean_mask(rows, valid)
+
+    dataset = dataset.map(convert, num_parallel_calls=AUTOTUNE)
+    if training:
+        dataset = dataset.filter(lambda image, rows: tf.reduce_any(tf.equal(rows[:, 5], 0.0)))
+        count = -1
+    return dataset, count
+
+
+# ----------------------------------------------------------------------------- transforms
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectionAugment:
+    """Box-aware training augmentation: random resize and crop, flip, photometric distortion.
+
+    The image is resized by its letterbox scale (fitting it in S x S) times
+    a ratio drawn from `ratio_range`, then cropped to S x S at a random
+    place (redrawn up to 10 times while the crop holds none of the image's
+    non-crowd boxes); boxes are scaled, shifted and clipped with it, and
+    those left without width or height dropped, as mmdetection's
+    ``RandomCrop`` does.
+
+    Attributes:
+        ratio_range: (min, max) of the random resize ratio. Default (0.5, 2.0).
+        flip_prob: probability of a horizontal flip. Default 0.5.
+        photometric: mmdetection's ``PhotoMetricDistortion`` (see
+            :func:`keras_fourier.data.segmentation.photometric_distortion`).
+            Default True.
+    """
+
+    ratio_range: tuple[float, float] = (0.5, 2.0)
+    flip_prob: float = 0.5
+    photometric: bool = True
+
+    def __post_init__(self):
+        low, high = self.ratio_range
+        if not 0 < low <= high:
+            raise ValueError(
+                f"ratio_range must be (min, max) with 0 < min <= max. Received: "
+                f"ratio_range={self.ratio_range!r}"
+            )
+        if not 0.0 <= self.flip_prob <= 1.0:
+            raise ValueError(f"flip_prob must be in [0, 1]. Received: flip_prob={self.flip_prob!r}")
+
+
+# A mirrored digit is another shape: the digit canvases are not flipped.
+DIGIT_BOX_AUGMENT = DetectionAugment(ratio_range=(0.75, 1.25), flip_prob=0.0)
+
+
+def default_detection_augment(source: str) -> DetectionAugment:
+    """The training augmentation of `source`: `DIGIT_BOX_AUGMENT` for "digits", else the default.
+
+    Example:
+        >>> default_detection_augment("digits").flip_prob
+        0.0
+    """
+    kind, _ = _parse_source(source)
+    return DIGIT_BOX_AUGMENT if kind == DIGIT_CANVAS else DetectionAugment()
+
+
+def _crop_rows(rows: tf.Tensor, corner: tf.Tensor, crop: tf.Tensor) -> tf.Tensor:
+    """Rows moved into the crop at `corner` (top, left) of size `crop`, clipped; empty dropped."""
+    top, left = tf.cast(corner[0], tf.float32), tf.cast(corner[1], tf.float32)
+    height, width = tf.cast(crop[0], tf.float32), tf.cast(crop[1], tf.float32)
+    x1 = tf.clip_by_value(rows[:, 0] - left, 0.0, width)
+    y1 = tf.clip_by_value(rows[:, 1] - top, 0.0, height)
+    x2 = tf.clip_by_value(rows[:, 2] - left, 0.0, width)
+    y2 = tf.clip_by_value(rows[:, 3] - top, 0.0, height)
+    boxes = tf.concat([tf.stack([x1, y1, x2, y2], 1), rows[:, 4:]], 1)
+    return tf.boolean_mask(boxes, (x2 > x1) & (y2 > y1))
+
+
+def augment_detection_example(
+    image: tf.Tensor, rows: tf.Tensor, seed: tf.Tensor, size: int, augment: DetectionAugment
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """One training example's box-aware augmentation (see `DetectionAugment`).
+
+    Args:
+        image: float (H, W, 3) in [0, 255].
+        rows: float32 (n, 7) boxes: x1, y1, x2, y2 in pixels, class,
+            iscrowd, area.
+        seed: an int64 scalar; the same seed gives the same result.
+        size: the output size S.
+        augment: the augmentation settings.
+
+    Returns:
+        (image (S, S, 3) float32, rows (m, 7) in the output's pixels, the
+        resize scale: output pixels per input pixel).
+    """
+    new, scale = letterbox_shape(tf.shape(image), size)
+    scale = scale * seeded_uniform(seed, 1, *augment.ratio_range)
+    new = tf.maximum(
+        tf.cast(tf.round(tf.cast(tf.shape(image)[:2], tf.float32) * scale), tf.int32), 1
+    )
+    image = tf.image.resize(image, new, method="bilinear")
+    rows = tf.concat([rows[:, :4] * scale, rows[:, 4:]], 1)
+    crop = tf.minimum(new, size)
+
+    def corner_of(attempt: tf.Tensor) -> tf.Tensor:
+        draw = tf.random.stateless_uniform(
+            (2,), tf.stack([seed, 100 + attempt]), 0, 2**31 - 1, tf.int64
+        )
+        return tf.cast(draw % tf.cast(new - crop + 1, tf.int64), tf.int32)
+
+    def acceptable(corner: tf.Tensor) -> tf.Tensor:
+        wanted = tf.reduce_any(tf.equal(rows[:, 5], 0.0))
+        kept = _crop_rows(rows, corner, crop)
+        return tf.logical_or(~wanted, tf.reduce_any(tf.equal(kept[:, 5], 0.0)))
+
+    _, corner = tf.while_loop(
+        lambda attempt, corner: tf.logical_and(attempt < 10, ~acceptable(corner)),
+        lambda attempt, corner: (attempt + 1, corner_of(attempt + 1)),
+        (tf.constant(0, tf.int64), corner_of(tf.constant(0, tf.int64))),
+    )
+    image = image[corner[0] : corner[0] + crop[0], corner[1] : corner[1] + crop[1]]
+    rows = _crop_rows(rows, corner, crop)
+    width = tf.cast(crop[1], tf.float32)
+    flipped = tf.concat(
+        [
+            tf.stack([width - rows[:, 2], rows[:, 1], width - rows[:, 0], rows[:, 3]], 1),
+            rows[:, 4:],
+        ],
+        1,
+    )
+    flip = seeded_uniform(seed, 2) < augment.flip_prob
+    image = tf.cond(flip, lambda: tf.reverse(image, [1]), lambda: image)
+    rows = tf.cond(flip, lambda: flipped, lambda: rows)
+    if augment.photometric:
+        image = photometric_distortion(image, seed)
+    return tf.image.pad_to_bounding_box(image, 0, 0, size, size), rows, scale
+
+
+def letterbox_example(
+    image: tf.Tensor, rows: tf.Tensor, size: int
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Resizes an image to fit in size x size keeping its aspect ratio, pads it, moves its boxes.
+
+    Args:
+        image: float (H, W, 3).
+        rows: float32 (n, 7) boxes (x1, y1, x2, y2 first) in the image's pixels.
+        size: the output size S.
+
+    Returns:
+        (image (S, S, 3) padded at the bottom and right with 0, rows with
+        boxes in its pixels, the scale: output pixels per input pixel).
+    """
+    new, scale = letterbox_shape(tf.shape(image), size)
+    image = tf.image.resize(image, new, method="bilinear")
+    rows = tf.concat([rows[:, :4] * scale, rows[:, 4:]], 1)
+    return tf.image.pad_to_bounding_box(image, 0, 0, size, size), rows, scale
+
+
+def _targets(rows: tf.Tensor, scale: tf.Tensor, max_boxes: int) -> tf.Tensor:
+    """(max_boxes, 8) targets: the largest `max_boxes` rows by area, then padding rows."""
+    order = tf.argsort(rows[:, 6], direction="DESCENDING", stable=True)
+    rows = tf.gather(rows, order)[:max_boxes]
+    count = tf.shape(rows)[0]
+    rows = tf.concat([rows, tf.fill([count, 1], scale)], 1)
+    padding = tf.tile(
+        tf.stack([0.0, 0.0, 0.0, 0.0, float(PADDING_CLASS), 0.0, 0.0, scale])[None],
+        [max_boxes - count, 1],
+    )
+    return tf.ensure_shape(tf.concat([rows, padding], 0), (max_boxes, len(TARGET_COLUMNS)))
+
+
+def load_detection_dataset(
+    source: str = DIGIT_CANVAS,
+    split: str = "train",
+    *,
+    image_size: int = 64,
+    batch_size: int = 16,
+    training: bool | None = None,
+    augment: DetectionAugment | None = None,
+    max_boxes: int = 100,
+    data_dir: str | None = None,
+    shuffle_buffer: int = 1000,
+    drop_remainder: bool | None = None,
+    seed: int = 0,
+    on_bad_image: str = "error",
+) -> tf.data.Dataset:
+    """Build a batched object detection pipeline (see the module docstring).
+
+    Args:
+        source: "digits", "coco:<path>", "tfds:coco/2017" or
+            "tfds:voc/2007". Default "digits".
+        split: "train", "validation" or "test" (TFDS slices such as
+            "train[:90%]" for TFDS). Default "train".
+        image_size: output height and width S, a positive int. Default 64.
+        batch_size: batch size, a positive int. Default 16.
+        training: drop images without boxes, shuffle and augment. Default
+            None: `split == "train"`.
+        augment: the training augmentation; None (default) letterboxes as
+            evaluation does. Ignored when not training.
+        max_boxes: target rows per image, a positive int. Default 100.
+        data_dir: TFDS data directory. Default None.
+        shuffle_buffer: shuffle buffer when training. Default 1000.
+        drop_remainder: drop a last partial batch. Default None: `training`.
+        seed: seed of shuffling and augmentation. Default 0; the same seed
+            gives the same batches every run.
+        on_bad_image: a corrupt image file of a ``coco:`` source: "error"
+            (the pipeline fails naming it) or "skip" (left out, counted in
+            one warning line). Default "error".
+
+    Returns:
+        A `tf.data.Dataset` of (images (B, S, S, 3) float32, targets
+        (B, max_boxes, 8) float32) batches; the target columns are
+        `TARGET_COLUMNS`.
+
+    Raises:
+        ValueError: a bad argument or source, a bad COCO JSON, an image
+            missing from its folder, or an empty split: one line.
+
+    Example:
+        >>> data = load_detection_dataset("digits", "test", batch_size=4)
+        >>> images, targets = next(iter(data))
+        >>> images.shape, targets.shape
+        (TensorShape([4, 64, 64, 3]), TensorShape([4, 100, 8]))
+    """
+    for name, value in (
+        ("image_size", image_size),
+        ("batch_size", batch_size),
+        ("max_boxes", max_boxes),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    check_choice("on_bad_image", on_bad_image, BAD_IMAGE_MODES)
+    training = split == "train" if training is None else training
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    dataset, count = _raw_examples(source, split, data_dir, training, seed, on_bad_image)
+    if count == 0 and training:
+        raise ValueError(
+            f"Split {split!r} of detection source {source!r} has no image with a non-crowd box "
+            f"to train on. Received: split={split!r}"
+        )
+    check_split_size(source, split, count, batch_size, drop_remainder)
+    dataset = dataset.map(lambda image, rows: (tf.cast(image, tf.float32), rows))
+    if training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if training and augment is not None:
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
+            lambda example, element_seed: augment_detection_example(
+                *example, element_seed, image_size, augment
+            ),
+            num_parallel_calls=AUTOTUNE,
+        )
+    else:
+        dataset = dataset.map(
+            lambda image, rows: letterbox_example(image, rows, image_size),
+            num_parallel_calls=AUTOTUNE,
+        )
+    dataset = dataset.map(
+        lambda image, rows, scale: (image, _targets(rows, scale, max_boxes)),
+        num_parallel_calls=AUTOTUNE,
+    )
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    options = tf.data.Options()
+    options.deterministic = True
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.prefetch(AUTOTUNE).with_options(options)
