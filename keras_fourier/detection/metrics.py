@@ -47,7 +47,8 @@ class COCOMeanAP(keras.metrics.Metric):
     """COCO box mAP@[.5:.95] of a one-stage detector over a whole split (pycocotools' COCOeval).
 
     Args:
-        num_classes: the detector's classes.
+        num_classes: the detector's classes. Default None: read from the
+            first batch's predictions.
         class_names: their names, for the per-class AP of :meth:`evaluation`.
             Default None: "0", "1", ...
         capacity: the most images one split may hold. Default 5000.
@@ -66,12 +67,12 @@ class COCOMeanAP(keras.metrics.Metric):
         every value of the summary and the per-class AP.
 
     Example:
-        >>> metric = COCOMeanAP(3)
+        >>> metric = COCOMeanAP()
     """
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: int | None = None,
         class_names: Sequence[str] | None = None,
         capacity: int = DEFAULT_CAPACITY,
         max_boxes: int = 100,
@@ -80,10 +81,8 @@ class COCOMeanAP(keras.metrics.Metric):
         dtype=None,
     ):
         super().__init__(name=name, dtype=dtype)
-        self.num_classes = int(num_classes)
-        self.class_names = (
-            [str(i) for i in range(self.num_classes)] if class_names is None else list(class_names)
-        )
+        self.num_classes = None if num_classes is None else int(num_classes)
+        self.class_names = None if class_names is None else list(class_names)
         self.capacity = int(capacity)
         self.max_boxes = int(max_boxes)
         self.max_detections = int(max_detections)
@@ -113,6 +112,8 @@ class COCOMeanAP(keras.metrics.Metric):
         del sample_weight
         targets = ops.cast(y_true, "float32")
         raw = ops.cast(y_pred, "float32")
+        if self.num_classes is None:
+            self.num_classes = int(raw.shape[-1]) - RAW_BOX_COLUMNS
         if raw.shape[-1] != RAW_BOX_COLUMNS + self.num_classes:
             raise ValueError(
                 f"COCOMeanAP for {self.num_classes} classes takes a raw (B, A, "
@@ -163,8 +164,9 @@ class COCOMeanAP(keras.metrics.Metric):
             raise ValueError(f"The {self.name!r} metric scored no image: the split is empty.")
         detections = ops.convert_to_numpy(self.detections)[:count]
         ground_truth = ops.convert_to_numpy(self.ground_truth)[:count]
+        names = self.class_names or [str(index) for index in range(self.num_classes or 0)]
         self._evaluation = coco_evaluate(
-            list(ground_truth), [d[d[:, 5] >= 0] for d in detections], self.class_names
+            list(ground_truth), [d[d[:, 5] >= 0] for d in detections], names
         )
         return self._evaluation
 
@@ -202,7 +204,7 @@ class COCOValue(keras.metrics.Metric):
         name: the metric's name. Default `key`.
 
     Example:
-        >>> source = COCOMeanAP(3)
+        >>> source = COCOMeanAP()
         >>> map50 = COCOValue(source, "map50")
     """
 

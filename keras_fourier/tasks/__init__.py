@@ -28,6 +28,7 @@ TASKS: dict[str, str] = {
     "segmentation": "keras_fourier.tasks.segmentation",
     "inpainting": "keras_fourier.tasks.inpainting",
     "forecast": "keras_fourier.tasks.forecast",
+    "detection": "keras_fourier.tasks.detection",
 }
 
 __all__ = [
