@@ -1,5 +1,7 @@
 """Every registered task through the task harness, and how a run's task is chosen."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -43,6 +45,39 @@ def _digit_canvas(folder):
     return config, paths
 
 
+def _boxes(folder):
+    """A COCO export-layout folder of 32x32 images with one or two boxes; a tiny RetinaNet run."""
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 8), ("valid", 6), ("test", 6)):
+        (folder / split).mkdir()
+        images, annotations = [], []
+        for index in range(count):
+            name = f"{split}{index}.png"
+            pixels = rng.integers(0, 255, (32, 40, 3), dtype=np.uint8)
+            (folder / split / name).write_bytes(tf.io.encode_png(pixels).numpy())
+            images.append({"id": index + 1, "file_name": name, "width": 40, "height": 32})
+            for box in range(1 + index % 2):
+                x, y = 2 + 12 * box, 3 + index
+                annotations.append(
+                    {
+                        "id": len(annotations) + 1,
+                        "image_id": index + 1,
+                        "category_id": 1 + (index + box) % 2,
+                        "bbox": [x, y, 14, 12],
+                        "area": 168,
+                        "iscrowd": 0,
+                    }
+                )
+        categories = [{"id": 1, "name": "circle"}, {"id": 2, "name": "square"}]
+        (folder / split / "_annotations.coco.json").write_text(
+            json.dumps({"images": images, "annotations": annotations, "categories": categories})
+        )
+    config = TrainConfig(
+        model="gfnet_tiny", data=f"coco:{folder}", dims=16, depths=1, image_size=32, batch_size=4
+    )
+    return config, [str(folder / "test" / "test0.png"), str(folder / "test" / "test1.png")]
+
+
 def _fields(folder):
     """A fields: .npy source of 2 channels on an 8x16 grid, and two state files."""
     frames = np.random.default_rng(0).normal(size=(40, 2, 8, 16)).astype(np.float32)
@@ -70,6 +105,7 @@ TINY_RUNS = {
     "segmentation": _digit_canvas,
     "inpainting": _digit_canvas,
     "forecast": _fields,
+    "detection": _boxes,
 }
 
 

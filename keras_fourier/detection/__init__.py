@@ -14,7 +14,7 @@ writes detections as COCO results entries. The data side is
 
 from keras_fourier.detection.evaluation import COCO_STATS, coco_evaluate, coco_results
 from keras_fourier.detection.losses import RetinaNetLoss
-from keras_fourier.detection.metrics import COCOMeanAP, COCOValue
+from keras_fourier.detection.metrics import COCOMeanAP
 from keras_fourier.detection.models import NECKS, RetinaNet, detector
 from keras_fourier.models.pyramid import PyramidEncoder, image_encoder
 
@@ -22,7 +22,6 @@ __all__ = [
     "COCO_STATS",
     "NECKS",
     "COCOMeanAP",
-    "COCOValue",
     "PyramidEncoder",
     "RetinaNet",
     "RetinaNetLoss",

@@ -6,8 +6,9 @@ in the graph on every backend) and, when the split ends, hands them to
 pycocotools' ``COCOeval`` (:func:`keras_fourier.detection.evaluation.coco_evaluate`).
 Keras reads each metric's result eagerly once a split is done (the value
 of `Model.evaluate`, of the epoch's logs, and what selects ``best.keras``);
-the per-step values it reads inside a traced step are those of the last
-finished split (NaN before one).
+inside a traced step it reads NaN. Metrics of different values of one split
+(mAP, mAP50, mAP75: `key`) hold the same state, and share one COCOeval run:
+an evaluation is cached by a digest of the state it scored.
 
 Only evaluation batches are scored: their targets carry each image's
 letterbox scale (column ``scale`` > 0), training batches' are 0 (their
@@ -17,6 +18,8 @@ stays empty during the training steps of `fit` and scores its validation.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
 
@@ -30,8 +33,11 @@ from keras_fourier.layers.detection import RAW_BOX_COLUMNS, DetectionDecoder
 DEFAULT_CAPACITY = 5000
 TARGET_WIDTH = 8
 SCALE_COLUMN = 7
-# The values of COCOeval's summary that the metric views report (keys of coco_evaluate).
-VIEWS = ("map", "map50", "map75", "map_small", "map_medium", "map_large")
+# The values of COCOeval's summary a metric may report (keys of coco_evaluate).
+KEYS = ("map", "map50", "map75", "map_small", "map_medium", "map_large", "ar100")
+# Evaluations kept for metrics of the same state (digest -> values).
+_CACHE: dict[str, dict[str, float]] = {}
+_CACHE_SIZE = 4
 
 
 def _concrete(value) -> np.ndarray | None:
@@ -44,7 +50,7 @@ def _concrete(value) -> np.ndarray | None:
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class COCOMeanAP(keras.metrics.Metric):
-    """COCO box mAP@[.5:.95] of a one-stage detector over a whole split (pycocotools' COCOeval).
+    """A COCO box AP value (mAP@[.5:.95], mAP50, ...) of a one-stage detector over a whole split.
 
     Args:
         num_classes: the detector's classes. Default None: read from the
@@ -54,7 +60,10 @@ class COCOMeanAP(keras.metrics.Metric):
         capacity: the most images one split may hold. Default 5000.
         max_boxes: ground-truth rows per image of the targets. Default 100.
         max_detections: detections kept per image (COCO's 100). Default 100.
-        name: the metric's name. Default "map".
+        key: the value reported, a key of COCOeval's summary (:data:`KEYS`):
+            "map" (default, AP@[.5:.95]), "map50", "map75", "map_small",
+            "map_medium", "map_large" or "ar100".
+        name: the metric's name. Default `key`.
         dtype: the metric's dtype. Default None.
 
     Call arguments (``update_state``):
@@ -63,7 +72,7 @@ class COCOMeanAP(keras.metrics.Metric):
         y_pred: the detector's raw (B, A, 8 + C) output.
 
     Returns:
-        ``result()``: the split's mAP@[.5:.95]; :meth:`evaluation` gives
+        ``result()``: the split's `key` value; :meth:`evaluation` gives
         every value of the summary and the per-class AP.
 
     Example:
@@ -77,10 +86,14 @@ class COCOMeanAP(keras.metrics.Metric):
         capacity: int = DEFAULT_CAPACITY,
         max_boxes: int = 100,
         max_detections: int = 100,
-        name: str = "map",
+        key: str = "map",
+        name: str | None = None,
         dtype=None,
     ):
-        super().__init__(name=name, dtype=dtype)
+        if key not in KEYS:
+            raise ValueError(f"`key` must be one of {KEYS}. Received: key={key!r}")
+        super().__init__(name=name or key, dtype=dtype)
+        self.key = key
         self.num_classes = None if num_classes is None else int(num_classes)
         self.class_names = None if class_names is None else list(class_names)
         self.capacity = int(capacity)
@@ -165,16 +178,23 @@ class COCOMeanAP(keras.metrics.Metric):
         detections = ops.convert_to_numpy(self.detections)[:count]
         ground_truth = ops.convert_to_numpy(self.ground_truth)[:count]
         names = self.class_names or [str(index) for index in range(self.num_classes or 0)]
-        self._evaluation = coco_evaluate(
-            list(ground_truth), [d[d[:, 5] >= 0] for d in detections], names
-        )
+        digest = hashlib.sha256(
+            detections.tobytes() + ground_truth.tobytes() + json.dumps(names).encode()
+        ).hexdigest()
+        if digest not in _CACHE:
+            while len(_CACHE) >= _CACHE_SIZE:
+                del _CACHE[next(iter(_CACHE))]
+            _CACHE[digest] = coco_evaluate(
+                list(ground_truth), [d[d[:, 5] >= 0] for d in detections], names
+            )
+        self._evaluation = _CACHE[digest]
         return self._evaluation
 
     def result(self):
         count = _concrete(self.count)
         if count is None or int(count) == 0:
             return ops.convert_to_tensor(math.nan, "float32")
-        return ops.convert_to_tensor(self.evaluation()["map"], "float32")
+        return ops.convert_to_tensor(self.evaluation()[self.key], "float32")
 
     def reset_state(self):
         for variable in (self.detections, self.ground_truth, self.count, self.dropped):
@@ -188,41 +208,7 @@ class COCOMeanAP(keras.metrics.Metric):
             "capacity": self.capacity,
             "max_boxes": self.max_boxes,
             "max_detections": self.max_detections,
+            "key": self.key,
             "name": self.name,
             "dtype": self.dtype,
         }
-
-
-@keras.saving.register_keras_serializable(package="keras_fourier")
-class COCOValue(keras.metrics.Metric):
-    """One more value of a :class:`COCOMeanAP`'s evaluation (e.g. mAP@.5), computed with it once.
-
-    Args:
-        source: the :class:`COCOMeanAP` whose split it reports.
-        key: a key of its evaluation: "map50", "map75", "map_small",
-            "map_medium" or "map_large".
-        name: the metric's name. Default `key`.
-
-    Example:
-        >>> source = COCOMeanAP()
-        >>> map50 = COCOValue(source, "map50")
-    """
-
-    def __init__(self, source: COCOMeanAP, key: str, name: str | None = None, dtype=None):
-        super().__init__(name=name or key, dtype=dtype)
-        if key not in VIEWS:
-            raise ValueError(f"`key` must be one of {VIEWS}. Received: key={key!r}")
-        self.source = source
-        self.key = key
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        del y_true, y_pred, sample_weight
-
-    def result(self):
-        count = _concrete(self.source.count)
-        if count is None or int(count) == 0:
-            return ops.convert_to_tensor(math.nan, "float32")
-        return ops.convert_to_tensor(self.source.evaluation()[self.key], "float32")
-
-    def reset_state(self):
-        """Nothing: the source holds the split."""

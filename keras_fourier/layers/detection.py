@@ -440,14 +440,23 @@ class DetectionDecoder(keras.layers.Layer):
 
     @staticmethod
     def _greedy(overlaps, valid, count: int):
-        """Greedy NMS over candidates sorted by score: (B, K) 1 for each kept one."""
+        """Greedy NMS over candidates sorted by score: (B, K) 1 for each kept one.
+
+        The valid candidates (above the score threshold) are a prefix of the
+        sorted ones, so the loop stops after the longest prefix of the batch.
+        """
+        steps = ops.max(ops.sum(ops.cast(valid, "int32"), axis=1))
+
+        def condition(i, keep):
+            return i < steps
 
         def body(i, keep):
             suppressed = ops.max(keep * ops.take(overlaps, i, axis=1), axis=1)
             kept = ops.take(valid, i, axis=1) * (1.0 - suppressed)
-            return keep + ops.one_hot(i, count)[None, :] * kept[:, None]
+            return i + 1, keep + ops.one_hot(i, count)[None, :] * kept[:, None]
 
-        return ops.fori_loop(0, count, body, ops.zeros_like(valid))
+        _, keep = ops.while_loop(condition, body, (ops.zeros((), "int32"), ops.zeros_like(valid)))
+        return keep
 
     def compute_output_spec(self, raw, images=None):
         batch = raw.shape[0]

@@ -41,7 +41,7 @@ from keras_fourier.data.detection import (
     letterbox_example,
     load_detection_dataset,
 )
-from keras_fourier.detection import COCOMeanAP, COCOValue, RetinaNet, RetinaNetLoss, detector
+from keras_fourier.detection import COCOMeanAP, RetinaNet, RetinaNetLoss, detector
 from keras_fourier.detection.evaluation import coco_results
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers.detection import RAW_BOX_COLUMNS
@@ -68,7 +68,9 @@ DRAW_SCORE = 0.3
 # The per-class AP table: names cut to this width, lines of about this many characters.
 DETAILS_NAME_WIDTH = 20
 DETAILS_LINE_WIDTH = 96
-SUMMARY_VIEWS = ("map50", "map75", "map_small", "map_medium", "map_large")
+# The metrics of runs (COCOMeanAP keys; "map" selects best.keras) and the breakdown's sizes.
+METRIC_KEYS = ("map", "map50", "map75")
+SIZES = ("small", "medium", "large")
 
 
 def _classes(output_shape) -> int:
@@ -244,8 +246,7 @@ class Detection(Task):
         data's, or the raw output's width where `evaluate` scores a model).
         """
         del num_classes, training
-        source = COCOMeanAP(max_boxes=MAX_BOXES)
-        return [source, *(COCOValue(source, key) for key in SUMMARY_VIEWS)]
+        return [COCOMeanAP(max_boxes=MAX_BOXES, key=key) for key in METRIC_KEYS]
 
     def summary(self, metrics: dict[str, float]) -> list[str]:
         """``test_map50=...`` then ``test_map=...`` (last), 4 decimals.
@@ -259,11 +260,18 @@ class Detection(Task):
     def breakdown(
         self, metrics: Sequence[keras.metrics.Metric], labels: Mapping[str, Any]
     ) -> dict[str, float]:
-        """Each class's AP@[.5:.95] over the split, ``ap/<class name>`` (classes with boxes)."""
-        (meter,) = (metric for metric in metrics if isinstance(metric, COCOMeanAP))
+        """mAP per object size (``map/small``, ...) and each class's AP (``ap/<class name>``).
+
+        Values COCO leaves undefined (no box of that size or class) are left out.
+        """
+        meter = next(metric for metric in metrics if isinstance(metric, COCOMeanAP))
         values = meter.evaluation()
         names = list(labels.get(CLASS_NAMES_KEY) or [])
-        result = {}
+        result = {
+            f"map/{size}": float(values[f"map_{size}"])
+            for size in SIZES
+            if math.isfinite(values[f"map_{size}"])
+        }
         count = meter.num_classes or 0
         for index in range(count):
             value = values.get(f"ap/{index}", math.nan)
@@ -276,16 +284,15 @@ class Detection(Task):
         """mAP per object size, then the per-class AP of `breakdown` as a compact table.
 
         Example:
-            >>> TASK.details({"map_small": 0.2, "map_medium": 0.5, "map_large": float("nan"),
-            ...               "ap/cat": 0.1})
+            >>> TASK.details({"map/small": 0.2, "map/medium": 0.5, "ap/cat": 0.1})
             ['mAP by size: small 0.2000, medium 0.5000, large -', 'per-class AP:', '  cat 0.1000']
         """
         lines = []
-        if "map_small" in metrics:
+        if any(f"map/{size}" in metrics for size in SIZES):
             sizes = ", ".join(
-                f"{size} {'-' if not math.isfinite(value) else f'{value:.4f}'}"
-                for size in ("small", "medium", "large")
-                for value in [metrics.get(f"map_{size}", math.nan)]
+                f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
+                for size in SIZES
+                for key in [f"map/{size}"]
             )
             lines.append(f"mAP by size: {sizes}")
         values = {key[3:]: value for key, value in metrics.items() if key.startswith("ap/")}
