@@ -224,7 +224,7 @@ class PyramidEncoder(keras.Model):
     @property
     def pyramid_outputs(self) -> dict:
         """{"P2": ..., "P5": ...}: the symbolic pyramid maps."""
-        return dict(zip(self.output_names, self.outputs, strict=True))
+        return dict(self.output)
 
 
 def image_encoder(
