@@ -28,7 +28,9 @@ import pytest
 from keras_fourier.limits import MAX_MEMORY_ENV, MAX_PARAMETERS_ENV
 from keras_fourier.model_record import CHECKPOINT_RECORD, FIELD_STATS_KEY, TASK_KEY
 from keras_fourier.models.fourcastnet import field_model
+from keras_fourier.weights.keras_hub import read_keras_hub_preset
 from keras_fourier.weights.saved import load_weights_file
+from tests.test_fnet_checkpoints import write_keras_hub_preset
 from tests.test_memory_bounds import _CHILD, PEAK_RSS_BYTES, _rewrite_keras, _tiny_vision
 
 pytestmark = pytest.mark.single_backend
@@ -203,10 +205,15 @@ def test_hdf5_files_that_read_outside_themselves_are_refused(crafted, kind, tmp_
         "virtual": f"dataset 'fields' is a virtual dataset mapped from '{crafted['elsewhere']}",
     }[kind]
     _refused(crafted, kind, "reads outside itself: " + described)
+    name = "layers/dense/vars/0"
+    preset = tmp_path / "preset"
+    write_keras_hub_preset(preset, np.random.default_rng(0), hidden_dim=8, intermediate_dim=16)
+    _outside(preset / "model.weights.h5", kind, name, np.ones((8, 8), "f4"), tmp_path)
+    with pytest.raises(ValueError, match=f"model.weights.h5' reads outside itself: .*{name}"):
+        read_keras_hub_preset(preset)
     model = _tiny_vision()
     path = tmp_path / "w.weights.h5"
     model.save_weights(path)
-    name = "layers/dense/vars/0"
     with h5py.File(path, "r") as handle:
         values = handle[name][()]
     _outside(path, kind, name, np.ones_like(values), tmp_path)
