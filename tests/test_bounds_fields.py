@@ -16,8 +16,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import zipfile
 import zlib
 
@@ -25,13 +23,12 @@ import h5py
 import numpy as np
 import pytest
 
-from keras_fourier.limits import MAX_MEMORY_ENV, MAX_PARAMETERS_ENV
 from keras_fourier.model_record import CHECKPOINT_RECORD, FIELD_STATS_KEY, TASK_KEY
 from keras_fourier.models.fourcastnet import field_model
 from keras_fourier.weights.keras_hub import read_keras_hub_preset
 from keras_fourier.weights.saved import load_weights_file
 from tests.test_fnet_checkpoints import write_keras_hub_preset
-from tests.test_memory_bounds import _CHILD, PEAK_RSS_BYTES, _rewrite_keras, _tiny_vision
+from tests.test_memory_bounds import PEAK_RSS_BYTES, _rewrite_keras, _tiny_vision, run_child
 
 pytestmark = pytest.mark.single_backend
 
@@ -155,18 +152,7 @@ def crafted(tmp_path_factory):
         "--steps",
         "1000000000",
     ]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.pop(MAX_MEMORY_ENV, None)
-    env.pop(MAX_PARAMETERS_ENV, None)
-    completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps(list(probes.values()))],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=True,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_child(list(probes.values()))
     results = dict(zip(probes, report["results"], strict=True))
     return {"results": results, "peak": report["peak"], "out": out, "elsewhere": elsewhere}
 
