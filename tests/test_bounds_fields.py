@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from keras_fourier.model_record import CHECKPOINT_RECORD, FIELD_STATS_KEY, TASK_KEY
-from keras_fourier.models.fourcastnet import field_model
+from keras_fourier.models.fourcastnet import field_model, rollout
 from keras_fourier.weights.keras_hub import read_keras_hub_preset
 from keras_fourier.weights.saved import load_weights_file
 from tests.test_fnet_checkpoints import write_keras_hub_preset
@@ -181,6 +181,8 @@ def test_field_files_are_checked_against_what_they_store_before_a_frame_is_read(
 def test_a_forecast_beyond_the_memory_ceiling_is_refused_naming_steps(crafted):
     line = _refused(crafted, "steps", "1,000,000,000 steps of 8x8 fields", "--steps=1000000000")
     assert "above the ceiling of 8.0 GiB; set KERAS_FOURIER_MAX_MEMORY" in line
+    with pytest.raises(ValueError, match=r"1,000,000,000 steps of .*Received: steps=1000000000"):
+        rollout(lambda state: state, np.zeros((1, 8, 8, 1), "float32"), 10**9)
 
 
 @pytest.mark.parametrize("kind", OUTSIDE)
