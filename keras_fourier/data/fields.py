@@ -56,6 +56,7 @@ import os
 import zipfile
 from typing import Any, BinaryIO
 
+import h5py
 import numpy as np
 import tensorflow as tf
 
@@ -361,8 +362,6 @@ class _Frames:
             return archive[name]
 
     def _open_hdf5(self, path: str, name: str | None) -> Any:
-        import h5py  # a Keras dependency; imported when an HDF5 source is read
-
         self._file = h5py.File(path, "r")
         try:
             check_self_contained(self._file, path)
