@@ -6,7 +6,7 @@ arrays of zeros expanding a thousandfold, sparse ``.npy`` files of a frame
 past the pixel ceiling or of frames the statistics pass once read 64 at a
 time, a sparse 4 GB ``global_means.npy``), a forecast of a billion steps,
 and HDF5 files that read outside themselves (external storage, an external
-link, a virtual dataset) are given to the commands in one child process,
+link, a virtual dataset, a plugin filter) are given to the commands in one child process,
 whose peak resident memory is asserted (`tests/test_memory_bounds.py`'s
 child): each is refused in one line with exit 2 and nothing written.
 """
@@ -33,7 +33,9 @@ from tests.test_memory_bounds import PEAK_RSS_BYTES, _rewrite_keras, _tiny_visio
 pytestmark = pytest.mark.single_backend
 
 FRAMES = np.random.default_rng(0).normal(size=(20, 1, 8, 8)).astype(np.float32)
-OUTSIDE = ("external", "link", "virtual")
+OUTSIDE = ("external", "link", "virtual", "plugin")
+# Blosc's registered HDF5 filter: a plugin library, which HDF5 would look for outside the file.
+BLOSC = 32001
 
 
 def _npy_header(shape: tuple[int, ...], dtype: str = "<f4") -> bytes:
@@ -77,10 +79,24 @@ def _deflated_npz(path, shape: tuple[int, ...]) -> str:
 
 
 def _outside(path, kind: str, name: str, values: np.ndarray, elsewhere) -> None:
-    """Makes dataset `name` of HDF5 file `path` read `values` from a file in `elsewhere`."""
+    """Makes dataset `name` of HDF5 file `path` read `values` from a file in `elsewhere`.
+
+    Or, for "plugin", through the filter of a plugin library (its chunk written raw).
+    """
     with h5py.File(path, "a") as handle:
         if name in handle:
             del handle[name]
+        if kind == "plugin":
+            dataset = handle.create_dataset(
+                name,
+                values.shape,
+                values.dtype,
+                chunks=values.shape,
+                compression=BLOSC,
+                allow_unknown_filter=True,
+            )
+            dataset.id.write_direct_chunk((0,) * values.ndim, values.tobytes())
+            return
         if kind == "external":
             raw = elsewhere / f"{kind}.bin"
             values.tofile(raw)
@@ -191,6 +207,7 @@ def test_hdf5_files_that_read_outside_themselves_are_refused(crafted, kind, tmp_
         "external": f"dataset 'fields' keeps its data in the file '{crafted['elsewhere']}",
         "link": f"'fields' is an external link to '{crafted['elsewhere']}",
         "virtual": f"dataset 'fields' is a virtual dataset mapped from '{crafted['elsewhere']}",
+        "plugin": f"dataset 'fields' needs the plugin filter {BLOSC}",
     }[kind]
     _refused(crafted, kind, "reads outside itself: " + described)
     name = "layers/dense/vars/0"
