@@ -26,7 +26,7 @@ import pytest
 from keras_fourier.model_record import CHECKPOINT_RECORD, FIELD_STATS_KEY, TASK_KEY
 from keras_fourier.models.fourcastnet import field_model, rollout
 from keras_fourier.weights.keras_hub import read_keras_hub_preset
-from keras_fourier.weights.saved import load_weights_file
+from keras_fourier.weights.saved import load_keras_file, load_weights_file
 from tests.test_fnet_checkpoints import write_keras_hub_preset
 from tests.test_memory_bounds import PEAK_RSS_BYTES, _rewrite_keras, _tiny_vision, run_child
 
@@ -227,3 +227,11 @@ def test_hdf5_files_that_read_outside_themselves_are_refused(crafted, kind, tmp_
         load_weights_file(model, str(path))
     for old, new in zip(before, model.get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
+    model.save(tmp_path / "m.keras")
+    rewritten = _rewrite_keras(
+        tmp_path / "m.keras",
+        tmp_path / "outside.keras",
+        extra={"model.weights.h5": path.read_bytes()},
+    )
+    with pytest.raises(ValueError, match=f"reads outside itself: .*{name}"):
+        load_keras_file(rewritten)
