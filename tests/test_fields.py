@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
 import pytest
@@ -79,6 +81,8 @@ def test_options_choose_the_array_channels_and_given_statistics(files):
         ("fields:{}/flat.npy", r"shape \(4, 6\); expected"),
         ("fields:{}/two.npz", "holds 2 arrays"),
         ("fields:{}/a.txt", "not a .npy, .npz, .h5 or .hdf5"),
+        ("fields:{}/short.npy", r"declares a float32 array of shape \(20, 3, 4, 6\) \(5,760 bytes"),
+        ("fields:{}/fortran.npy", "in Fortran order"),
     ],
 )
 def test_bad_sources_are_one_line_errors_naming_them(files, spec, message):
@@ -86,6 +90,10 @@ def test_bad_sources_are_one_line_errors_naming_them(files, spec, message):
     (files / "a.txt").write_text("x")
     np.save(files / "flat.npy", FRAMES[0, 0])
     np.savez(files / "two.npz", p=FRAMES, q=FRAMES)
+    np.save(files / "fortran.npy", np.asfortranarray(FRAMES))
+    np.save(files / "short.npy", FRAMES)
+    with open(files / "short.npy", "r+b") as file:
+        file.truncate(os.path.getsize(files / "short.npy") - 4)
     source = spec.format(files)
     with pytest.raises(ValueError, match=message) as error:
         load_field_source(source)

@@ -60,6 +60,26 @@ print(json.dumps({"results": results, "peak": peak}))
 """
 
 
+def run_child(argvs: list[list[str]]) -> dict:
+    """Runs the commands `argvs` in one child process (default ceilings, no GPU).
+
+    Returns:
+        {"results": [{"argv", "status", "err"} per command], "peak": its peak RSS in bytes}.
+    """
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env.pop(MAX_MEMORY_ENV, None)
+    env.pop(MAX_PARAMETERS_ENV, None)
+    completed = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=True,
+    )
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
 def _png(height: int, width: int, bit_depth: int = 8) -> bytes:
     """A grayscale PNG of zeros, rows deflated (a 1-bit 20000 x 20000 one is about 50 KB)."""
 
@@ -211,18 +231,7 @@ def test_hostile_files_and_requests_are_refused_before_they_allocate(crafted):
         (["bench", "model.tflite", "--threads", "100000"], "--threads=100000"),
         (["predict", crafted["thin"], "--model", crafted["thousand"], "--top", "1"], None),
     ]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.pop(MAX_MEMORY_ENV, None)
-    env.pop(MAX_PARAMETERS_ENV, None)
-    completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps([argv for argv, _ in probes])],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=True,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_child([argv for argv, _ in probes])
     for (_, expected), result in zip(probes, report["results"], strict=True):
         if expected is None:  # the ImageNet path crops before it resizes: it runs, small
             assert result["status"] == 0, result

@@ -7,10 +7,10 @@ Sources (data spec strings):
   download;
 * ``"fields:PATH"``: an array shaped (time, channel, lat, lon), as
   FourCastNet's data are (or (time, lat, lon) for one channel), in a
-  ``.npy`` file (memory-mapped), a ``.npz`` archive (its only array, or the
-  one named ``fields``; at most :data:`MAX_NPZ_BYTES`, loaded) or an HDF5
-  file (``.h5``/``.hdf5``: its only dataset, or ``fields``; read lazily,
-  frame by frame, with h5py).
+  ``.npy`` file (read frame by frame), a ``.npz`` archive (its only array,
+  or the one named ``fields``; at most :data:`MAX_NPZ_BYTES`, loaded) or an
+  HDF5 file (``.h5``/``.hdf5``: its only dataset, or ``fields``; read
+  lazily, frame by frame, with h5py).
 
 Options follow the source after ``?``, joined by ``&``:
 ``fields:era5.h5?dataset=fields&lead=2&channels=0,1,5&stats=STATS_DIR&splits=0.8,0.1``.
@@ -32,7 +32,17 @@ last (B, lat, lon, C). The batches are (state_t, targets) with targets
 normalised climatology (the time mean of the train split at each grid
 point), from which the forecast task's anomaly correlation is computed.
 
-Files are only read: a bad file, shape, option or split is a one-line
+Files are only read, within bounds, before any frame is: the sizes a file
+declares are checked against the file (a ``.npy`` shorter than its header
+says, an HDF5 dataset or ``.npz`` member that expands more than
+:data:`~keras_fourier.limits.MAX_ZIP_RATIO` times what it stores: never
+written, or a bomb), an HDF5 file that reads outside itself (external
+links or storage, virtual datasets) is refused, a frame may have at most
+:data:`~keras_fourier.data.checks.MAX_IMAGE_PIXELS` grid points, and what
+reading needs (the statistics pass in blocks of :data:`BLOCK_BYTES`, an
+HDF5 chunk decompressed whole) is held to
+:func:`~keras_fourier.limits.max_memory`; the statistics files may have
+:data:`MAX_STATS_BYTES`. A bad file, shape, option or split is a one-line
 `ValueError` naming the source; nothing is written.
 """
 
@@ -40,15 +50,27 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
+import math
 import os
 import zipfile
 from typing import Any, BinaryIO
 
+import h5py
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.data.checks import MAX_IMAGE_PIXELS
 from keras_fourier.data.navier_stokes import CHANNELS as NAVIER_STOKES_CHANNELS
 from keras_fourier.data.navier_stokes import navier_stokes
+from keras_fourier.limits import (
+    MAX_ZIP_RATIO,
+    check_memory,
+    check_zip_members,
+    format_bytes,
+    read_file_bounded,
+)
+from keras_fourier.weights.hdf5 import check_self_contained
 
 FIELDS_PREFIX = "fields:"
 EMBEDDED = "navier_stokes"
@@ -58,8 +80,14 @@ DATASET_NAME = "fields"  # FourCastNet's HDF5 dataset name
 STATS_FILES = ("global_means.npy", "global_stds.npy")
 # The largest array a .npz may hold (it is decompressed into memory; .npy and HDF5 are not).
 MAX_NPZ_BYTES = 2 << 30
-# Frames read per chunk when the train split's statistics are computed.
-_CHUNK = 64
+# The float64 frames of one block of the train split's statistics pass (at least one frame).
+BLOCK_BYTES = 64 << 20
+# The largest statistics file (FourCastNet's hold a few dozen values).
+MAX_STATS_BYTES = 1 << 20
+# Below this many declared bytes, an array is not checked for expansion (fill values).
+_SMALL = 1 << 20
+# Bytes per value of a frame while the statistics pass holds it: float32, float64, its square.
+_PASS_BYTES = 4 + 8 + 8
 _OPTIONS = ("lead", "dataset", "channels", "stats", "splits")
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -115,6 +143,12 @@ def read_npy_header(file: BinaryIO) -> tuple[tuple[int, ...], np.dtype]:
         ...     read_npy_header(file)
         ((2, 32, 32), dtype('float32'))
     """
+    shape, _, dtype = _npy_header(file)
+    return shape, dtype
+
+
+def _npy_header(file: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, Fortran order, dtype) of the .npy array `file` is at; `file` left at its data."""
     version = np.lib.format.read_magic(file)
     header = {
         (1, 0): np.lib.format.read_array_header_1_0,
@@ -122,8 +156,7 @@ def read_npy_header(file: BinaryIO) -> tuple[tuple[int, ...], np.dtype]:
     }.get(version)
     if header is None:
         raise ValueError(f"unsupported .npy version {version}")
-    shape, _, dtype = header(file)
-    return shape, dtype
+    return header(file)
 
 
 def _bad(source: str, reason: str) -> ValueError:
@@ -182,12 +215,35 @@ def parse_field_source(source: str) -> FieldSpec:
     return FieldSpec(path, **options)
 
 
+@dataclasses.dataclass(frozen=True)
+class _NpyFile:
+    """The C-order array of a .npy file, read frame by frame (``array[start:stop]``).
+
+    A memory map would keep every page it read resident: a pass over the
+    whole file would come to hold all of it.
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    offset: int
+
+    def __getitem__(self, frames: slice) -> np.ndarray:
+        start, stop, _ = frames.indices(self.shape[0])
+        values = math.prod(self.shape[1:])
+        with open(self.path, "rb") as file:
+            file.seek(self.offset + start * values * self.dtype.itemsize)
+            data = np.fromfile(file, self.dtype, count=(stop - start) * values)
+        return data.reshape((stop - start, *self.shape[1:]))
+
+
 class _Frames:
     """Lazy (time, channel, lat, lon) frames of an array in memory, a .npy or an HDF5 dataset."""
 
     def __init__(self, source: str, spec: FieldSpec) -> None:
         self.source = source
         self._file = None
+        self._chunk_bytes = 0  # an HDF5 chunk, decompressed whole when any of it is read
         array = navier_stokes() if spec.path is None else self._open(spec)
         shape = tuple(int(size) for size in array.shape)
         if len(shape) == 3:
@@ -210,6 +266,28 @@ class _Frames:
             raise _bad(source, f"channels {list(chosen)} outside the file's {channels}")
         self.channels = chosen
         self.all_channels = channels
+        self.block = self._check_memory(array.dtype)
+
+    def _check_memory(self, dtype: np.dtype) -> int:
+        """The frames per block of the statistics pass, once a frame and a block fit the bounds."""
+        pixels = self.height * self.width
+        if pixels > MAX_IMAGE_PIXELS:
+            raise _bad(
+                self.source,
+                f"its {self.height}x{self.width} frames have {pixels:,} grid points, above the "
+                f"ceiling of {MAX_IMAGE_PIXELS:,} pixels",
+            )
+        kept = len(self.channels) * pixels
+        block = max(1, BLOCK_BYTES // (kept * 8))
+        frame = self.all_channels * pixels * (np.dtype(dtype).itemsize + 4) + kept * _PASS_BYTES
+        needed = block * frame + 2 * kept * 8 + self._chunk_bytes
+        check_memory(
+            f"Field data {self.source!r}: reading its {self.height}x{self.width} frames of "
+            f"{self.all_channels} channel(s)",
+            needed,
+            f"data={self.source}",
+        )
+        return block
 
     def _open(self, spec: FieldSpec) -> Any:
         path = spec.path
@@ -220,10 +298,7 @@ class _Frames:
             if suffix == ".npy":
                 if spec.dataset is not None:
                     raise _bad(self.source, "a .npy file holds one array: no dataset option")
-                with open(path, "rb") as file:
-                    if file.read(6) != b"\x93NUMPY":
-                        raise _bad(self.source, f"{path!r} is not a .npy file (no NumPy header)")
-                return np.load(path, mmap_mode="r", allow_pickle=False)
+                return self._open_npy(path)
             if suffix == ".npz":
                 return self._open_npz(path, spec.dataset)
             if suffix in (".h5", ".hdf5"):
@@ -236,16 +311,47 @@ class _Frames:
             raise _bad(self.source, f"cannot read {path!r} ({error})") from None
         raise _bad(self.source, f"{path!r} is not a .npy, .npz, .h5 or .hdf5 file")
 
+    def _open_npy(self, path: str) -> _NpyFile:
+        with open(path, "rb") as file:
+            if file.read(6) != b"\x93NUMPY":
+                raise _bad(self.source, f"{path!r} is not a .npy file (no NumPy header)")
+            file.seek(0)
+            shape, fortran_order, dtype = _npy_header(file)
+            offset = file.tell()
+            stored = os.fstat(file.fileno()).st_size - offset
+        declared = math.prod(shape) * dtype.itemsize
+        if declared > stored:
+            raise _bad(
+                self.source,
+                f"{path!r} declares a {dtype} array of shape {shape} ({declared:,} bytes) but "
+                f"holds {stored:,} bytes of data (truncated?)",
+            )
+        if fortran_order and len(shape) > 1:
+            raise _bad(
+                self.source,
+                f"{path!r} stores its array in Fortran order, which cannot be read frame by "
+                "frame: save it in C order (np.ascontiguousarray)",
+            )
+        return _NpyFile(path, tuple(shape), dtype, offset)
+
     def _open_npz(self, path: str, name: str | None) -> np.ndarray:
         try:
             with zipfile.ZipFile(path) as archive:
+                check_zip_members(archive, f"The .npz file {path!r}")
                 members = [m[: -len(".npy")] for m in archive.namelist() if m.endswith(".npy")]
                 name = self._choose(path, members, name)
-                with archive.open(name + ".npy") as member:
+                info = archive.getinfo(name + ".npy")
+                with archive.open(info) as member:
                     shape, dtype = read_npy_header(member)
         except zipfile.BadZipFile as error:
             raise _bad(self.source, f"{path!r} is not a readable .npz ({error})") from None
         size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size > info.file_size:
+            raise _bad(
+                self.source,
+                f"array {name!r} of {path!r} declares {size:,} bytes but its member holds "
+                f"{info.file_size:,}",
+            )
         if size > MAX_NPZ_BYTES:
             raise _bad(
                 self.source,
@@ -256,14 +362,30 @@ class _Frames:
             return archive[name]
 
     def _open_hdf5(self, path: str, name: str | None) -> Any:
-        import h5py  # a Keras dependency; imported when an HDF5 source is read
-
         self._file = h5py.File(path, "r")
-        datasets: list[str] = []
-        self._file.visititems(
-            lambda key, item: datasets.append(key) if isinstance(item, h5py.Dataset) else None
-        )
-        return self._file[self._choose(path, datasets, name)]
+        try:
+            check_self_contained(self._file, path)
+            datasets: list[str] = []
+            self._file.visititems(
+                lambda key, item: datasets.append(key) if isinstance(item, h5py.Dataset) else None
+            )
+            name = self._choose(path, datasets, name)
+            dataset = self._file[name]
+            declared = math.prod(dataset.shape) * dataset.dtype.itemsize
+            stored = dataset.id.get_storage_size()
+            if declared > _SMALL and declared > MAX_ZIP_RATIO * stored:
+                raise _bad(
+                    self.source,
+                    f"dataset {name!r} of {path!r} declares shape {dataset.shape} "
+                    f"({format_bytes(declared)}) but stores {stored:,} bytes, more than "
+                    f"{MAX_ZIP_RATIO}x less: never written, or a compression bomb",
+                )
+        except BaseException:
+            self._file.close()
+            raise
+        if dataset.chunks is not None:
+            self._chunk_bytes = math.prod(dataset.chunks) * dataset.dtype.itemsize
+        return dataset
 
     def _choose(self, path: str, names: list[str], name: str | None) -> str:
         if name is not None:
@@ -345,11 +467,14 @@ def _split_bounds(source: str, frames: int, spec: FieldSpec) -> dict[str, tuple[
 
 
 def _train_statistics(frames: _Frames, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-channel mean and std over frames [0, stop), and the time mean per grid point."""
+    """Per-channel mean and std over frames [0, stop), and the time mean per grid point.
+
+    The frames are read in blocks of `frames.block` (:data:`BLOCK_BYTES` of float64).
+    """
     total = np.zeros((len(frames.channels), frames.height, frames.width), np.float64)
     squares = np.zeros(len(frames.channels), np.float64)
-    for start in range(0, stop, _CHUNK):
-        block = frames.read(start, min(stop, start + _CHUNK)).astype(np.float64)
+    for start in range(0, stop, frames.block):
+        block = frames.read(start, min(stop, start + frames.block)).astype(np.float64)
         total += block.sum(0)
         squares += np.square(block).sum((0, 2, 3))
     count = stop * frames.height * frames.width
@@ -363,10 +488,13 @@ def _given_statistics(source: str, folder: str, frames: _Frames) -> tuple[np.nda
     for name in STATS_FILES:
         path = os.path.join(folder, name)
         try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as error:
+            data = read_file_bounded(path, MAX_STATS_BYTES, "The statistics file")
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+            if not isinstance(array, np.ndarray):
+                raise ValueError("not a .npy array")
+            array = np.asarray(array, np.float64).reshape(-1)
+        except (OSError, ValueError, TypeError) as error:
             raise _bad(source, f"cannot read the statistics file {path!r} ({error})") from None
-        array = np.asarray(array, np.float64).reshape(-1)
         if array.size < frames.all_channels:  # FourCastNet's cover more channels than it uses
             raise _bad(
                 source,
@@ -382,9 +510,10 @@ def _open_source(source: str, stamp: tuple) -> FieldSource:
     spec = parse_field_source(source)
     frames = _Frames(source, spec)
     splits = _split_bounds(source, frames.num_frames, spec)
+    given = None if spec.stats is None else _given_statistics(source, spec.stats, frames)
     mean, std, time_mean = _train_statistics(frames, splits["train"][1])
-    if spec.stats is not None:
-        mean, std = _given_statistics(source, spec.stats, frames)
+    if given is not None:
+        mean, std = given
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
         raise _bad(
             source,
@@ -494,7 +623,7 @@ def field_dataset(
 
     def read(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         first = int(index)
-        state, target = frames.read(first, first + lead + 1)[[0, lead]]
+        state, target = (frames.read(frame, frame + 1)[0] for frame in (first, first + lead))
         return np.moveaxis(state, 0, -1), np.moveaxis(target, 0, -1)
 
     def load(index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -20,7 +20,8 @@ differ in the last bits between builds, and the flow is chaotic), about
 a few seconds for the default 1,000 frames of 2 x 32 x 32 (8 MB of
 float32). The result is kept in memory and cached (atomically) as
 ``$KERAS_HOME/keras_fourier/datasets/navier_stokes_<key>.npy``, the key a
-hash of the arguments; an unreadable or wrong cache file is solved again.
+hash of the arguments; an unreadable or wrong cache file (its header read
+first: a file of another shape is not loaded) is solved again.
 """
 
 from __future__ import annotations
@@ -96,11 +97,13 @@ def navier_stokes(
     key = hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).hexdigest()[:16]
     path = os.path.join(keras_home(), "keras_fourier", "datasets", f"navier_stokes_{key}.npy")
     shape = (frames, 2, size, size)
-    with contextlib.suppress(OSError, ValueError):
-        cached = np.load(path, allow_pickle=False)
-        if cached.shape == shape and cached.dtype == np.float32 and np.isfinite(cached).all():
-            cached.setflags(write=False)
-            return cached
+    with contextlib.suppress(OSError, ValueError):  # mapped: only a file of the shape is read
+        cached = np.load(path, mmap_mode="r", allow_pickle=False)
+        if cached.shape == shape and cached.dtype == np.float32:
+            cached = np.array(cached)
+            if np.isfinite(cached).all():
+                cached.setflags(write=False)
+                return cached
     del arguments["version"]
     out = solve(**arguments)
     with contextlib.suppress(OSError):  # a read-only home: solved again next time

@@ -28,6 +28,7 @@ Reference:
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable
 
@@ -37,6 +38,7 @@ from keras import ops
 
 from keras_fourier.layers import PeriodicPad2D, PositionEmbedding, spectral
 from keras_fourier.layers.fourier import MODE_SLICINGS
+from keras_fourier.limits import check_memory
 from keras_fourier.models.family import VisionSpec
 from keras_fourier.models.fourcastnet_family import RELEASES, VARIANTS, FourCastNetSpec
 from keras_fourier.models.fourcastnet_weights import load_fourcastnet_checkpoint
@@ -274,9 +276,10 @@ def rollout(
             output channels.
         state: the initial state (B, ...), e.g. a normalised field
             (B, H, W, C).
-        steps: number of steps, a positive int, or a scalar int tensor (e.g.
-            an input of an exported graph; its trajectory then has a free
-            second dimension).
+        steps: number of steps, a positive int (its trajectory held to
+            :func:`~keras_fourier.limits.max_memory`), or a scalar int tensor
+            (e.g. an input of an exported graph; its trajectory then has a
+            free second dimension).
         residual: whether the model predicts the increment. Default False.
         hook: optional ``hook(previous, prediction) -> next_state``.
 
@@ -290,11 +293,17 @@ def rollout(
         >>> rollout(model, keras.ops.zeros((1, 16, 32, 2)), 3).shape
         (1, 3, 16, 32, 2)
     """
-    if isinstance(steps, int) or not hasattr(steps, "shape"):
-        steps = check_positive_int("steps", steps)
     state = ops.convert_to_tensor(state)
     dtype = keras.backend.standardize_dtype(state.dtype)
     shape = tuple(state.shape)
+    if isinstance(steps, int) or not hasattr(steps, "shape"):
+        steps = check_positive_int("steps", steps)
+        if None not in shape:
+            check_memory(
+                f"A rollout of {steps:,} steps of states of shape {shape}",
+                steps * math.prod(shape) * np.dtype(dtype).itemsize,
+                f"steps={steps}",
+            )
 
     def step(previous):
         prediction = ops.cast(model(previous), dtype)

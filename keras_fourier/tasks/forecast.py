@@ -19,12 +19,14 @@ channel names and the lead, so that `predict` reads a state in physical
 units (``.npy``: (C, lat, lon), (lat, lon) for one channel, or (T, C, lat,
 lon), of which the last frame), rolls the model out ``steps`` times and
 writes the forecast in physical units, ``<stem>_forecast.npy`` (steps, C,
-lat, lon), atomically.
+lat, lon), atomically. The memory of the forecast (:data:`FORECAST_COPIES`
+float32 copies of the trajectory) is held to
+:func:`~keras_fourier.limits.max_memory` before anything is read or written.
 """
 
 from __future__ import annotations
 
-import io
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -40,7 +42,8 @@ from keras_fourier.data.fields import (
     load_field_source,
     read_npy_header,
 )
-from keras_fourier.fileio import atomic_write_bytes
+from keras_fourier.fileio import atomic_save
+from keras_fourier.limits import check_memory
 from keras_fourier.metrics import AnomalyCorrelation, ChannelRMSE, FieldMSE, RelativeL2
 from keras_fourier.model_record import FIELD_STATS_KEY
 from keras_fourier.models.fourcastnet import field_model, rollout
@@ -53,6 +56,9 @@ if TYPE_CHECKING:
 
 # The largest state file predict reads.
 MAX_STATE_BYTES = 1 << 30
+# The float32 trajectories a forecast holds at once: the rollout's, its NumPy copy, the
+# denormalised forecast and the (steps, C, lat, lon) array written.
+FORECAST_COPIES = 4
 # The default job (`fourcastnet_tiny` on the embedded Navier-Stokes data) trains in about four
 # minutes on 2 cores: 40 epochs of 43 steps, AdamW at 1e-3 without weight decay.
 NAVIER_STOKES_RECIPE = {"epochs": 40, "batch_size": 16, "learning_rate": 1e-3, "weight_decay": 0.0}
@@ -242,6 +248,12 @@ class Forecast(Task):
         mean = np.asarray(stats["mean"], np.float32)
         std = np.asarray(stats["std"], np.float32)
         shape = tuple(model.input_shape[1:])
+        check_memory(
+            f"A forecast of {steps:,} steps of {shape[0]}x{shape[1]} fields of {shape[2]} "
+            "channel(s)",
+            FORECAST_COPIES * 4 * steps * math.prod(shape),
+            f"--steps={steps}",
+        )
         states = [_read_state(path, shape) for path in request.inputs]
         os.makedirs(request.out, exist_ok=True)
         lines = []
@@ -253,9 +265,10 @@ class Forecast(Task):
                 raise ValueError(f"The forecast of {path!r} is not finite: nothing written.")
             stem = os.path.splitext(os.path.basename(path))[0]
             target = os.path.join(request.out, f"{stem}_forecast.npy")
-            buffer = io.BytesIO()
-            np.save(buffer, forecast, allow_pickle=False)
-            atomic_write_bytes(target, buffer.getvalue())
+            atomic_save(
+                target,
+                lambda temporary, data=forecast: np.save(temporary, data, allow_pickle=False),
+            )
             lead = stats.get("lead", 1)
             lines.append(
                 f"{path}: {target} ({steps} step(s) of {lead} frame(s), shape {forecast.shape})"

@@ -22,6 +22,7 @@ from keras_fourier.fileio import atomic_save, atomic_write_text, warn
 from keras_fourier.model_record import CHECKPOINT_RECORD, read_checkpoint_record
 from keras_fourier.run_folder import read_history, write_history
 from keras_fourier.weights.convert import assign_atomically
+from keras_fourier.weights.hdf5 import dataset_headers
 
 _SLOT = re.compile(r"epoch-(\d+)\.json$")
 
@@ -297,6 +298,7 @@ class EpochBackup(keras.callbacks.Callback):
                 unreadable.append(f"{record} ({type(error).__name__}: {error})")
                 continue
             try:
+                dataset_headers(weights)  # refuses a file that reads outside itself
                 assign_atomically(model, lambda path=weights: model.load_weights(path), weights)
             except (OSError, ValueError) as error:
                 unreadable.append(f"{weights} ({type(error).__name__}: {error})")

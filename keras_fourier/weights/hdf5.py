@@ -1,4 +1,9 @@
-"""HDF5 weight files read within bounds: headers first, then data, and no lossy casts.
+"""HDF5 files read within bounds: self-contained, headers first, then data, no lossy casts.
+
+Every HDF5 file the package reads (weights, field data) is first walked by
+:func:`outside_reference`: an external link, a dataset kept in external
+raw files, a virtual dataset or a filter HDF5 would load as a plugin reads
+beyond the given file, and the file is refused before any data is read.
 
 A ``.weights.h5`` (the package's, a keras-hub preset's, the member of a
 ``.keras`` archive) declares each dataset's shape and dtype in its headers;
@@ -24,6 +29,9 @@ import numpy as np
 
 from keras_fourier.limits import check_parameters
 
+# HDF5's built-in filters (deflate, shuffle, Fletcher32, SZIP, N-bit, scale-offset) and h5py's
+# LZF: any other is a plugin library HDF5 would load from outside the file.
+BUILTIN_FILTERS = frozenset({1, 2, 3, 4, 5, 6, 32000})
 # A dataset's declared bytes may exceed what it stores (compression) by at most this factor.
 MAX_EXPANSION = 1000
 # Below this many declared bytes, a dataset is not checked for expansion (fill values).
@@ -36,6 +44,70 @@ class DatasetHeader(NamedTuple):
     shape: tuple[int, ...]
     dtype: np.dtype
     stored: int
+
+
+def outside_reference(handle: h5py.Group) -> str | None:
+    """What in an open HDF5 file would read beyond it, described; None when it is self-contained.
+
+    Walks every group's links (an external link names another file) and
+    every dataset: external raw storage, a virtual dataset (its data is
+    mapped from source datasets, in this or other files) and a filter that
+    is not built into HDF5 (a plugin library) all read outside the file.
+    Nothing is dereferenced: no link is followed, no data read.
+
+    Args:
+        handle: an open `h5py.File` (or a group of one).
+
+    Returns:
+        One phrase naming the object and what it reaches, or None.
+
+    Example:
+        >>> with h5py.File("model.weights.h5", "r") as handle:  # doctest: +SKIP
+        ...     outside_reference(handle)
+    """
+    found: list[str] = []
+
+    def visit(name: str, item) -> None:
+        if found:
+            return
+        if isinstance(item, h5py.Group):
+            for key in item:
+                link = item.get(key, getlink=True)
+                if isinstance(link, h5py.ExternalLink):
+                    path = f"{name}/{key}" if name else key
+                    found.append(f"{path!r} is an external link to {link.filename!r}")
+                    return
+        elif isinstance(item, h5py.Dataset):
+            plist = item.id.get_create_plist()
+            if item.external:
+                found.append(f"dataset {name!r} keeps its data in the file {item.external[0][0]!r}")
+            elif item.is_virtual:
+                source = plist.get_virtual_filename(0) if plist.get_virtual_count() else ""
+                found.append(f"dataset {name!r} is a virtual dataset mapped from {source!r}")
+            else:
+                codes = [plist.get_filter(index)[0] for index in range(plist.get_nfilters())]
+                plugins = [code for code in codes if code not in BUILTIN_FILTERS]
+                if plugins:
+                    found.append(f"dataset {name!r} needs the plugin filter {plugins[0]}")
+
+    visit("", handle)
+    handle.visititems(visit)
+    return found[0] if found else None
+
+
+def check_self_contained(handle: h5py.Group, source: str) -> None:
+    """Raises ValueError when :func:`outside_reference` finds anything in `handle`.
+
+    Example:
+        >>> with h5py.File("fields.h5", "r") as handle:  # doctest: +SKIP
+        ...     check_self_contained(handle, "fields.h5")
+    """
+    outside = outside_reference(handle)
+    if outside is not None:
+        raise ValueError(
+            f"The HDF5 file {source!r} reads outside itself: {outside} (external links, "
+            f"external storage, virtual datasets and plugin filters are refused); nothing was read"
+        )
 
 
 def dataset_headers(
@@ -53,6 +125,7 @@ def dataset_headers(
 
     Raises:
         OSError: not a readable HDF5 file.
+        ValueError: a file that reads outside itself (:func:`check_self_contained`).
 
     Example:
         >>> dataset_headers("model.weights.h5")["layers/dense/vars/0"].shape  # doctest: +SKIP
@@ -68,7 +141,9 @@ def dataset_headers(
             )
 
     source = os.fspath(source) if isinstance(source, (str, os.PathLike)) else source
+    label = source if isinstance(source, str) else getattr(source, "name", "an HDF5 stream")
     with h5py.File(source, "r") as handle:
+        check_self_contained(handle, str(label))
         handle.visititems(visit)
     return headers
 
@@ -169,5 +244,7 @@ def read_datasets(path: str | os.PathLike, names: Iterable[str]) -> dict[str, np
     Example:
         >>> read_datasets("model.weights.h5", ["layers/dense/vars/0"])  # doctest: +SKIP
     """
-    with h5py.File(os.fspath(path), "r") as handle:
+    path = os.fspath(path)
+    with h5py.File(path, "r") as handle:
+        check_self_contained(handle, path)
         return {name: np.asarray(handle[name]) for name in names}
