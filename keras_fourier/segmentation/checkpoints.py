@@ -37,7 +37,7 @@ from keras_fourier.weights.convert import KeyMap, KeyMapFunction, map_variables
 from keras_fourier.weights.pipeline import load_release_or_file
 
 _HEAD_LAYERS = ("decode_head", "auxiliary_head", "neck")
-_LIST = re.compile(r"(psp_modules|lateral_convs|fpn_convs|convs|scale_heads)_(\d+)(?:_(\d+))?")
+_LIST = re.compile(r"(psp_modules|lateral_convs|fpn_convs|convs|scale_heads|pws)_(\d+)(?:_(\d+))?")
 _BN_PARAMETERS = {**PARAMETERS, "moving_mean": "running_mean", "moving_variance": "running_var"}
 _STAGE_NORM = re.compile(r"norm(\d+)")
 
