@@ -150,8 +150,11 @@ def _np_resize(x, size):
     return np.einsum("ah,bw,nhwc->nabc", rows, cols, x)
 
 
-def _np_uper_head(maps, sd, pool_scales):
-    """mmsegmentation's UPerHead forward in NumPy (NHWC), inference mode."""
+def _np_uper_head(maps, sd, pool_scales, fuse=_np_conv_module):
+    """mmsegmentation's UPerHead forward in NumPy (NHWC), inference mode.
+
+    `fuse(x, sd, prefix)` is the ``fpn_bottleneck`` module (HorFPN's gnConv replaces it).
+    """
     last = maps[-1]
     size = last.shape[1:3]
     pooled = []
@@ -176,7 +179,7 @@ def _np_uper_head(maps, sd, pool_scales):
     ]
     outs.append(laterals[-1])
     outs = [outs[0], *(_np_resize(x, outs[0].shape[1:3]) for x in outs[1:])]
-    fused = _np_conv_module(np.concatenate(outs, -1), sd, "decode_head.fpn_bottleneck")
+    fused = fuse(np.concatenate(outs, -1), sd, "decode_head.fpn_bottleneck")
     return _np_conv(fused, sd["decode_head.conv_seg.weight"], sd["decode_head.conv_seg.bias"])
 
 

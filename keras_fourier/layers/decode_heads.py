@@ -35,8 +35,15 @@ import numpy as np
 from keras import ops
 
 from keras_fourier.layers.contraction import contract_axis
+from keras_fourier.layers.hornet import GnConv
 from keras_fourier.layers.interpolation import resize_axis_tensor
-from keras_fourier.validation import check_positive_int, check_rate, is_static_size
+from keras_fourier.validation import (
+    check_bool,
+    check_choice,
+    check_positive_int,
+    check_rate,
+    is_static_size,
+)
 
 # PyTorch BatchNorm2d's defaults (mmcv's BN and SyncBN): eps 1e-5, running-stat momentum 0.1.
 BN_EPSILON = 1e-5
@@ -276,6 +283,106 @@ class ConvModule(keras.layers.Layer):
         }
 
 
+# HorFPN's gnConv fusion blocks (HorNet section 3.2), the official ``gn_conv_cfg`` / ``conv_cfg``
+# of configs/horfpn: order 2, no 1/alpha scale, proj_out; "gnconv_gf" keeps GNConvModule's
+# default filter of h=32, w=17 (resized to each input's rfft2 size).
+GNCONV_BLOCKS = {
+    "gnconv_7x7": {"spatial_mixing": "dwconv", "kernel_size": 7},
+    "gnconv_gf": {"spatial_mixing": "global_local", "filter_size": (32, 17)},
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class GnConvModule(GnConv):
+    """HorFPN's ``GNConvModule``: a :class:`GnConv` of width `filters`, then BatchNorm and ReLU.
+
+    The official ``mmcv_custom/gn_module.py`` module of HorNet's HorFPN and
+    HorNet-UPerNet heads: ``proj_in`` (input channels -> 2 filters), the
+    spatial mixing (``dwconv``) without the 1/alpha scale, the recursive
+    gating, ``proj_out`` (filters -> filters), then, as mmcv's
+    ``ConvModule``, ``bn`` (BatchNorm, PyTorch eps 1e-5 and momentum 0.1)
+    and ReLU when asked. The variables are the official keys:
+    ``proj_in/kernel`` is ``proj_in.weight``, ``bn/gamma`` is ``bn.weight``.
+
+    Args:
+        filters: the width and output channels (the official
+            ``out_channels``, with ``dim_ratio`` 1).
+        block: a row of ``GNCONV_BLOCKS``: "gnconv_7x7" (default, a 7x7
+            depthwise conv) or "gnconv_gf" (HorNet's global-local filter
+            with an h=32, w=17 filter).
+        order: the interaction order. Default 2, as every HorFPN config.
+        norm: whether BatchNorm follows. Default True.
+        activation: "relu" (default) or None.
+        fft_impl: "auto" (default), "fft" or "matmul" for "gnconv_gf".
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: (B, H, W, C) tensor; "gnconv_gf" needs `filters` divisible
+            by 4.
+        training: whether BatchNorm uses batch statistics.
+
+    Returns:
+        (B, H, W, filters) tensor.
+
+    Example:
+        >>> GnConvModule(8)(keras.ops.ones((2, 6, 6, 32))).shape
+        TensorShape([2, 6, 6, 8])
+
+    Reference:
+        Rao et al., "HorNet: Efficient High-Order Spatial Interactions with
+        Recursive Gated Convolutions", NeurIPS 2022, Section 3.2 (HorFPN).
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        block: str = "gnconv_7x7",
+        order: int = 2,
+        norm: bool = True,
+        activation: str | None = "relu",
+        fft_impl: str = "auto",
+        **kwargs,
+    ):
+        super().__init__(
+            order=order,
+            scale=1.0,
+            fft_impl=fft_impl,
+            filters=check_positive_int("filters", filters),
+            **GNCONV_BLOCKS[check_choice("block", block, tuple(GNCONV_BLOCKS))],
+            **kwargs,
+        )
+        self.block = block
+        self.norm = check_bool("norm", norm)
+        self.activation = check_choice("activation", activation, ("relu", None))
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        if self.norm:
+            self.bn = keras.layers.BatchNormalization(
+                epsilon=BN_EPSILON, momentum=BN_MOMENTUM, dtype=self.dtype_policy, name="bn"
+            )
+            self.bn.build(self.compute_output_shape(input_shape))
+
+    def call(self, inputs, training=None):
+        x = super().call(inputs)
+        if self.norm:
+            x = self.bn(x, training=training)
+        if self.activation == "relu":
+            x = ops.relu(x)
+        return x
+
+    def get_config(self):
+        config = super().get_config()
+        for key in ("spatial_mixing", "kernel_size", "filter_size", "scale"):
+            del config[key]  # fixed by `block`
+        return {
+            **config,
+            "block": self.block,
+            "norm": self.norm,
+            "activation": self.activation,
+        }
+
+
 class _DecodeHead(keras.layers.Layer):
     """mmsegmentation's ``BaseDecodeHead``: the arguments and the ``cls_seg`` classifier."""
 
@@ -357,13 +464,18 @@ class UPerHead(_DecodeHead):
     through ``lateral_convs_{i}`` (1x1); a top-down path adds each level,
     resized, to the one below; ``fpn_convs_{i}`` (3x3) smooth all but the
     top; all levels resized to the first and concatenated, fused by
-    ``fpn_bottleneck`` (3x3), then dropout and ``conv_seg``.
+    ``fpn_bottleneck`` (3x3), then dropout and ``conv_seg``. With `block`,
+    ``fpn_bottleneck`` is HorNet's gnConv instead (HorFPN for segmentation,
+    the official ``GNUPerHead``): a :class:`GnConvModule` from the
+    concatenated ``4 channels`` to `channels`, with BatchNorm and ReLU.
 
     Args:
         num_classes: output classes.
         channels: width of every inner ConvModule. Default 512.
         pool_scales: the pyramid pooling bins. Default (1, 2, 3, 6).
         dropout: channel dropout before ``conv_seg``. Default 0.1.
+        block: None (default, the 3x3 ConvModule), "gnconv_7x7" or
+            "gnconv_gf" (HorFPN_7x7 / HorFPN_GF; a row of ``GNCONV_BLOCKS``).
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -390,6 +502,7 @@ class UPerHead(_DecodeHead):
         channels: int = 512,
         pool_scales: tuple[int, ...] = (1, 2, 3, 6),
         dropout: float = 0.1,
+        block: str | None = None,
         **kwargs,
     ):
         super().__init__(num_classes, channels, dropout, **kwargs)
@@ -398,6 +511,7 @@ class UPerHead(_DecodeHead):
                 f"`pool_scales` must be a non-empty tuple of ints. Received: {pool_scales=}"
             )
         self.pool_scales = tuple(check_positive_int("pool_scales", s) for s in pool_scales)
+        self.block = check_choice("block", block, (None, *GNCONV_BLOCKS))
 
     def build(self, input_shape):
         shapes = _check_feature_list("UPerHead", input_shape, None)
@@ -415,9 +529,14 @@ class UPerHead(_DecodeHead):
             self._conv_module(f"fpn_convs_{i}", 3, (*shape[:-1], self.channels))
             for i, shape in enumerate(shapes[:-1])
         ]
-        self.fpn_bottleneck = self._conv_module(
-            "fpn_bottleneck", 3, (*shapes[0][:-1], len(shapes) * self.channels)
-        )
+        fused = (*shapes[0][:-1], len(shapes) * self.channels)
+        if self.block is None:
+            self.fpn_bottleneck = self._conv_module("fpn_bottleneck", 3, fused)
+        else:
+            self.fpn_bottleneck = GnConvModule(
+                self.channels, self.block, dtype=self.dtype_policy, name="fpn_bottleneck"
+            )
+            self.fpn_bottleneck.build(fused)
         self._build_classifier(shapes[0])
 
     def call(self, inputs, training=None):
@@ -443,7 +562,7 @@ class UPerHead(_DecodeHead):
         return self._classify(fused, training)
 
     def get_config(self):
-        return {**super().get_config(), "pool_scales": self.pool_scales}
+        return {**super().get_config(), "pool_scales": self.pool_scales, "block": self.block}
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")

@@ -13,7 +13,9 @@ import keras
 from keras import ops
 
 from keras_fourier.layers.decode_heads import (
+    GNCONV_BLOCKS,
     FPNNeck,
+    GnConvModule,
     _check_feature_list,
     resize_nearest,
     top_down,
@@ -21,7 +23,7 @@ from keras_fourier.layers.decode_heads import (
 from keras_fourier.validation import check_bool, check_choice, check_positive_int
 
 EXTRA_SOURCES = ("on_input", "on_lateral", "on_output")
-BLOCKS = (None,)
+BLOCKS = (None, *GNCONV_BLOCKS)
 
 
 def _half(size):
@@ -54,7 +56,14 @@ class DetectionFPN(FPNNeck):
             (default, RetinaNet: the last backbone map), "on_lateral" (the
             last lateral after the top-down sums), "on_output" (the last
             output), or None for max pooling instead of extra convs.
-        block: None (default): every ``fpn_convs_{i}`` is a 3x3 conv.
+        block: None (default): every ``fpn_convs_{i}`` is a 3x3 conv;
+            "gnconv_7x7" or "gnconv_gf": HorNet's HorFPN, every
+            ``fpn_convs_{i}`` a :class:`GnConvModule` of that block (order
+            2, no norm, no activation), as the official ``GNFPN``; an extra
+            level is then ``fpn_convs_{i}_0``, the stride-2 3x3 conv,
+            followed by ``fpn_convs_{i}_1``, a GnConvModule (the official
+            ``GNFPN`` builds that pair but wraps it as ``nn.Sequential(list)``,
+            which PyTorch refuses, so only its max-pooling form runs there).
         relu_before_extra_convs: whether a ReLU precedes every extra conv
             but the first. Default False.
         **kwargs: base `keras.layers.Layer` arguments.
@@ -119,7 +128,7 @@ class DetectionFPN(FPNNeck):
             self._module(f"lateral_convs_{i}", 1, shape) for i, shape in enumerate(levels)
         ]
         self.fpn_convs = [
-            self._module(f"fpn_convs_{i}", 3, (*shape[:-1], self.channels))
+            self._fusion(f"fpn_convs_{i}", (*shape[:-1], self.channels))
             for i, shape in enumerate(levels)
         ]
         self.extra_convs = []
@@ -129,7 +138,29 @@ class DetectionFPN(FPNNeck):
         for k in range(used, self.num_outputs):
             source = levels[-1][-1] if k == used and self.add_extra_convs == "on_input" else None
             shape = (batch, None, None, source or self.channels)
-            self.extra_convs.append(self._module(f"fpn_convs_{k}", 3, shape, strides=2))
+            if self.block is None:
+                steps = [self._module(f"fpn_convs_{k}", 3, shape, strides=2)]
+            else:
+                steps = [
+                    self._module(f"fpn_convs_{k}_0", 3, shape, strides=2),
+                    self._fusion(f"fpn_convs_{k}_1", (batch, None, None, self.channels)),
+                ]
+            self.extra_convs.append(steps)
+
+    def _fusion(self, name: str, input_shape):
+        """The module after a top-down sum: a 3x3 conv, or HorFPN's gnConv of `block`."""
+        if self.block is None:
+            return self._module(name, 3, input_shape)
+        layer = GnConvModule(
+            self.channels,
+            self.block,
+            norm=False,
+            activation=None,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build(input_shape)
+        return layer
 
     def call(self, inputs):
         inputs = list(inputs)[self.start_level :]
@@ -142,9 +173,13 @@ class DetectionFPN(FPNNeck):
                 outs.append(outs[-1][:, ::2, ::2, :])
             return outs
         source = {"on_input": inputs[-1], "on_lateral": laterals[-1], "on_output": outs[-1]}
-        outs.append(self.extra_convs[0](source[self.add_extra_convs]))
-        for conv in self.extra_convs[1:]:
-            outs.append(conv(ops.relu(outs[-1]) if self.relu_before_extra_convs else outs[-1]))
+        x = source[self.add_extra_convs]
+        for k, steps in enumerate(self.extra_convs):
+            if k > 0:
+                x = ops.relu(outs[-1]) if self.relu_before_extra_convs else outs[-1]
+            for step in steps:
+                x = step(x)
+            outs.append(x)
         return outs
 
     def compute_output_shape(self, input_shape):

@@ -144,14 +144,16 @@ class GlobalLocalFilter(SpectralFilterBase):
 class GnConv(keras.layers.Layer):
     """HorNet's recursive gated convolution g^n Conv.
 
-    With C input channels and ``order`` n, the per-order widths are
-    ``dims = [C // 2**(n-1), ..., C // 2, C]`` (C_k = C / 2^(n-k-1)).
-    ``proj_in`` (1x1 conv, C -> 2C, bias) gives p_0 (dims[0] channels) and
-    q (sum(dims) channels); ``dwconv`` mixes q spatially, its output is
-    multiplied by ``scale`` and split into q_0 .. q_{n-1} of widths dims; then
-    ``p_1 = p_0 * q_0`` and ``p_{k+1} = pws_{k-1}(p_k) * q_k``, where
-    ``pws_i`` is a 1x1 conv dims[i] -> dims[i+1] with bias; ``proj_out``
-    (1x1 conv, C -> C, bias) maps p_n to the output. Multiplying the single
+    With width C (``filters``, by default the input's channels) and
+    ``order`` n, the per-order widths are ``dims = [C // 2**(n-1), ..., C //
+    2, C]`` (C_k = C / 2^(n-k-1)). ``proj_in`` (1x1 conv, input channels ->
+    2C, bias) gives p_0 (dims[0] channels) and q (sum(dims) channels);
+    ``dwconv`` mixes q spatially, its output is multiplied by ``scale`` and
+    split into q_0 .. q_{n-1} of widths dims; then ``p_1 = p_0 * q_0`` and
+    ``p_{k+1} = pws_{k-1}(p_k) * q_k``, where ``pws_i`` is a 1x1 conv
+    dims[i] -> dims[i+1] with bias; ``proj_out`` (1x1 conv, C -> C, bias)
+    maps p_n to the output. A ``filters`` other than the input's channels is
+    the ``GNConvModule`` of HorFPN (UPerNet's fused 4C-channel map to C). Multiplying the single
     depthwise output by ``scale`` applies the paper's 1/alpha at every
     recursion step, as the official code does.
 
@@ -184,10 +186,11 @@ class GnConv(keras.layers.Layer):
         inputs: (B, H, W, C) tensor; with "global_local", H and W must be
             static at build time unless ``filter_size`` is set, and C must
             be divisible by 2**n so that the filter's sum(dims) channels
-            split in halves.
+            split in halves (C is ``filters`` when set).
 
     Returns:
-        Tensor of the same shape and the layer's compute dtype.
+        Tensor of the inputs' shape (``filters`` channels when set) and the
+        layer's compute dtype.
 
     Example:
         >>> layer = GnConv(order=3)
@@ -207,9 +210,11 @@ class GnConv(keras.layers.Layer):
         scale: float = 1 / 3,
         fft_impl: str = "auto",
         filter_size: tuple[int, int] | None = None,
+        filters: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.filters = check_optional_size("filters", filters)
         if filter_size is not None:
             if not isinstance(filter_size, (tuple, list)) or len(filter_size) != 2:
                 raise ValueError(
@@ -247,6 +252,7 @@ class GnConv(keras.layers.Layer):
 
     def build(self, input_shape):
         batch, height, width, channels = _channels_last_shape("GnConv", input_shape)
+        channels = self.filters or channels
         if channels % 2 ** (self.order - 1):
             raise ValueError(
                 f"GnConv needs C divisible by 2**(order - 1) = {2 ** (self.order - 1)}; "
@@ -286,7 +292,7 @@ class GnConv(keras.layers.Layer):
             layer.build((batch, height, width, self._dims[i]))
             self.pws.append(layer)
         self.proj_out = conv1x1(channels, "proj_out")
-        self.proj_out.build(input_shape)
+        self.proj_out.build((batch, height, width, channels))
 
     def call(self, inputs):
         # Splits for training (one concat as gradient), slices for TFLite (see layout).
@@ -299,11 +305,12 @@ class GnConv(keras.layers.Layer):
         return self.proj_out(x)
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+        return (*tuple(input_shape)[:-1], self.filters or input_shape[-1])
 
     def get_config(self):
         return {
             **super().get_config(),
+            "filters": self.filters,
             "order": self.order,
             "spatial_mixing": self.spatial_mixing,
             "kernel_size": self.kernel_size,

@@ -7,9 +7,11 @@ classification checkpoint names it, plus ``norm0``-``norm3``),
 statistics). :func:`mmseg_key_map` is its key map for the package's weights
 pipeline (:mod:`keras_fourier.weights`): each Keras variable's key derived
 from its path (:func:`mmseg_key`) with its layout change (convolutions
-(out, in, kh, kw) to (kh, kw, in, out); HorNet's global-local filters
-resized bilinearly with align_corners True to the model's map size, as the
-official layer does at run time). The pipeline reads the file without
+(out, in, kh, kw) to (kh, kw, in, out), depthwise ones (C, 1, kh, kw) to
+(kh, kw, C, 1); HorNet's global-local filters resized bilinearly with
+align_corners True to the model's map size, as the official layer does at
+run time). The same map reads the official ``GNUPerHead`` (HorFPN) heads of
+``UPerNet(head_block=...)``. The pipeline reads the file without
 PyTorch and without running code, converts all or nothing (a checkpoint
 that does not match lists the missing keys, the unexpected keys and the
 wrong shapes) and, for ``weights="ade20k"``, downloads once and caches the
@@ -35,7 +37,7 @@ from keras_fourier.weights.convert import KeyMap, KeyMapFunction, map_variables
 from keras_fourier.weights.pipeline import load_release_or_file
 
 _HEAD_LAYERS = ("decode_head", "auxiliary_head", "neck")
-_LIST = re.compile(r"(psp_modules|lateral_convs|fpn_convs|convs|scale_heads)_(\d+)(?:_(\d+))?")
+_LIST = re.compile(r"(psp_modules|lateral_convs|fpn_convs|convs|scale_heads|pws)_(\d+)(?:_(\d+))?")
 _BN_PARAMETERS = {**PARAMETERS, "moving_mean": "running_mean", "moving_variance": "running_var"}
 _STAGE_NORM = re.compile(r"norm(\d+)")
 
@@ -81,19 +83,14 @@ def mmseg_key(path: str, backbone: str) -> str | None:
     return None if key is None else f"backbone.{key}"
 
 
-def _transform(path: str) -> str:
-    if path.split("/")[0] in _HEAD_LAYERS:
-        return "conv" if path.endswith("/kernel") else "copy"
-    return transform_for(path)
-
-
 def _key_map(
     backbone: str, model: keras.Model, checkpoint_keys: Collection[str]
 ) -> tuple[KeyMap, set[str]]:
     keys = map_variables(
         model,
         lambda path: mmseg_key(path, backbone),
-        _transform,
+        # Head convolutions are "conv", the gnConv head's dwconv/dw "depthwise", as the backbone's.
+        transform_for,
         f"Model {model.name!r} has variables without a counterpart in mmsegmentation "
         f"checkpoints of {backbone!r}: ",
     )

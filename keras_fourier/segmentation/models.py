@@ -47,7 +47,7 @@ from typing import Any
 import keras
 
 from keras_fourier.layers import FCNHead, FPNHead, FPNNeck, SegFormerHead, UPerHead
-from keras_fourier.layers.decode_heads import ResizeToMatch
+from keras_fourier.layers.decode_heads import GNCONV_BLOCKS, ResizeToMatch
 from keras_fourier.models.pyramid import backbone_key, image_inputs, pyramid_maps
 from keras_fourier.models.vision import BUILT_SIZE
 from keras_fourier.segmentation import ade20k, checkpoints
@@ -72,6 +72,7 @@ class HeadSpec:
         auxiliary_stage: the pyramid level of the auxiliary FCN head, or
             None where the reference configs train without one.
         auxiliary_channels: the auxiliary head's width.
+        blocks: the head's fusion blocks (its ``block`` argument), None first.
         reference: the method the row follows.
     """
 
@@ -81,6 +82,7 @@ class HeadSpec:
     neck_channels: int = 256
     auxiliary_stage: int | None = None
     auxiliary_channels: int = 256
+    blocks: tuple = (None,)
     reference: str = ""
 
 
@@ -89,6 +91,7 @@ HEADS: dict[str, HeadSpec] = {
         UPerHead,
         512,
         auxiliary_stage=2,
+        blocks=(None, *GNCONV_BLOCKS),
         reference='Xiao et al., "Unified Perceptual Parsing for Scene Understanding", ECCV 2018',
     ),
     "semantic_fpn": HeadSpec(
@@ -133,6 +136,7 @@ def build_segmenter(
     drop_path_rate: float | None = None,
     include_preprocessing: bool = True,
     fft_impl: str = "auto",
+    head_block: str | None = None,
     name: str | None = None,
 ) -> keras.Model:
     """Builds the segmentation model of row `head` of :data:`HEADS` on a backbone.
@@ -162,6 +166,10 @@ def build_segmenter(
         include_preprocessing: whether the model normalises 0-255 RGB pixels
             with the ADE20K mean and std itself. Default True.
         fft_impl: "auto" (default), "fft" or "matmul" for the Fourier layers.
+        head_block: the head's fusion block, one of the row's ``blocks``:
+            None (default), or for UPerNet "gnconv_7x7" / "gnconv_gf"
+            (HorNet's HorFPN: a gnConv as ``fpn_bottleneck``, see
+            :class:`~keras_fourier.layers.UPerHead`).
         name: model name. Default "{head}_{backbone}".
 
     Returns:
@@ -187,6 +195,16 @@ def build_segmenter(
         raise ValueError(
             f"The {head} head trains without an auxiliary head. Received: auxiliary=True"
         )
+    if head_block not in row.blocks:
+        raise ValueError(
+            f"`head_block` of the {head} head must be one of {row.blocks}. "
+            f"Received: head_block={head_block!r}"
+        )
+    if weights == "ade20k" and head_block is not None:
+        raise ValueError(
+            "weights='ade20k' are official UPerNets with a 3x3 fpn_bottleneck. "
+            f"Received: head_block={head_block!r}"
+        )
     if weights is not None:
         checkpoints.check_weights_argument(weights, head, backbone, num_classes)
     inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
@@ -199,7 +217,10 @@ def build_segmenter(
     if row.neck is not None:
         maps = row.neck(row.neck_channels, name="neck")(maps)
     width = row.channels if channels is None else channels
-    logits = row.head(num_classes, channels=width, dropout=dropout, name="decode_head")(maps)
+    block = {} if head_block is None else {"block": head_block}
+    logits = row.head(num_classes, channels=width, dropout=dropout, name="decode_head", **block)(
+        maps
+    )
     logits = ResizeToMatch(name="resize")([logits, inputs])
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
     outputs = logits
@@ -260,6 +281,7 @@ Args:
     include_preprocessing: whether the model normalises 0-255 RGB pixels
         with the ADE20K mean and std itself. Default True.
     fft_impl: "auto" (default), "fft" or "matmul".
+    head_block: {head_block}
     name: model name. Default "{head}_<backbone>".
 
 Returns:
@@ -307,6 +329,12 @@ def _make_builder(head: str) -> Callable[..., keras.Model]:
             else "must be False: this head trains without one."
         ),
         channels=row.channels,
+        head_block=(
+            'None (default), "gnconv_7x7" or "gnconv_gf": HorNet\'s HorFPN, a gnConv '
+            "fuses the concatenated levels (see :class:`~keras_fourier.layers.UPerHead`)."
+            if len(row.blocks) > 1
+            else "must be None: this head has one fusion block."
+        ),
         head=head,
         public=public,
         returns_aux=', or {"logits", "auxiliary"} with auxiliary=True' if has_aux else "",
