@@ -678,7 +678,7 @@ def _has_boxes(rows: np.ndarray) -> bool:
 def _sliced(images_or_files, rows: list[np.ndarray]) -> tuple[tf.data.Dataset, tf.Tensor]:
     """(images or files, start, count) elements and the concatenated rows they slice."""
     counts = np.array([len(boxes) for boxes in rows], np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    starts = np.cumsum(counts) - counts
     table = tf.constant(np.concatenate([*rows, np.zeros((0, _ROW), np.float32)]))
     return tf.data.Dataset.from_tensor_slices((images_or_files, starts, counts)), table
 
