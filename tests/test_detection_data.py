@@ -24,9 +24,9 @@ from keras_fourier.data import (
     load_detection_dataset,
 )
 from keras_fourier.data.checks import unreadable_file
+from keras_fourier.data.coco_json import MAX_ANNOTATIONS_PER_IMAGE
 from keras_fourier.data.detection import (
     COCO_CATEGORY_IDS,
-    MAX_ANNOTATIONS_PER_IMAGE,
     PADDING_CLASS,
     augment_detection_example,
 )
@@ -137,8 +137,13 @@ def test_coco_layout_targets_follow_the_coco_tools(tmp_path):
 
 def test_export_layouts_and_carved_splits(tmp_path):
     export = tmp_path / "export"
+    # Roboflow's exports list the dataset as category 0, the others' supercategory
+    grouped = [{"id": 0, "name": "pets", "supercategory": "none"}] + [
+        {**category, "supercategory": "pets"} for category in CATEGORIES
+    ]
     for split in ("train", "valid", "test"):
-        _write_split(export / split, export / split / "_annotations.coco.json")
+        document = _coco(categories=grouped)
+        _write_split(export / split, export / split / "_annotations.coco.json", document)
     (export / "test" / "other.json").write_text("{}")
     source = f"coco:{export}"
     assert detection_class_names(source) == ["dog", "cat"]
@@ -274,6 +279,15 @@ def test_a_bad_coco_json_is_refused_in_one_line_naming_it(tmp_path, change, expe
     assert "\n" not in message and str(json_path) in message and expected in message, message
 
 
+def test_splits_with_other_categories_are_refused(tmp_path):
+    root = tmp_path / "mixed"
+    _write_split(root / "train", root / "train" / "a.json")
+    other = _coco(categories=[*CATEGORIES, {"id": 8, "name": "bird"}])
+    _write_split(root / "valid", root / "valid" / "a.json", other)
+    with pytest.raises(ValueError, match=r"valid.a\.json' has other categories than .*train.a"):
+        load_detection_dataset(f"coco:{root}", "validation", batch_size=1)
+
+
 def test_missing_images_empty_splits_and_unreadable_files(tmp_path):
     root = tmp_path / "coco"
     _write_split(root / "valid", root / "valid" / "_annotations.coco.json")
@@ -303,7 +317,7 @@ def test_missing_images_empty_splits_and_unreadable_files(tmp_path):
 
 _CHILD = """
 import json, os, resource, sys
-from keras_fourier.data.detection import read_coco_json
+from keras_fourier.data.coco_json import read_coco_json
 results = []
 for file, ceiling in json.loads(sys.argv[1]):
     os.environ.pop("KERAS_FOURIER_MAX_MEMORY", None)

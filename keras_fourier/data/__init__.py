@@ -17,6 +17,7 @@ from keras_fourier.data.augment import (
     RandomResizedCrop,
     eval_transform,
 )
+from keras_fourier.data.coco_json import read_coco_json
 from keras_fourier.data.detection import (
     TARGET_COLUMNS,
     DetectionAugment,
@@ -27,7 +28,6 @@ from keras_fourier.data.detection import (
     detection_splits,
     is_detection_source,
     load_detection_dataset,
-    read_coco_json,
 )
 from keras_fourier.data.images import (
     count_examples,
