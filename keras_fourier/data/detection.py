@@ -85,15 +85,24 @@ from keras_fourier.data.checks import (
     report_skipped,
 )
 from keras_fourier.data.coco_json import BOX_COLUMNS, CocoAnnotations, read_coco_json, short_repr
-from keras_fourier.data.images import load_digits, tfds_builder
+from keras_fourier.data.images import load_digits
 from keras_fourier.data.segmentation import (
     DIGIT_CANVAS,
-    DIGIT_CANVAS_COUNTS,
     DIGIT_CANVAS_THRESHOLD,
+    batch_in_order,
+    check_augment_fields,
     digit_canvas,
+    digit_canvas_count,
+    held_out_splits,
     letterbox_shape,
+    names_dense_source,
+    parse_dense_source,
     photometric_distortion,
+    prepared_tfds_builder,
     seeded_uniform,
+    tfds_convention,
+    tfds_split_count,
+    transform_examples,
 )
 from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.validation import check_choice
@@ -154,17 +163,7 @@ TFDS_BOXES = {
 
 
 def _parse_source(source: str) -> tuple[str, str]:
-    if isinstance(source, str):
-        if source == DIGIT_CANVAS:
-            return DIGIT_CANVAS, ""
-        for kind in ("coco", "tfds"):
-            prefix = kind + ":"
-            if source.startswith(prefix) and len(source) > len(prefix):
-                return kind, source[len(prefix) :]
-    raise ValueError(
-        f"Unknown detection data source: expected {DIGIT_CANVAS!r}, 'coco:<path>' or "
-        f"'tfds:<name>' with name one of {sorted(TFDS_BOXES)}. Received: data={source!r}"
-    )
+    return parse_dense_source(source, "coco", TFDS_BOXES, "detection")
 
 
 def is_detection_source(source: str) -> bool:
@@ -174,27 +173,16 @@ def is_detection_source(source: str) -> bool:
         >>> is_detection_source("coco:/data/coco"), is_detection_source("tfds:mnist")
         (True, False)
     """
-    try:
-        kind, value = _parse_source(source)
-    except ValueError:
-        return False
-    return kind != "tfds" or value in TFDS_BOXES
+    return names_dense_source(source, "coco", TFDS_BOXES)
 
 
 def _tfds_boxes(name: str) -> TFDSBoxes:
-    if name not in TFDS_BOXES:
-        raise ValueError(
-            f"TFDS dataset {name!r} has no box convention here; detection reads "
-            f"{sorted(TFDS_BOXES)}, or 'coco:<path>'. Received: data='tfds:{name}'"
-        )
-    return TFDS_BOXES[name]
+    return tfds_convention(name, TFDS_BOXES, "detection", "coco")
 
 
 def _tfds_builder(name: str, data_dir: str | None):
     _tfds_boxes(name)
-    tfds, builder = tfds_builder(name, data_dir)
-    builder.download_and_prepare()
-    return tfds, builder
+    return prepared_tfds_builder(name, data_dir)
 
 
 # ----------------------------------------------------------------------------- digit canvases
@@ -202,12 +190,7 @@ def _tfds_builder(name: str, data_dir: str | None):
 
 def _digit_boxes(split: str) -> tuple[np.ndarray, list[np.ndarray]]:
     """The digit canvases of a split and, per canvas, its (n, 7) box rows."""
-    if split not in DIGIT_CANVAS_COUNTS:
-        raise ValueError(
-            f"Unknown split for source {DIGIT_CANVAS!r}; expected one of "
-            f"{tuple(DIGIT_CANVAS_COUNTS)}. Received: split={split!r}"
-        )
-    images, _, layouts = digit_canvas(split)
+    images, _, layouts = digit_canvas(split, digit_canvas_count(split))
     digits, labels = load_digits(split)
     pasted = digits[..., 0] >= DIGIT_CANVAS_THRESHOLD
     rows = []
@@ -419,17 +402,8 @@ def detection_splits(
         ('train', 'validation')
     """
     kind, value = _parse_source(source)
-    splits = ("train", "validation")
-    if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
-        if "validation" not in builder.info.splits or test_split == "validation":
-            splits = ("train[:90%]", "train[90%:]")
-    if test_split in splits:
-        raise ValueError(
-            f"The test split of source {source!r} is also a training split; pick another. "
-            f"Received: test_split={test_split!r}"
-        )
-    return splits
+    builder = _tfds_builder(value, data_dir)[1] if kind == "tfds" else None
+    return held_out_splits(source, test_split, builder)
 
 
 def count_detection_examples(source: str, split: str, data_dir: str | None = None) -> int | None:
@@ -443,13 +417,9 @@ def count_detection_examples(source: str, split: str, data_dir: str | None = Non
     """
     kind, value = _parse_source(source)
     if kind == DIGIT_CANVAS:
-        if split not in DIGIT_CANVAS_COUNTS:
-            _digit_boxes(split)
-        return DIGIT_CANVAS_COUNTS[split]
+        return digit_canvas_count(split)
     if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
-        count = int(builder.as_dataset(split=split).cardinality())
-        return count if count >= 0 else None
+        return tfds_split_count(_tfds_builder(value, data_dir)[1], split)
     return len(_coco_examples(value, split).files)
 
 
@@ -577,14 +547,7 @@ class DetectionAugment:
     photometric: bool = True
 
     def __post_init__(self):
-        low, high = self.ratio_range
-        if not 0 < low <= high:
-            raise ValueError(
-                f"ratio_range must be (min, max) with 0 < min <= max. Received: "
-                f"ratio_range={self.ratio_range!r}"
-            )
-        if not 0.0 <= self.flip_prob <= 1.0:
-            raise ValueError(f"flip_prob must be in [0, 1]. Received: flip_prob={self.flip_prob!r}")
+        check_augment_fields(self, ("flip_prob",))
 
 
 # A mirrored digit is another shape: the digit canvases are not flipped.
@@ -774,28 +737,21 @@ def load_detection_dataset(
             f"to train on. Received: split={split!r}"
         )
     check_split_size(source, split, count, batch_size, drop_remainder)
-    dataset = dataset.map(lambda image, rows: (tf.cast(image, tf.float32), rows))
-    if training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if training and augment is not None:
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
-            lambda example, element_seed: augment_detection_example(
-                *example, element_seed, image_size, augment
-            ),
-            num_parallel_calls=AUTOTUNE,
-        )
-    else:
-        dataset = dataset.map(
-            lambda image, rows: letterbox_example(image, rows, image_size),
-            num_parallel_calls=AUTOTUNE,
-        )
+    dataset = transform_examples(
+        dataset,
+        training=training,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+        augment=augment
+        and (
+            lambda image, rows, key: augment_detection_example(
+                image, rows, key, image_size, augment
+            )
+        ),
+        evaluate=lambda image, rows: letterbox_example(image, rows, image_size),
+    )
     dataset = dataset.map(
         lambda image, rows, scale: (image, _targets(rows, scale, max_boxes)),
         num_parallel_calls=AUTOTUNE,
     )
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    options = tf.data.Options()
-    options.deterministic = True
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return dataset.prefetch(AUTOTUNE).with_options(options)
+    return batch_in_order(dataset, batch_size, drop_remainder)
