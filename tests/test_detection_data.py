@@ -128,6 +128,11 @@ def test_coco_layout_targets_follow_the_coco_tools(tmp_path):
     np.testing.assert_allclose(targets[1], expected_a, rtol=1e-6)
     np.testing.assert_allclose(targets[0, 0], [0, 0, 32, 16, 0, 0, 128, 2], rtol=1e-6)
     assert (targets[3, :, 4] == PADDING_CLASS).all() and (targets[3, :, 7] == 2).all()
+    # evaluated on val2017 (test2017 has no annotations): every tenth training image selects
+    assert detection_splits(source, "validation") == ("train[:90%]", "train[90%:]")
+    assert [
+        count_detection_examples(source, split) for split in ("train[:90%]", "train[90%:]")
+    ] == [3, 1]
     # training drops the images without a non-crowd box (c: crowd only, d: none)
     _, trained = _collect(
         load_detection_dataset(source, "train", image_size=32, batch_size=1, max_boxes=1)

@@ -1,4 +1,4 @@
-"""COCO instances JSON read within bounds and checked, TensorFlow-free.
+"""COCO instances JSON read within bounds and checked, with NumPy only (no TensorFlow).
 
 :func:`read_coco_json` estimates the memory parsing takes before it reads
 the file (`JSON_BYTES_PER_BYTE` times its size, plus

@@ -51,7 +51,8 @@ Sources:
 
 Boxes are read as mmdetection's ``CocoDataset`` reads them: a box of width
 or height under 1 pixel, or of ``area`` <= 0, is dropped; a box that
-reaches outside its image is clipped to it; crowd boxes are kept, with
+reaches outside its image is clipped to it (one lying wholly outside is
+refused: the file's boxes are in another frame); crowd boxes are kept, with
 iscrowd 1. Training drops the images without any non-crowd box
 (mmdetection's ``filter_empty_gt``); evaluation keeps every image.
 
@@ -64,7 +65,7 @@ segmentation pipeline (mmdetection's ``PhotoMetricDistortion``), then pads
 to S x S.
 
 A COCO JSON is read within bounds and checked by
-:func:`keras_fourier.data.coco_json.read_coco_json` (TensorFlow-free): a
+:func:`keras_fourier.data.coco_json.read_coco_json` (which uses no TensorFlow): a
 bad file is one `ValueError` line naming it and the problem, and every
 image file must exist, before anything is decoded.
 """
@@ -134,6 +135,9 @@ EXPORT_SPLIT_FOLDERS = {
     "test": ("test",),
 }
 EXPORT_ANNOTATION_FILE = "_annotations.coco.json"
+# The training splits of a coco: source evaluated on its validation split (COCO's own layout
+# has no test annotations): "train" without, and with only, every tenth image by id.
+COCO_HELD_OUT_SPLITS = {"train[:90%]": "train", "train[90%:]": "validation"}
 AUTOTUNE = tf.data.AUTOTUNE
 
 
@@ -263,6 +267,8 @@ def _coco_split(path: str, split: str) -> _CocoSplit:
         return _CocoSplit(*found[split], carve)
     if split == "validation" and "train" in found:
         return _CocoSplit(*found["train"], "validation")
+    if split in COCO_HELD_OUT_SPLITS and "train" in found:
+        return _CocoSplit(*found["train"], COCO_HELD_OUT_SPLITS[split])
     if split in COCO_SPLIT_NAMES and not found and _json_files(path):
         return _CocoSplit(_export_json(path, source), path, split)
     raise ValueError(
@@ -392,7 +398,10 @@ def detection_splits(
     The digit canvases and ``coco:`` folders have "train" and "validation"
     (carved from "train" when missing); a TFDS dataset without a validation
     split, or whose validation split is `test_split`, holds out the last 10%
-    of "train".
+    of "train". A ``coco:`` folder with a validation split that is
+    `test_split` (COCO's val2017: its test2017 has no annotations) trains on
+    "train[:90%]" and selects on "train[90%:]": every tenth training image
+    (by id) held out.
 
     Raises:
         ValueError: when `test_split` is one of them.
@@ -402,6 +411,8 @@ def detection_splits(
         ('train', 'validation')
     """
     kind, value = _parse_source(source)
+    if kind == "coco" and test_split == "validation" and "validation" in _coco_folders(value):
+        return tuple(COCO_HELD_OUT_SPLITS)
     builder = _tfds_builder(value, data_dir)[1] if kind == "tfds" else None
     return held_out_splits(source, test_split, builder)
 
