@@ -23,6 +23,7 @@ all, after gigabytes with an out-of-memory traceback.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -237,25 +238,30 @@ MAX_JSON_DEPTH = 100
 MAX_JSON_BYTES = 64 * 2**20
 # Largest compression ratio of a member of a zip archive larger than a mebibyte.
 MAX_ZIP_RATIO = 100
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(rb"[\[\]{}]")
+# json_depth keeps only these bytes: brackets, and quotes to find the strings.
+_JSON_NOT_MARKS = bytes(byte for byte in range(256) if byte not in b'[]{}"')
+_JSON_DEPTH_STEP = [0] * 256
+for _byte in b"[{":
+    _JSON_DEPTH_STEP[_byte] = 1
+for _byte in b"]}":
+    _JSON_DEPTH_STEP[_byte] = -1
 
 
 def json_depth(data: bytes) -> int:
     """The deepest nesting of arrays and objects in a JSON document, strings skipped.
 
+    Byte operations only (about a second for a 500 MB document): escaped
+    backslashes and quotes are removed, then everything but brackets and
+    quotes, then what lies between quotes.
+
     Example:
         >>> json_depth(b'{"a": [1, {"b": "[[["}]}')
         3
     """
-    depth = deepest = 0
-    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub(b'""', data)):
-        if match.group() in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = data.translate(None, _JSON_NOT_MARKS)
+    outside = b"".join(marks.split(b'"')[::2])
+    return max(itertools.accumulate(map(_JSON_DEPTH_STEP.__getitem__, outside)), default=0)
 
 
 def loads_json(data: bytes | str, what: str, limit: int = MAX_JSON_BYTES) -> object:

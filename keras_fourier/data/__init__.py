@@ -17,17 +17,18 @@ from keras_fourier.data.augment import (
     RandomResizedCrop,
     eval_transform,
 )
+from keras_fourier.data.coco_json import read_coco_json
 from keras_fourier.data.detection import (
     TARGET_COLUMNS,
     DetectionAugment,
     count_detection_examples,
+    default_detection_augment,
     detection_category_ids,
     detection_class_names,
     detection_num_classes,
     detection_splits,
     is_detection_source,
     load_detection_dataset,
-    read_coco_json,
 )
 from keras_fourier.data.images import (
     count_examples,
@@ -78,6 +79,7 @@ __all__ = [
     "WordTokenizer",
     "count_detection_examples",
     "count_examples",
+    "default_detection_augment",
     "detection_category_ids",
     "detection_class_names",
     "detection_num_classes",

@@ -41,7 +41,9 @@ Sources:
   carved as ``dir:`` data is: with only "train", "validation" is every
   tenth image of it (sorted by image id); with one folder holding a JSON
   and its images (``<path>/*.json``), every fifth image is "test", every
-  tenth "validation", the rest "train".
+  tenth "validation", the rest "train". Every split's JSON must list the
+  same categories; a category that is the supercategory of others (the
+  dataset itself as category 0, in Roboflow's exports) is no class.
 * ``"tfds:coco/2017"`` (or ``coco/2014``): TFDS's COCO, its 80 categories,
   crowd and area as in COCO's JSON; ``"tfds:voc/2007"`` (or ``voc/2012``):
   its 20 classes, "difficult" boxes as crowd ones (ignored by training and
@@ -49,7 +51,8 @@ Sources:
 
 Boxes are read as mmdetection's ``CocoDataset`` reads them: a box of width
 or height under 1 pixel, or of ``area`` <= 0, is dropped; a box that
-reaches outside its image is clipped to it; crowd boxes are kept, with
+reaches outside its image is clipped to it (one lying wholly outside is
+refused: the file's boxes are in another frame); crowd boxes are kept, with
 iscrowd 1. Training drops the images without any non-crowd box
 (mmdetection's ``filter_empty_gt``); evaluation keeps every image.
 
@@ -61,50 +64,46 @@ non-crowd boxes), a horizontal flip and the photometric distortion of the
 segmentation pipeline (mmdetection's ``PhotoMetricDistortion``), then pads
 to S x S.
 
-A COCO JSON is read within bounds: its size is checked against
-``KERAS_FOURIER_MAX_MEMORY`` (parsing takes up to
-`JSON_BYTES_PER_BYTE` times the file's size, plus `JSON_BYTES_PER_CONTAINER`
-per object or array) before it is read, its nesting before it is parsed;
-then every image, category and annotation is checked (required keys and
-types, a box of 4 finite numbers with width and height >= 0 inside its
-image, known image and category ids, at most `MAX_ANNOTATIONS_PER_IMAGE`
-annotations per image), and every image file must exist. A failure is a
-one-line `ValueError` naming the file and the problem, before anything is
-decoded.
+A COCO JSON is read within bounds and checked by
+:func:`keras_fourier.data.coco_json.read_coco_json` (which uses no TensorFlow): a
+bad file is one `ValueError` line naming it and the problem, and every
+image file must exist, before anything is decoded.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
-import math
 import os
 
 import numpy as np
 import tensorflow as tf
 
+from keras_fourier.data.augment import check_image_size
 from keras_fourier.data.checks import (
     check_split_size,
     decode_files,
     find_unreadable,
     report_skipped,
 )
-from keras_fourier.data.images import load_digits, tfds_builder
+from keras_fourier.data.coco_json import BOX_COLUMNS, CocoAnnotations, read_coco_json, short_repr
+from keras_fourier.data.images import load_digits
 from keras_fourier.data.segmentation import (
     DIGIT_CANVAS,
-    DIGIT_CANVAS_COUNTS,
     DIGIT_CANVAS_THRESHOLD,
+    batch_in_order,
+    check_augment_fields,
     digit_canvas,
+    digit_canvas_count,
+    held_out_splits,
     letterbox_shape,
+    names_dense_source,
+    parse_dense_source,
     photometric_distortion,
+    prepared_tfds_builder,
     seeded_uniform,
-)
-from keras_fourier.limits import (
-    check_memory,
-    format_bytes,
-    loads_json,
-    max_memory,
+    tfds_convention,
+    tfds_split_count,
+    transform_examples,
 )
 from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.validation import check_choice
@@ -112,14 +111,6 @@ from keras_fourier.validation import check_choice
 TARGET_COLUMNS = ("x1", "y1", "x2", "y2", "class", "iscrowd", "area", "scale")
 # The class of a padding row of the targets.
 PADDING_CLASS = -1
-# Annotations one image may hold in a COCO JSON (COCO has at most 93, LVIS about 700, the
-# densest retail shelf sets (SKU-110K) about 720): past it the file is refused.
-MAX_ANNOTATIONS_PER_IMAGE = 10_000
-# Python objects json.loads makes, per byte of document and per object or array: measured
-# 5.3 bytes per byte on a COCO-like instances file (polygons), 9 on an array of floats, 13 on
-# short strings, and 64-72 bytes per empty object or array.
-JSON_BYTES_PER_BYTE = 16
-JSON_BYTES_PER_CONTAINER = 64
 # The original COCO category id of each of the 80 classes of TFDS's coco (in label order).
 COCO_CATEGORY_IDS = (
     *range(1, 12),
@@ -144,9 +135,10 @@ EXPORT_SPLIT_FOLDERS = {
     "test": ("test",),
 }
 EXPORT_ANNOTATION_FILE = "_annotations.coco.json"
+# The training splits of a coco: source evaluated on its validation split (COCO's own layout
+# has no test annotations): "train" without, and with only, every tenth image by id.
+COCO_HELD_OUT_SPLITS = {"train[:90%]": "train", "train[90%:]": "validation"}
 AUTOTUNE = tf.data.AUTOTUNE
-# Columns of a box row before the letterbox: x1, y1, x2, y2, class, iscrowd, area (original).
-_ROW = 7
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,17 +167,7 @@ TFDS_BOXES = {
 
 
 def _parse_source(source: str) -> tuple[str, str]:
-    if isinstance(source, str):
-        if source == DIGIT_CANVAS:
-            return DIGIT_CANVAS, ""
-        for kind in ("coco", "tfds"):
-            prefix = kind + ":"
-            if source.startswith(prefix) and len(source) > len(prefix):
-                return kind, source[len(prefix) :]
-    raise ValueError(
-        f"Unknown detection data source: expected {DIGIT_CANVAS!r}, 'coco:<path>' or "
-        f"'tfds:<name>' with name one of {sorted(TFDS_BOXES)}. Received: data={source!r}"
-    )
+    return parse_dense_source(source, "coco", TFDS_BOXES, "detection")
 
 
 def is_detection_source(source: str) -> bool:
@@ -195,27 +177,16 @@ def is_detection_source(source: str) -> bool:
         >>> is_detection_source("coco:/data/coco"), is_detection_source("tfds:mnist")
         (True, False)
     """
-    try:
-        kind, value = _parse_source(source)
-    except ValueError:
-        return False
-    return kind != "tfds" or value in TFDS_BOXES
+    return names_dense_source(source, "coco", TFDS_BOXES)
 
 
 def _tfds_boxes(name: str) -> TFDSBoxes:
-    if name not in TFDS_BOXES:
-        raise ValueError(
-            f"TFDS dataset {name!r} has no box convention here; detection reads "
-            f"{sorted(TFDS_BOXES)}, or 'coco:<path>'. Received: data='tfds:{name}'"
-        )
-    return TFDS_BOXES[name]
+    return tfds_convention(name, TFDS_BOXES, "detection", "coco")
 
 
 def _tfds_builder(name: str, data_dir: str | None):
     _tfds_boxes(name)
-    tfds, builder = tfds_builder(name, data_dir)
-    builder.download_and_prepare()
-    return tfds, builder
+    return prepared_tfds_builder(name, data_dir)
 
 
 # ----------------------------------------------------------------------------- digit canvases
@@ -223,12 +194,7 @@ def _tfds_builder(name: str, data_dir: str | None):
 
 def _digit_boxes(split: str) -> tuple[np.ndarray, list[np.ndarray]]:
     """The digit canvases of a split and, per canvas, its (n, 7) box rows."""
-    if split not in DIGIT_CANVAS_COUNTS:
-        raise ValueError(
-            f"Unknown split for source {DIGIT_CANVAS!r}; expected one of "
-            f"{tuple(DIGIT_CANVAS_COUNTS)}. Received: split={split!r}"
-        )
-    images, _, layouts = digit_canvas(split)
+    images, _, layouts = digit_canvas(split, digit_canvas_count(split))
     digits, labels = load_digits(split)
     pasted = digits[..., 0] >= DIGIT_CANVAS_THRESHOLD
     rows = []
@@ -239,218 +205,11 @@ def _digit_boxes(split: str) -> tuple[np.ndarray, list[np.ndarray]]:
             x1, y1 = left + scale * xs.min(), top + scale * ys.min()
             x2, y2 = left + scale * (xs.max() + 1), top + scale * (ys.max() + 1)
             boxes.append([x1, y1, x2, y2, labels[index], 0, (x2 - x1) * (y2 - y1)])
-        rows.append(np.array(boxes, np.float32).reshape(-1, _ROW))
+        rows.append(np.array(boxes, np.float32).reshape(-1, BOX_COLUMNS))
     return images, rows
 
 
-# ----------------------------------------------------------------------------- COCO JSON
-
-
-@dataclasses.dataclass(frozen=True)
-class CocoAnnotations:
-    """A checked COCO JSON: its images, categories and boxes.
-
-    Attributes:
-        file: the JSON file.
-        image_ids: the images' ids, sorted.
-        file_names: each image's ``file_name``.
-        sizes: each image's (height, width), int64 (N, 2).
-        category_ids: the categories' ids, sorted (class i is the i-th).
-        class_names: the categories' names, in class order.
-        rows: each image's boxes, float32 (n, 7): x1, y1, x2, y2 (clipped
-            to the image), class, iscrowd, area, degenerate boxes dropped.
-    """
-
-    file: str
-    image_ids: tuple[int, ...]
-    file_names: tuple[str, ...]
-    sizes: np.ndarray
-    category_ids: tuple[int, ...]
-    class_names: tuple[str, ...]
-    rows: tuple[np.ndarray, ...]
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-class _Refusal:
-    """Raises the one-line ValueError of a bad COCO JSON, naming the file."""
-
-    def __init__(self, file: str):
-        self.file = file
-
-    def __call__(self, problem: str, received: str) -> ValueError:
-        return ValueError(f"COCO JSON {self.file!r}: {problem}. Received: {received}")
-
-
-def _records(document: dict, key: str, required: dict[str, object], refuse) -> list[dict]:
-    """The list `document[key]`, each entry a dict with `required` keys of the given checks."""
-    records = document.get(key)
-    if not isinstance(records, list):
-        raise refuse(f"{key!r} must be a list", f"{key}={_short(records)}")
-    for position, record in enumerate(records):
-        if not isinstance(record, dict):
-            raise refuse(
-                f"{key}[{position}] is not an object", f"{key}[{position}]={_short(record)}"
-            )
-        for name, check in required.items():
-            if not check(record.get(name)):
-                raise refuse(
-                    f"{key}[{position}] has no valid {name!r}",
-                    f"{name}={_short(record.get(name))}",
-                )
-    return records
-
-
-def _read_json(file: str) -> dict:
-    """The parsed JSON document of `file`, its memory estimated and bounded before parsing."""
-    what = f"COCO JSON {file!r}"
-    size = os.path.getsize(file)
-    check_memory(f"Parsing {what} ({format_bytes(size)})", JSON_BYTES_PER_BYTE * size, f"{size=}")
-    with open(file, "rb") as handle:
-        data = handle.read(size + 1)
-    containers = data.count(b"{") + data.count(b"[")
-    needed = JSON_BYTES_PER_BYTE * len(data) + JSON_BYTES_PER_CONTAINER * containers
-    check_memory(f"Parsing {what} ({containers:,} objects and arrays)", needed, f"{containers=}")
-    document = loads_json(data, what, limit=max_memory())
-    if not isinstance(document, dict):
-        raise _Refusal(file)("not a JSON object", f"type={type(document).__name__}")
-    return document
-
-
-def _file_key(file: str) -> tuple[str, int, int]:
-    stat = os.stat(file)
-    return os.path.abspath(file), stat.st_mtime_ns, stat.st_size
-
-
-def read_coco_json(file: str) -> CocoAnnotations:
-    """Reads and checks a COCO instances JSON (see the module docstring for the bounds).
-
-    Args:
-        file: the JSON file.
-
-    Returns:
-        The checked `CocoAnnotations`.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: one line naming the file and the problem.
-
-    Example:
-        >>> read_coco_json("annotations/instances_val2017.json").class_names[:2]  # doctest: +SKIP
-        ('person', 'bicycle')
-    """
-    if not os.path.isfile(file):
-        raise FileNotFoundError(f"COCO JSON {file!r} does not exist.")
-    return _read_coco(_file_key(file))
-
-
-@functools.lru_cache(maxsize=2)
-def _read_coco(key: tuple[str, int, int]) -> CocoAnnotations:
-    file = key[0]
-    refuse = _Refusal(file)
-    document = _read_json(file)
-    for name in ("images", "annotations", "categories"):
-        if name not in document:
-            raise refuse(
-                f"missing key {name!r} (not a COCO instances file)", f"keys={sorted(document)[:10]}"
-            )
-    categories = _records(
-        document, "categories", {"id": _is_int, "name": lambda v: isinstance(v, str)}, refuse
-    )
-    images = _records(
-        document,
-        "images",
-        {
-            "id": _is_int,
-            "file_name": lambda v: isinstance(v, str) and v != "",
-            "width": lambda v: _is_int(v) and v > 0,
-            "height": lambda v: _is_int(v) and v > 0,
-        },
-        refuse,
-    )
-    annotations = _records(
-        document,
-        "annotations",
-        {"image_id": _is_int, "category_id": _is_int, "bbox": lambda v: isinstance(v, list)},
-        refuse,
-    )
-    if not categories:
-        raise refuse("'categories' is empty", "categories=[]")
-    category_names = {}
-    for category in categories:
-        if category["id"] in category_names:
-            raise refuse("two categories share an id", f"id={category['id']}")
-        category_names[category["id"]] = category["name"]
-    category_ids = tuple(sorted(category_names))
-    class_of = {category: index for index, category in enumerate(category_ids)}
-    image_index = {}
-    for position, image in enumerate(images):
-        if image["id"] in image_index:
-            raise refuse("two images share an id", f"id={image['id']}")
-        image_index[image["id"]] = position
-    counts = collections.Counter()
-    rows = collections.defaultdict(list)
-    for position, annotation in enumerate(annotations):
-        where = f"annotations[{position}] (id {_short(annotation.get('id'))})"
-        image_id, category = annotation["image_id"], annotation["category_id"]
-        if image_id not in image_index:
-            raise refuse(f"{where} refers to no image", f"image_id={image_id}")
-        if category not in class_of:
-            raise refuse(f"{where} has an unknown category id", f"category_id={category}")
-        counts[image_id] += 1
-        if counts[image_id] > MAX_ANNOTATIONS_PER_IMAGE:
-            raise refuse(
-                f"image {image_id} has more than {MAX_ANNOTATIONS_PER_IMAGE:,} annotations",
-                f"image_id={image_id}",
-            )
-        box = annotation["bbox"]
-        if len(box) != 4 or not all(_is_number(value) for value in box):
-            raise refuse(f"{where} has a bbox that is not 4 finite numbers", f"bbox={_short(box)}")
-        x, y, w, h = (float(value) for value in box)
-        if w < 0 or h < 0:
-            raise refuse(f"{where} has a bbox of negative width or height", f"bbox={box}")
-        crowd = annotation.get("iscrowd", 0)
-        if crowd not in (0, 1) or isinstance(crowd, float):
-            raise refuse(f"{where} has an iscrowd other than 0 or 1", f"iscrowd={_short(crowd)}")
-        area = annotation.get("area", w * h)
-        if not _is_number(area):
-            raise refuse(f"{where} has an area that is not a finite number", f"area={_short(area)}")
-        if w < 1 or h < 1 or area <= 0:  # degenerate: dropped, as mmdetection does
-            continue
-        image = images[image_index[image_id]]
-        width, height = image["width"], image["height"]
-        x1, y1, x2, y2 = max(x, 0.0), max(y, 0.0), min(x + w, width), min(y + h, height)
-        if x2 <= x1 or y2 <= y1:
-            raise refuse(
-                f"{where} lies outside its {width}x{height} image {image_id}", f"bbox={box}"
-            )
-        rows[image_id].append([x1, y1, x2, y2, class_of[category], crowd, area])
-    image_ids = tuple(sorted(image_index))
-    ordered = [images[image_index[image_id]] for image_id in image_ids]
-    return CocoAnnotations(
-        file=file,
-        image_ids=image_ids,
-        file_names=tuple(image["file_name"] for image in ordered),
-        sizes=np.array([[image["height"], image["width"]] for image in ordered], np.int64).reshape(
-            -1, 2
-        ),
-        category_ids=category_ids,
-        class_names=tuple(category_names[category] for category in category_ids),
-        rows=tuple(
-            np.array(rows[image_id], np.float32).reshape(-1, _ROW) for image_id in image_ids
-        ),
-    )
+# ----------------------------------------------------------------------------- COCO folders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -508,6 +267,8 @@ def _coco_split(path: str, split: str) -> _CocoSplit:
         return _CocoSplit(*found[split], carve)
     if split == "validation" and "train" in found:
         return _CocoSplit(*found["train"], "validation")
+    if split in COCO_HELD_OUT_SPLITS and "train" in found:
+        return _CocoSplit(*found["train"], COCO_HELD_OUT_SPLITS[split])
     if split in COCO_SPLIT_NAMES and not found and _json_files(path):
         return _CocoSplit(_export_json(path, source), path, split)
     raise ValueError(
@@ -534,10 +295,27 @@ class _CocoExamples:
     rows: list[np.ndarray]
 
 
+def _reference_annotations(path: str) -> CocoAnnotations:
+    """The smallest COCO JSON of a ``coco:`` source: its categories are every split's."""
+    files = {file for file, _ in _coco_folders(path).values()}
+    files = files or {_coco_split(path, "train").annotation_file}
+    return read_coco_json(min(sorted(files), key=os.path.getsize))
+
+
 def _coco_examples(path: str, split: str) -> _CocoExamples:
     """The image files of a split of a ``coco:`` source and their box rows, all files checked."""
     where = _coco_split(path, split)
     annotations = read_coco_json(where.annotation_file)
+    reference = _reference_annotations(path)
+    if (annotations.category_ids, annotations.class_names) != (
+        reference.category_ids,
+        reference.class_names,
+    ):
+        raise ValueError(
+            f"COCO JSON {where.annotation_file!r} has other categories than "
+            f"{reference.file!r}, so their class indices would not match: every split needs "
+            f"the same categories. Received: categories={short_repr(annotations.class_names)}"
+        )
     keep = _carved(len(annotations.image_ids), where.carve, where.image_folder == path)
     folder = os.path.realpath(where.image_folder)
     files, rows = [], []
@@ -548,7 +326,7 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
         if os.path.commonpath([folder, file]) != folder:
             raise ValueError(
                 f"COCO JSON {where.annotation_file!r}: an image's file_name leaves the image "
-                f"folder {where.image_folder!r}. Received: file_name={_short(name)}"
+                f"folder {where.image_folder!r}. Received: file_name={short_repr(name)}"
             )
         files.append(file)
         rows.append(boxes)
@@ -582,10 +360,7 @@ def detection_class_names(source: str = DIGIT_CANVAS, data_dir: str | None = Non
     if kind == "tfds":
         _, builder = _tfds_builder(value, data_dir)
         return list(builder.info.features["objects"]["label"].names)
-    found = _coco_folders(value)
-    split = next(iter(found), None)
-    where = _coco_split(value, split or "train")
-    return list(read_coco_json(where.annotation_file).class_names)
+    return list(_reference_annotations(value).class_names)
 
 
 def detection_num_classes(source: str = DIGIT_CANVAS, data_dir: str | None = None) -> int:
@@ -610,8 +385,7 @@ def detection_category_ids(source: str = DIGIT_CANVAS, data_dir: str | None = No
     """
     kind, value = _parse_source(source)
     if kind == "coco":
-        where = _coco_split(value, next(iter(_coco_folders(value)), "train"))
-        return list(read_coco_json(where.annotation_file).category_ids)
+        return list(_reference_annotations(value).category_ids)
     ids = _tfds_boxes(value).category_ids if kind == "tfds" else None
     return list(ids) if ids else list(range(1, detection_num_classes(source, data_dir) + 1))
 
@@ -624,7 +398,10 @@ def detection_splits(
     The digit canvases and ``coco:`` folders have "train" and "validation"
     (carved from "train" when missing); a TFDS dataset without a validation
     split, or whose validation split is `test_split`, holds out the last 10%
-    of "train".
+    of "train". A ``coco:`` folder with a validation split that is
+    `test_split` (COCO's val2017: its test2017 has no annotations) trains on
+    "train[:90%]" and selects on "train[90%:]": every tenth training image
+    (by id) held out.
 
     Raises:
         ValueError: when `test_split` is one of them.
@@ -634,17 +411,10 @@ def detection_splits(
         ('train', 'validation')
     """
     kind, value = _parse_source(source)
-    splits = ("train", "validation")
-    if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
-        if "validation" not in builder.info.splits or test_split == "validation":
-            splits = ("train[:90%]", "train[90%:]")
-    if test_split in splits:
-        raise ValueError(
-            f"The test split of source {source!r} is also a training split; pick another. "
-            f"Received: test_split={test_split!r}"
-        )
-    return splits
+    if kind == "coco" and test_split == "validation" and "validation" in _coco_folders(value):
+        return tuple(COCO_HELD_OUT_SPLITS)
+    builder = _tfds_builder(value, data_dir)[1] if kind == "tfds" else None
+    return held_out_splits(source, test_split, builder)
 
 
 def count_detection_examples(source: str, split: str, data_dir: str | None = None) -> int | None:
@@ -658,13 +428,9 @@ def count_detection_examples(source: str, split: str, data_dir: str | None = Non
     """
     kind, value = _parse_source(source)
     if kind == DIGIT_CANVAS:
-        if split not in DIGIT_CANVAS_COUNTS:
-            _digit_boxes(split)
-        return DIGIT_CANVAS_COUNTS[split]
+        return digit_canvas_count(split)
     if kind == "tfds":
-        _, builder = _tfds_builder(value, data_dir)
-        count = int(builder.as_dataset(split=split).cardinality())
-        return count if count >= 0 else None
+        return tfds_split_count(_tfds_builder(value, data_dir)[1], split)
     return len(_coco_examples(value, split).files)
 
 
@@ -678,8 +444,8 @@ def _has_boxes(rows: np.ndarray) -> bool:
 def _sliced(images_or_files, rows: list[np.ndarray]) -> tuple[tf.data.Dataset, tf.Tensor]:
     """(images or files, start, count) elements and the concatenated rows they slice."""
     counts = np.array([len(boxes) for boxes in rows], np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    table = tf.constant(np.concatenate([*rows, np.zeros((0, _ROW), np.float32)]))
+    starts = np.cumsum(counts) - counts
+    table = tf.constant(np.concatenate([*rows, np.zeros((0, BOX_COLUMNS), np.float32)]))
     return tf.data.Dataset.from_tensor_slices((images_or_files, starts, counts)), table
 
 
@@ -792,14 +558,7 @@ class DetectionAugment:
     photometric: bool = True
 
     def __post_init__(self):
-        low, high = self.ratio_range
-        if not 0 < low <= high:
-            raise ValueError(
-                f"ratio_range must be (min, max) with 0 < min <= max. Received: "
-                f"ratio_range={self.ratio_range!r}"
-            )
-        if not 0.0 <= self.flip_prob <= 1.0:
-            raise ValueError(f"flip_prob must be in [0, 1]. Received: flip_prob={self.flip_prob!r}")
+        check_augment_fields(self, ("flip_prob",))
 
 
 # A mirrored digit is another shape: the digit canvases are not flipped.
@@ -975,11 +734,8 @@ def load_detection_dataset(
         >>> images.shape, targets.shape
         (TensorShape([4, 64, 64, 3]), TensorShape([4, 100, 8]))
     """
-    for name, value in (
-        ("image_size", image_size),
-        ("batch_size", batch_size),
-        ("max_boxes", max_boxes),
-    ):
+    check_image_size(image_size)
+    for name, value in (("batch_size", batch_size), ("max_boxes", max_boxes)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
     check_choice("on_bad_image", on_bad_image, BAD_IMAGE_MODES)
@@ -992,28 +748,21 @@ def load_detection_dataset(
             f"to train on. Received: split={split!r}"
         )
     check_split_size(source, split, count, batch_size, drop_remainder)
-    dataset = dataset.map(lambda image, rows: (tf.cast(image, tf.float32), rows))
-    if training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if training and augment is not None:
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
-            lambda example, element_seed: augment_detection_example(
-                *example, element_seed, image_size, augment
-            ),
-            num_parallel_calls=AUTOTUNE,
-        )
-    else:
-        dataset = dataset.map(
-            lambda image, rows: letterbox_example(image, rows, image_size),
-            num_parallel_calls=AUTOTUNE,
-        )
+    dataset = transform_examples(
+        dataset,
+        training=training,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+        augment=augment
+        and (
+            lambda image, rows, key: augment_detection_example(
+                image, rows, key, image_size, augment
+            )
+        ),
+        evaluate=lambda image, rows: letterbox_example(image, rows, image_size),
+    )
     dataset = dataset.map(
         lambda image, rows, scale: (image, _targets(rows, scale, max_boxes)),
         num_parallel_calls=AUTOTUNE,
     )
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    options = tf.data.Options()
-    options.deterministic = True
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return dataset.prefetch(AUTOTUNE).with_options(options)
+    return batch_in_order(dataset, batch_size, drop_remainder)

@@ -65,6 +65,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable, Collection
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -136,36 +138,70 @@ TFDS_MASKS = {
 }
 
 
-def _parse_source(source: str) -> tuple[str, str]:
+def parse_dense_source(
+    source: str, folder_kind: str, tfds_names: Collection[str], task: str
+) -> tuple[str, str]:
+    """(kind, value) of a dense source: "digits", "<folder_kind>:<path>" or "tfds:<name>".
+
+    Args:
+        source: the source.
+        folder_kind: the prefix of the task's folder sources ("segdir", "coco").
+        tfds_names: the TFDS datasets the task reads, for the message.
+        task: the task, for the message ("segmentation").
+
+    Raises:
+        ValueError: any other source, naming it.
+    """
     if isinstance(source, str):
         if source == DIGIT_CANVAS:
             return DIGIT_CANVAS, ""
-        for kind in ("segdir", "tfds"):
+        for kind in (folder_kind, "tfds"):
             prefix = kind + ":"
             if source.startswith(prefix) and len(source) > len(prefix):
                 return kind, source[len(prefix) :]
     raise ValueError(
-        f"Unknown segmentation data source: expected {DIGIT_CANVAS!r}, 'segdir:<path>' or "
-        f"'tfds:<name>' with name one of {sorted(TFDS_MASKS)}. Received: data={source!r}"
+        f"Unknown {task} data source: expected {DIGIT_CANVAS!r}, '{folder_kind}:<path>' or "
+        f"'tfds:<name>' with name one of {sorted(tfds_names)}. Received: data={source!r}"
     )
+
+
+def names_dense_source(source: str, folder_kind: str, tfds_names: Collection[str]) -> bool:
+    """Whether `source` is "digits", a "<folder_kind>:" folder, or one of `tfds_names`."""
+    try:
+        kind, value = parse_dense_source(source, folder_kind, tfds_names, "")
+    except ValueError:
+        return False
+    return kind != "tfds" or value in tfds_names
+
+
+def _parse_source(source: str) -> tuple[str, str]:
+    return parse_dense_source(source, "segdir", TFDS_MASKS, "segmentation")
 
 
 def is_segmentation_source(source: str) -> bool:
     """Whether `source` names segmentation data ("digits", "segdir:", masked TFDS)."""
-    try:
-        kind, value = _parse_source(source)
-    except ValueError:
-        return False
-    return kind != "tfds" or value in TFDS_MASKS
+    return names_dense_source(source, "segdir", TFDS_MASKS)
+
+
+def tfds_convention(name: str, conventions: dict, task: str, folder_kind: str) -> Any:
+    """The convention of TFDS dataset `name` in `conventions`, else a ValueError naming it.
+
+    Args:
+        name: the TFDS dataset ("tfds:<name>").
+        conventions: dataset name -> how the task reads it.
+        task: the task and what it reads, for the message ("segmentation", "mask").
+        folder_kind: the task's folder source, for the message ("segdir").
+    """
+    if name not in conventions:
+        raise ValueError(
+            f"TFDS dataset {name!r} has no convention for {task} here, which reads "
+            f"{sorted(conventions)}, or '{folder_kind}:<path>'. Received: data='tfds:{name}'"
+        )
+    return conventions[name]
 
 
 def _tfds_masks(name: str) -> TFDSMasks:
-    if name not in TFDS_MASKS:
-        raise ValueError(
-            f"TFDS dataset {name!r} has no mask convention here; segmentation reads "
-            f"{sorted(TFDS_MASKS)}, or 'segdir:<path>'. Received: data='tfds:{name}'"
-        )
-    return TFDS_MASKS[name]
+    return tfds_convention(name, TFDS_MASKS, "segmentation", "segdir")
 
 
 # ----------------------------------------------------------------------------- digit canvases
@@ -462,10 +498,43 @@ def segmentation_num_classes(source: str = DIGIT_CANVAS, data_dir: str | None = 
     return len(segmentation_class_names(source, data_dir))
 
 
-def _tfds_builder(name: str, data_dir: str | None):
+def prepared_tfds_builder(name: str, data_dir: str | None) -> tuple[Any, Any]:
+    """(the tensorflow_datasets module, the builder of `name`, downloaded and prepared)."""
     tfds, builder = tfds_builder(name, data_dir)
     builder.download_and_prepare()
     return tfds, builder
+
+
+def held_out_splits(source: str, test_split: str, builder=None) -> tuple[str, str]:
+    """(train, validation) of a dense source: "train" and "validation", or TFDS's last 10%.
+
+    Args:
+        source: the source, for the message.
+        test_split: the split reported once at the end.
+        builder: the TFDS builder of a "tfds:" source (None for others):
+            without a validation split, or when `test_split` is it, the last
+            10% of "train" is held out.
+
+    Raises:
+        ValueError: `test_split` is one of them.
+    """
+    splits = ("train", "validation")
+    if builder is not None and (
+        "validation" not in builder.info.splits or test_split == "validation"
+    ):
+        splits = ("train[:90%]", "train[90%:]")
+    if test_split in splits:
+        raise ValueError(
+            f"The test split of source {source!r} is also a training split; pick another. "
+            f"Received: test_split={test_split!r}"
+        )
+    return splits
+
+
+def tfds_split_count(builder, split: str) -> int | None:
+    """The examples of a split of a prepared TFDS builder (None: it declares none)."""
+    count = int(builder.as_dataset(split=split).cardinality())
+    return count if count >= 0 else None
 
 
 def segmentation_splits(
@@ -482,18 +551,11 @@ def segmentation_splits(
         ('train', 'validation')
     """
     kind, value = _parse_source(source)
-    splits = ("train", "validation")
+    builder = None
     if kind == "tfds":
         _tfds_masks(value)
-        _, builder = _tfds_builder(value, data_dir)
-        if "validation" not in builder.info.splits or test_split == "validation":
-            splits = ("train[:90%]", "train[90%:]")
-    if test_split in splits:
-        raise ValueError(
-            f"The test split of source {source!r} is also a training split; pick another. "
-            f"Received: test_split={test_split!r}"
-        )
-    return splits
+        _, builder = prepared_tfds_builder(value, data_dir)
+    return held_out_splits(source, test_split, builder)
 
 
 def count_segmentation_examples(source: str, split: str, data_dir: str | None = None) -> int | None:
@@ -505,16 +567,15 @@ def count_segmentation_examples(source: str, split: str, data_dir: str | None = 
     """
     kind, value = _parse_source(source)
     if kind == DIGIT_CANVAS:
-        return _digit_canvas_count(split)
+        return digit_canvas_count(split)
     if kind == "tfds":
         _tfds_masks(value)
-        _, builder = _tfds_builder(value, data_dir)
-        count = int(builder.as_dataset(split=split).cardinality())
-        return count if count >= 0 else None
+        return tfds_split_count(prepared_tfds_builder(value, data_dir)[1], split)
     return len(_segdir_files(value, split)[0])
 
 
-def _digit_canvas_count(split: str) -> int:
+def digit_canvas_count(split: str) -> int:
+    """The canvases of a split of the digit canvases; ValueError naming an unknown split."""
     if split not in DIGIT_CANVAS_COUNTS:
         raise ValueError(
             f"Unknown split for source {DIGIT_CANVAS!r}; expected one of "
@@ -530,12 +591,12 @@ def _raw_examples(
     kind, value = _parse_source(source)
     num_classes = segmentation_num_classes(source)
     if kind == DIGIT_CANVAS:
-        images, masks, _ = digit_canvas(split, _digit_canvas_count(split))
+        images, masks, _ = digit_canvas(split, digit_canvas_count(split))
         names = [f"{DIGIT_CANVAS} {split} #{index}" for index in range(len(masks))]
         dataset = tf.data.Dataset.from_tensor_slices((images, masks, names))
     elif kind == "tfds":
         convention = _tfds_masks(value)
-        tfds, builder = _tfds_builder(value, data_dir)
+        tfds, builder = prepared_tfds_builder(value, data_dir)
         dataset = builder.as_dataset(
             split=split, shuffle_files=training, read_config=tfds.ReadConfig(shuffle_seed=seed)
         )
@@ -600,16 +661,26 @@ class SegmentationAugment:
     photometric: bool = True
 
     def __post_init__(self):
-        low, high = self.ratio_range
-        if not 0 < low <= high:
-            raise ValueError(
-                f"ratio_range must be (min, max) with 0 < min <= max. Received: "
-                f"ratio_range={self.ratio_range!r}"
-            )
-        for name in ("cat_max_ratio", "flip_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1]. Received: {name}={value!r}")
+        check_augment_fields(self, ("cat_max_ratio", "flip_prob"))
+
+
+def check_augment_fields(augment: object, probabilities: tuple[str, ...]) -> None:
+    """Checks an augmentation's `ratio_range` and its fields that are probabilities.
+
+    Raises:
+        ValueError: `ratio_range` is not (min, max) with 0 < min <= max, or a
+            probability is outside [0, 1], naming the field and its value.
+    """
+    low, high = augment.ratio_range
+    if not 0 < low <= high:
+        raise ValueError(
+            f"ratio_range must be (min, max) with 0 < min <= max. Received: "
+            f"ratio_range={augment.ratio_range!r}"
+        )
+    for name in probabilities:
+        value = getattr(augment, name)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1]. Received: {name}={value!r}")
 
 
 DIGIT_CANVAS_AUGMENT = SegmentationAugment(
@@ -855,23 +926,58 @@ def load_segmentation_dataset(
     drop_remainder = training if drop_remainder is None else drop_remainder
     dataset, count, _ = _raw_examples(source, split, data_dir, training, seed)
     check_split_size(source, split, count, batch_size, drop_remainder)
+    dataset = transform_examples(
+        dataset,
+        training=training,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+        augment=augment
+        and (lambda image, mask, key: augment_example(image, mask, key, image_size, augment)),
+        evaluate=lambda image, mask: fit_and_pad(image, mask, image_size),
+    )
+    return batch_in_order(dataset, batch_size, drop_remainder)
+
+
+def transform_examples(
+    dataset: tf.data.Dataset,
+    *,
+    training: bool,
+    shuffle_buffer: int,
+    seed: int,
+    augment: Callable | None,
+    evaluate: Callable,
+) -> tf.data.Dataset:
+    """Casts each example's image to float32, then augments (training) or fits it.
+
+    Args:
+        dataset: (image, ...) examples.
+        training: shuffle and, with `augment`, augment.
+        shuffle_buffer: the shuffle buffer when training.
+        seed: the seed of the shuffle and of each example's augmentation
+            seed (its own element of a seeded stream, so the same seed gives
+            the same batches whatever the parallelism).
+        augment: `augment(image, ..., seed)`, or None: `evaluate` also when
+            training.
+        evaluate: `evaluate(image, ...)`.
+    """
     dataset = dataset.map(
-        lambda image, mask: (tf.cast(image, tf.float32), mask), num_parallel_calls=AUTOTUNE
+        lambda image, *rest: (tf.cast(image, tf.float32), *rest), num_parallel_calls=AUTOTUNE
     )
     if training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if training and augment is not None:
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        dataset = tf.data.Dataset.zip((dataset, seeds)).map(
-            lambda example, element_seed: augment_example(
-                *example, element_seed, image_size, augment
-            ),
+        return tf.data.Dataset.zip((dataset, seeds)).map(
+            lambda example, element_seed: augment(*example, element_seed),
             num_parallel_calls=AUTOTUNE,
         )
-    else:
-        dataset = dataset.map(
-            lambda image, mask: fit_and_pad(image, mask, image_size), num_parallel_calls=AUTOTUNE
-        )
+    return dataset.map(evaluate, num_parallel_calls=AUTOTUNE)
+
+
+def batch_in_order(
+    dataset: tf.data.Dataset, batch_size: int, drop_remainder: bool
+) -> tf.data.Dataset:
+    """Batches and prefetches a pipeline, deterministic and sharded by data across replicas."""
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     options = tf.data.Options()
     options.deterministic = True
