@@ -149,7 +149,6 @@ def _transformed(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> n
     return out
 
 
-
 def convert(
     model: keras.Model,
     tensors: Mapping[str, Any],
