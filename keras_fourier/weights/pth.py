@@ -21,12 +21,12 @@ Each load gets its own stand-ins, which refuse new attributes, so nothing a
 stream does (BUILD included) reaches another load.
 
 Memory is bounded by what the tensors need: ``data.pkl`` may declare at
-most 64 MiB; each storage's zip entry must declare exactly the bytes its
-pickled size says, neither may inflate more than
+most 64 MiB, each storage's zip entry exactly the bytes its pickled size
+says, and none of them may inflate more than
 :data:`~keras_fourier.limits.MAX_ZIP_RATIO` times (a deflated run of
-zeros), its tensors' layouts must fit it, and a storage larger than what its tensors
-reach (plus 4 KiB) is refused, naming the entry, all before any storage is
-read. :func:`read_checkpoint` then reads every storage once (a bounded read,
+zeros); a storage's tensors' layouts must fit it, and a storage larger
+than what its tensors reach (plus 4 KiB) is refused, naming the entry, all
+before any storage is read. :func:`read_checkpoint` then reads every storage once (a bounded read,
 all of them within ``KERAS_FOURIER_MAX_MEMORY``) and its tensors are
 read-only NumPy views of it.
 
