@@ -17,8 +17,6 @@ import json
 import os
 import re
 import struct
-import subprocess
-import sys
 import time
 import zipfile
 import zlib
@@ -28,7 +26,6 @@ import pytest
 import torch  # the test extra installs it; the package does not need it
 
 from keras_fourier.cli import main
-from keras_fourier.limits import MAX_MEMORY_ENV, MAX_PARAMETERS_ENV
 from keras_fourier.models.fourcastnet import FourCastNet
 from keras_fourier.models.fourcastnet_family import VARIANTS
 from keras_fourier.models.names import TEXT_PRESETS
@@ -36,7 +33,7 @@ from keras_fourier.weights import download as download_module
 from tests.hostile_server import serve_hostile
 from tests.test_fnet_interop import transformers_state, write_safetensors, write_transformers_folder
 from tests.test_fourcastnet import TINY, _official_state_dict
-from tests.test_memory_bounds import PEAK_RSS_BYTES
+from tests.test_memory_bounds import PEAK_RSS_BYTES, run_probes, write_reviews
 
 pytestmark = pytest.mark.single_backend
 
@@ -45,29 +42,6 @@ HUGE = 800_000_000
 _CHUNK = 1_000_000
 # The placeholder's size in the pickle that torch.save writes, replaced by HUGE.
 _PLACEHOLDER = 1_234_567
-
-_CHILD = """
-import contextlib, io, json, resource, sys
-from keras_fourier import cli
-from keras_fourier.models.fourcastnet import FourCastNet
-results = []
-for kind, argument in json.loads(sys.argv[1]):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            if kind == "cli":
-                status = cli.main(argument)
-            else:
-                FourCastNet(**argument)
-                status = 0
-        except SystemExit as exit:
-            status = exit.code
-        except ValueError as error:
-            status, err = "ValueError", io.StringIO(str(error))
-    results.append({"status": status, "err": err.getvalue()})
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"results": results, "peak": peak}))
-"""
 
 
 @functools.cache
@@ -156,21 +130,11 @@ def hostile_checkpoints(tmp_path_factory):
     """Every hostile file of the memory probe, written here, each a few MB on disk."""
     root = tmp_path_factory.mktemp("checkpoints")
     sizes = TEXT_PRESETS["fnet_tiny"]
+    tiny = {"hidden": sizes["hidden_size"], "intermediate": sizes["intermediate_size"]}
     state = transformers_state(
-        "classifier",
-        np.random.default_rng(0),
-        hidden=sizes["hidden_size"],
-        intermediate=sizes["intermediate_size"],
-        vocab=260,
-        positions=32,
+        "classifier", np.random.default_rng(0), vocab=260, positions=32, **tiny
     )
-    files = {"out": str(root / "runs")}
-    data = root / "reviews"
-    data.mkdir()
-    rows = "\n".join(f"the cat was {'good' if i % 2 else 'bad'},{i % 2}" for i in range(16))
-    for split in ("train", "dev", "test"):
-        (data / f"{split}.csv").write_text("sentence,label\n" + rows + "\n")
-    files["csv"] = f"csv:{data}"
+    files = {"out": str(root / "runs"), "csv": write_reviews(root / "reviews")}
     placeholder = {"fnet.extra": np.zeros(_PLACEHOLDER, np.float32)}
     files["bin"] = write_transformers_folder(
         root / "bin", {**state, **placeholder}, "classifier", "bin"
@@ -200,34 +164,26 @@ def test_a_tensor_the_model_has_no_place_for_is_never_read(hostile_checkpoints):
     train += ["--out", files["out"]]
     probes = [
         (
-            ("cli", [*train, "--weights", files["bin"]]),
+            [*train, "--weights", files["bin"]],
             2,
             r"member '\S+/data/\d+' expands [\d,]+ bytes to 3,200,000,000 \(ratio [\d,]+, "
             r"limit 100\): a zip bomb",
         ),
         (
-            ("cli", [*train, "--weights", files["safetensors"]]),
+            [*train, "--weights", files["safetensors"]],
             2,
             r"unexpected keys \(1\): fnet\.extra",
         ),
         (
-            ("fourcastnet", {**TINY, "weights": files["tar"]}),
+            {
+                "call": "keras_fourier.models:FourCastNet",
+                "kwargs": {**TINY, "weights": files["tar"]},
+            },
             "ValueError",
             r"unexpected keys \(1\): extra",
         ),
     ]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.pop(MAX_MEMORY_ENV, None)
-    env.pop(MAX_PARAMETERS_ENV, None)
-    completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps([probe for probe, _, _ in probes])],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=True,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_probes([probe for probe, _, _ in probes])
     for (_, status, expected), result in zip(probes, report["results"], strict=True):
         lines = [line for line in result["err"].splitlines() if line.strip()]
         assert result["status"] == status and len(lines) == 1, result
