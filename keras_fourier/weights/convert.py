@@ -40,6 +40,7 @@ from keras_fourier.weights.resize import (
     resize_global_local_filter,
     resize_pos_embed,
 )
+from keras_fourier.weights.stored import read_bytes
 
 KeyMap = Mapping[str, tuple[Any, str]]
 # key_map(model, checkpoint_keys) -> (checkpoint key -> (variable, transform), ignored keys).
@@ -264,9 +265,8 @@ def check_read(description: str, model: keras.Model, tensors: list[tuple[str, An
     """
     if not tensors:
         return
-    costs = [(getattr(value, "cost", value.nbytes), key, value) for key, value in tensors]
-    total = sum(cost for cost, _, _ in costs)
-    _, key, value = max(costs, key=lambda item: item[0])
+    total = read_bytes(value for _, value in tensors)
+    key, value = max(tensors, key=lambda item: item[1].nbytes)
     received = f"{key}={tuple(value.shape)}"
     check_memory(f"Reading the checkpoint's tensors for {description}", total, received)
     ceiling = read_ceiling(model)

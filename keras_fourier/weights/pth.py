@@ -435,24 +435,27 @@ def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
     return state_dict
 
 
-def _stored(path: str, tensor: _Tensor) -> StoredTensor:
-    """`tensor` unread: float32 (complex tensors keep their dtype), read from `path` when used."""
+def _stored(path: str, tensor: _Tensor, cache: dict[str, np.ndarray]) -> StoredTensor:
+    """`tensor` unread: float32 (complex tensors keep their dtype), read from `path` when used.
+
+    `cache` keeps the last storage read, for the next tensor of the same storage.
+    """
     dtype = np.dtype(np.float32)
     if tensor.storage.dtype != "bfloat16" and np.dtype(tensor.storage.dtype).kind == "c":
         dtype = np.dtype(tensor.storage.dtype)
 
     def read() -> np.ndarray:
+        if tensor.storage.entry not in cache:
+            cache.clear()
         try:
             with zipfile.ZipFile(path) as archive:
-                return np.array(tensor.view(archive, {}), dtype=dtype)
+                return np.array(tensor.view(archive, cache), dtype=dtype)
         except (ValueError, OSError, zipfile.BadZipFile) as error:
             raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
 
-    # The read holds its storage (bfloat16 widened to float32) and the tensor's copy.
+    # A read holds its storage (bfloat16 widened to float32).
     storage_bytes = tensor.storage.numel * max(4, tensor.storage.itemsize)
-    return StoredTensor(
-        tensor.size, dtype, read, storage_bytes + math.prod(tensor.size) * dtype.itemsize
-    )
+    return StoredTensor(tensor.size, dtype, read, (tensor.storage.entry, storage_bytes))
 
 
 def read_pth(path: str | os.PathLike) -> dict[str, StoredTensor]:
@@ -504,4 +507,5 @@ def read_pth(path: str | os.PathLike) -> dict[str, StoredTensor]:
             f"{shown}{f', ... and {more} more' if more > 0 else ''}"
             + ("" if nested else f"; nor does it hold one under {names} (no model weights)")
         )
-    return {str(key): _stored(path, value) for key, value in state_dict.items()}
+    cache: dict[str, np.ndarray] = {}
+    return {str(key): _stored(path, value, cache) for key, value in state_dict.items()}

@@ -13,7 +13,7 @@ a ceiling set by the model's own size, so a tensor the model has no place for
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -26,8 +26,9 @@ class StoredTensor:
         shape: its shape, from the file's header.
         dtype: the dtype the read returns.
         read: reads it: () -> array of `shape` and `dtype`.
-        cost: bytes the read allocates (the file's storage it comes from and
-            the array returned). Default None: the array's bytes.
+        storage: (name, bytes) of the block of the file that a read loads
+            whole (a ``torch.save`` storage, which tensors may share), or
+            None (default): a read loads the tensor's bytes only.
 
     Example:
         >>> tensor = StoredTensor((2, 3), np.float32, lambda: np.zeros((2, 3), np.float32))
@@ -35,19 +36,19 @@ class StoredTensor:
         ((2, 3), 24, np.float32(0.0))
     """
 
-    __slots__ = ("_read", "cost", "dtype", "shape")
+    __slots__ = ("_read", "dtype", "shape", "storage")
 
     def __init__(
         self,
         shape: tuple[int, ...],
         dtype: Any,
         read: Callable[[], np.ndarray],
-        cost: int | None = None,
+        storage: tuple[str, int] | None = None,
     ) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self._read = read
-        self.cost = self.nbytes if cost is None else cost
+        self.storage = storage
 
     @property
     def ndim(self) -> int:
@@ -82,7 +83,7 @@ class StoredTensor:
         """The same tensor in another shape of as many values, still unread."""
         if math.prod(shape) != self.size:
             raise ValueError(f"cannot reshape a tensor of shape {self.shape} into {shape}")
-        return StoredTensor(shape, self.dtype, lambda: self.read().reshape(shape), self.cost)
+        return StoredTensor(shape, self.dtype, lambda: self.read().reshape(shape), self.storage)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         del copy
@@ -91,3 +92,20 @@ class StoredTensor:
 
     def __repr__(self) -> str:
         return f"StoredTensor(shape={self.shape}, dtype={self.dtype.name})"
+
+
+def read_bytes(tensors: Iterable[Any]) -> int:
+    """The bytes reading `tensors` allocates: their arrays, and each shared storage once.
+
+    Example:
+        >>> read_bytes([np.zeros(3, np.float32), StoredTensor((2,), "f4", None, ("s", 64))])
+        84
+    """
+    storages = {}
+    total = 0
+    for tensor in tensors:
+        total += tensor.nbytes
+        if getattr(tensor, "storage", None) is not None:
+            name, size = tensor.storage
+            storages[name] = size
+    return total + sum(storages.values())
