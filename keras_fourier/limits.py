@@ -325,6 +325,24 @@ def read_file_bounded(path: str | os.PathLike, limit: int, what: str) -> bytes:
     return data
 
 
+def check_zip_ratio(info: zipfile.ZipInfo, what: str) -> None:
+    """Refuses a zip member larger than a mebibyte inflating more than :data:`MAX_ZIP_RATIO` times.
+
+    Raises:
+        ValueError: naming `what`, the member and its sizes.
+
+    Example:
+        >>> check_zip_ratio(zipfile.ZipInfo("data/0"), "model.pth")
+    """
+    ratio = info.file_size / max(info.compress_size, 1)
+    if info.file_size > 2**20 and ratio > MAX_ZIP_RATIO:
+        raise ValueError(
+            f"{what} member {info.filename!r} expands {info.compress_size:,} bytes to "
+            f"{info.file_size:,} (ratio {ratio:,.0f}, limit {MAX_ZIP_RATIO}): a zip bomb or a "
+            f"damaged file. Received: {info.filename}={info.file_size}"
+        )
+
+
 def check_zip_members(archive: zipfile.ZipFile, what: str) -> None:
     """Refuses a zip archive whose members would expand beyond bounds, from its directory.
 
@@ -343,13 +361,7 @@ def check_zip_members(archive: zipfile.ZipFile, what: str) -> None:
     ceiling = max_memory()
     for info in archive.infolist():
         total += info.file_size
-        ratio = info.file_size / max(info.compress_size, 1)
-        if info.file_size > 2**20 and ratio > MAX_ZIP_RATIO:
-            raise ValueError(
-                f"{what} member {info.filename!r} expands {info.compress_size:,} bytes to "
-                f"{info.file_size:,} (ratio {ratio:,.0f}, limit {MAX_ZIP_RATIO}): a zip bomb or a "
-                f"damaged file. Received: {info.filename}={info.file_size}"
-            )
+        check_zip_ratio(info, what)
         if total > ceiling:
             raise ValueError(
                 f"{what} declares {format_bytes(total)} of members, above the ceiling of "

@@ -28,7 +28,7 @@ from keras_fourier.models.fourcastnet import field_model, rollout
 from keras_fourier.weights.keras_hub import read_keras_hub_preset
 from keras_fourier.weights.saved import load_keras_file, load_weights_file
 from tests.test_fnet_checkpoints import write_keras_hub_preset
-from tests.test_memory_bounds import PEAK_RSS_BYTES, _rewrite_keras, _tiny_vision, run_child
+from tests.test_memory_bounds import PEAK_RSS_BYTES, _rewrite_keras, _tiny_vision, run_probes
 
 pytestmark = pytest.mark.single_backend
 
@@ -168,7 +168,7 @@ def crafted(tmp_path_factory):
         "--steps",
         "1000000000",
     ]
-    report = run_child(list(probes.values()))
+    report = run_probes(list(probes.values()))
     results = dict(zip(probes, report["results"], strict=True))
     return {"results": results, "peak": report["peak"], "out": out, "elsewhere": elsewhere}
 

@@ -43,34 +43,44 @@ pytestmark = pytest.mark.single_backend
 PEAK_RSS_BYTES = 3 * 2**30
 TINY = {"hidden_size": 64, "num_layers": 2, "intermediate_size": 128}
 
+# Each probe is a command's argv, or a public call {"call": "module:function", "kwargs": {...}}
+# whose ValueError is its one line (status "ValueError").
 _CHILD = """
-import contextlib, io, json, resource, sys
+import contextlib, importlib, io, json, resource, sys
 from keras_fourier import cli
 results = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            status = cli.main(argv)
+            if isinstance(argv, dict):
+                module, name = argv["call"].split(":")
+                getattr(importlib.import_module(module), name)(**argv["kwargs"])
+                status = 0
+            else:
+                status = cli.main(argv)
         except SystemExit as exit:
             status = exit.code
+        except ValueError as error:
+            status = "ValueError"
+            print(error, file=sys.stderr)
     results.append({"argv": argv, "status": status, "err": err.getvalue()})
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"results": results, "peak": peak}))
 """
 
 
-def run_child(argvs: list[list[str]]) -> dict:
-    """Runs the commands `argvs` in one child process (default ceilings, no GPU).
+def run_probes(probes: list) -> dict:
+    """Runs the probes in one child process without the ceilings' settings: its report.
 
     Returns:
-        {"results": [{"argv", "status", "err"} per command], "peak": its peak RSS in bytes}.
+        {"results": [{"argv", "status", "err"}, ...], "peak": its peak resident bytes}.
     """
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     env.pop(MAX_MEMORY_ENV, None)
     env.pop(MAX_PARAMETERS_ENV, None)
     completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps(argvs)],
+        [sys.executable, "-c", _CHILD, json.dumps(probes)],
         capture_output=True,
         text=True,
         env=env,
@@ -127,17 +137,20 @@ def _set_units(config, units: int):
     return config
 
 
-@pytest.fixture(scope="module")
-def crafted(tmp_path_factory):
-    """Every hostile file of the probes, written here."""
-    root = tmp_path_factory.mktemp("crafted")
-    files = {}
-    data = root / "reviews"
+def write_reviews(data) -> str:
+    """A CSV text source of 16 rows per split in the folder `data`; its --data value."""
     data.mkdir()
     rows = "\n".join(f"the cat was {'good' if i % 2 else 'bad'},{i % 2}" for i in range(16))
     for split in ("train", "dev", "test"):
         (data / f"{split}.csv").write_text("sentence,label\n" + rows + "\n")
-    files["csv"] = f"csv:{data}"
+    return f"csv:{data}"
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory):
+    """Every hostile file of the probes, written here."""
+    root = tmp_path_factory.mktemp("crafted")
+    files = {"csv": write_reviews(root / "reviews")}
     rng = np.random.default_rng(0)
     sizes = {"hidden_dim": 64, "num_layers": 2, "intermediate_dim": 128}
     write_keras_hub_preset(root / "long_preset", rng, **sizes, max_sequence_length=12)
@@ -231,7 +244,7 @@ def test_hostile_files_and_requests_are_refused_before_they_allocate(crafted):
         (["bench", "model.tflite", "--threads", "100000"], "--threads=100000"),
         (["predict", crafted["thin"], "--model", crafted["thousand"], "--top", "1"], None),
     ]
-    report = run_child([argv for argv, _ in probes])
+    report = run_probes([argv for argv, _ in probes])
     for (_, expected), result in zip(probes, report["results"], strict=True):
         if expected is None:  # the ImageNet path crops before it resizes: it runs, small
             assert result["status"] == 0, result

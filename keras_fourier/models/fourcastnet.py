@@ -41,12 +41,15 @@ from keras_fourier.layers.fourier import MODE_SLICINGS
 from keras_fourier.limits import check_memory
 from keras_fourier.models.family import VisionSpec
 from keras_fourier.models.fourcastnet_family import RELEASES, VARIANTS, FourCastNetSpec
-from keras_fourier.models.fourcastnet_weights import load_fourcastnet_checkpoint
+from keras_fourier.models.fourcastnet_weights import (
+    check_saved_settings,
+    load_fourcastnet_checkpoint,
+)
 from keras_fourier.models.names import FIELD_PRESETS
 from keras_fourier.models.vision import _block
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
-from keras_fourier.weights.download import download
-from keras_fourier.weights.saved import load_weights_file
+from keras_fourier.weights.pipeline import download_release
+from keras_fourier.weights.saved import load_saved_weights
 
 # The fields of a row a builder call may override (``precip`` is chosen by the variant).
 OVERRIDABLE = tuple(f.name for f in dataclasses.fields(FourCastNetSpec) if f.name != "precip")
@@ -193,7 +196,12 @@ def FourCastNet(
             (``backbone.ckpt``/``precip.ckpt`` or a ``.tar`` of ``train.py``,
             read without PyTorch, see
             :func:`~keras_fourier.models.fourcastnet_weights.load_fourcastnet_checkpoint`),
-            or a ``.weights.h5`` file saved by Keras.
+            a ``.weights.h5`` file saved by Keras, or a ``.keras`` file saved
+            by keras_fourier. A checkpoint or ``.weights.h5`` does not record
+            ``hard_thresholding_fraction``, ``sparsity_threshold`` or
+            ``mode_slicing`` (no tensor's shape shows them): pass those it
+            was trained with, or it loads and computes something else; a
+            ``.keras`` file records them and is refused where they differ.
         drop_path_rate: stochastic depth rate. Default 0.
         fft_impl: "auto" (default), "fft" or "matmul".
         name: model name. Default: the variant.
@@ -234,12 +242,7 @@ def FourCastNet(
                 f"Release {weights!r} holds the weights of variant {release.variant!r}, not "
                 f"{variant!r}. Received: weights={weights!r}"
             )
-        try:
-            weights = download(release.url, release.file_name, release.sha256)
-        except ValueError as error:
-            raise ValueError(
-                f"weights={weights!r} needs network access the first time. {error}"
-            ) from error
+        weights = download_release(release, f"weights={weights!r}", model)
     if weights is not None:
         path = os.fspath(weights)
         if not os.path.isfile(path):
@@ -247,9 +250,9 @@ def FourCastNet(
                 "`weights` must be None or the path to an existing checkpoint or weights file. "
                 f"Received: weights={weights!r}"
             )
-        if path.endswith(".weights.h5"):
-            load_weights_file(model, path)
-        else:
+        if path.endswith(".keras"):
+            check_saved_settings(model, path)
+        if not load_saved_weights(model, path):
             load_fourcastnet_checkpoint(model, path, variant)
     return model
 

@@ -37,7 +37,7 @@ import dataclasses
 
 from keras_fourier.models.family import Family
 from keras_fourier.models.keymap import BLOCK, PARAMETERS, inner_key
-from keras_fourier.weights.releases import Release
+from keras_fourier.weights.releases import TRAINING_CHECKPOINT, Release
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +186,7 @@ RELEASES: dict[str, FourCastNetRelease] = {
         "BSD-3-Clause",
         variant=variant,
         statistics=_STATISTICS,
+        values_per_parameter=TRAINING_CHECKPOINT,  # optimizer_state_dict beside model_state
     )
     for variant, file in (("fourcastnet", "backbone.ckpt"), ("fourcastnet_precip", "precip.ckpt"))
 }

@@ -3,6 +3,16 @@
 The architecture is in :mod:`keras_fourier.models.fourcastnet`; the files are
 read by the package's safe reader (:func:`keras_fourier.weights.pth.read_pth`)
 and converted by the one key-map application of :mod:`keras_fourier.weights.convert`.
+
+A checkpoint holds tensors only: AFNO's ``hard_thresholding_fraction``,
+``sparsity_threshold`` and mode slicing change what the model computes but no
+tensor's shape, so a checkpoint trained with other values loads into a model
+built with the defaults and computes something else (a model trained with
+``hard_thresholding_fraction=0.5`` differs by about its own scale). Build the
+model with the values it was trained with (``config/AFNO.yaml`` of the
+training run; the releases use the defaults). The package's own ``.keras``
+files record them, and :func:`check_saved_settings` refuses one whose values
+differ from the model's.
 """
 
 from __future__ import annotations
@@ -13,10 +23,15 @@ from collections.abc import Collection
 
 import keras
 
+from keras_fourier.layers import AFNO2D
 from keras_fourier.models.fourcastnet_family import VARIANTS, checkpoint_key
 from keras_fourier.validation import check_choice
 from keras_fourier.weights.convert import KeyMap, load_tensors, map_variables
 from keras_fourier.weights.pth import read_pth
+from keras_fourier.weights.saved import layer_configs, read_keras_config
+
+# AFNO2D's arguments that change what it computes but not its weights' shapes.
+UNSHAPED_SETTINGS = ("hard_thresholding_fraction", "sparsity_threshold", "mode_slicing")
 
 
 def _transform(path: str) -> str:
@@ -75,6 +90,11 @@ def load_fourcastnet_checkpoint(
     checkpoint must be for the model's grid (the official model runs at its
     one grid only); Linear and convolution weights are transposed.
 
+    The checkpoint does not record AFNO's ``hard_thresholding_fraction``,
+    ``sparsity_threshold`` or mode slicing (they shape no tensor): `model`
+    must be built with those it was trained with, which nothing here can
+    check (see the module docstring).
+
     Args:
         model: a model built by
             :func:`~keras_fourier.models.fourcastnet.FourCastNet` from `variant`.
@@ -101,3 +121,46 @@ def load_fourcastnet_checkpoint(
         source=path,
         description=f"FourCastNet variant {variant!r} as built (model {model.name!r})",
     )
+
+
+def _afno_layers(layer: keras.Layer) -> list[AFNO2D]:
+    """The AFNO2D layers of `layer`, nested models included."""
+    if isinstance(layer, AFNO2D):
+        return [layer]
+    return [found for inner in getattr(layer, "layers", ()) for found in _afno_layers(inner)]
+
+
+def check_saved_settings(model: keras.Model, path: str | os.PathLike) -> None:
+    """Refuses a `.keras` file whose AFNO settings differ from `model`'s, before loading it.
+
+    The settings of :data:`UNSHAPED_SETTINGS` are recorded in the file's
+    config (each AFNO2D layer's arguments) and compared by layer name.
+
+    Args:
+        model: the model the file is to load into.
+        path: a `.keras` file saved by keras_fourier (a run's ``model.keras``).
+
+    Raises:
+        ValueError: a setting differs, naming it with the file's and the
+            model's values, or the file cannot be read.
+
+    Example:
+        >>> check_saved_settings(FourCastNet(...), "runs/forecast/model.keras")  # doctest: +SKIP
+    """
+    path = os.fspath(path)
+    saved = {
+        layer["config"].get("name"): layer["config"]
+        for layer in layer_configs(read_keras_config(path))
+        if layer.get("class_name") == "AFNO2D"
+    }
+    for layer in _afno_layers(model):
+        config = saved.get(layer.name, {})
+        for setting in UNSHAPED_SETTINGS:
+            if setting in config and config[setting] != getattr(layer, setting):
+                raise ValueError(
+                    f"The .keras file {path!r} was saved with {setting}={config[setting]!r} in "
+                    f"layer {layer.name!r}, model {model.name!r} has "
+                    f"{getattr(layer, setting)!r}; its weights would compute something else. "
+                    f"Build the model with the file's value. Received: {setting}="
+                    f"{config[setting]!r}"
+                )

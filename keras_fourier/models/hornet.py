@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from keras_fourier.models.family import Family, VisionSpec
 from keras_fourier.models.keymap import BLOCK, DOWNSAMPLE, PARAMETERS, common_key, inner_key
-from keras_fourier.weights.releases import ImageNetRelease, ModelZoo
+from keras_fourier.weights.releases import TRAINING_CHECKPOINT, ImageNetRelease, ModelZoo
 
 _SCALE = 1.0 / 3.0
 
@@ -53,7 +53,13 @@ VARIANTS: dict[str, VisionSpec] = {
 
 # Evaluated as ConvNeXt: bicubic resize to int(size / 0.875) and centre crop below 384
 # pixels; at 384, a bicubic resize to 384 x 384 without cropping.
-_ZOO = ModelZoo("https://github.com/raoyongming/HorNet", "MIT", uncropped_from=384)
+# The README gives no file sizes: each may be a training checkpoint (EMA copy, AdamW moments).
+_ZOO = ModelZoo(
+    "https://github.com/raoyongming/HorNet",
+    "MIT",
+    uncropped_from=384,
+    values_per_parameter=TRAINING_CHECKPOINT,
+)
 
 # The model zoo of the official README: ImageNet-1k (T/S/B) and ImageNet-22k (L) checkpoints.
 RELEASES: dict[str, tuple[ImageNetRelease, ...]] = {

@@ -17,7 +17,7 @@ import dataclasses
 import functools
 from importlib import resources
 
-from keras_fourier.weights.releases import TSINGHUA_CLOUD, Release
+from keras_fourier.weights.releases import TRAINING_CHECKPOINT, TSINGHUA_CLOUD, Release
 
 # img_norm_cfg of the official ADE20K configs (mmsegmentation's), RGB order, 0-255 pixels.
 MEAN = (123.675, 116.28, 103.53)
@@ -89,6 +89,7 @@ def _release(
         drop_path_rate=rate,
         sha256=sha256,
         size=size_bytes,
+        values_per_parameter=TRAINING_CHECKPOINT,  # mmsegmentation keeps the optimizer's state
     )
 
 

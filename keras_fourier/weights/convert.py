@@ -15,7 +15,10 @@ was built without). This module does the rest, the same for every family:
   tensors of vision models resized to the variable's shape
   (:mod:`keras_fourier.weights.resize`);
 * :func:`convert` checks a whole checkpoint against the key map, listing
-  every missing key, unexpected key and wrong shape in one message;
+  every missing key, unexpected key and wrong shape in one message; tensors
+  still in their file (:class:`~keras_fourier.weights.stored.StoredTensor`)
+  are compared by name and size first and only those the model takes are
+  read, within :func:`read_ceiling` of the model's own size;
 * :func:`load_tensors` converts and assigns all of them or none
   (:func:`assign_atomically`); :func:`copy_weights_except` copies a donor
   model's variables, all or none.
@@ -23,18 +26,21 @@ was built without). This module does the rest, the same for every family:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import keras
 import numpy as np
 
+from keras_fourier.limits import check_memory, format_bytes
 from keras_fourier.weights.hdf5 import lossy_cast
 from keras_fourier.weights.resize import (
     resize_global_filter,
     resize_global_local_filter,
     resize_pos_embed,
 )
+from keras_fourier.weights.stored import read_bytes
 
 KeyMap = Mapping[str, tuple[Any, str]]
 # key_map(model, checkpoint_keys) -> (checkpoint key -> (variable, transform), ignored keys).
@@ -51,6 +57,11 @@ TRANSFORMS: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
     "global_local_filter": lambda value, shape: resize_global_local_filter(value, shape[1:3]),
 }
 _RANKS = {"linear": 2, "conv": 4, "depthwise": 4, "global_filter": 4, "global_local_filter": 4}
+# The transforms that resize (a checkpoint of another resolution); the others keep every value.
+RESIZING = frozenset({"pos_embed", "global_filter", "global_local_filter"})
+# What a checkpoint may need beyond its model's weights: resized filters and position
+# embeddings of another resolution (at most a tenth of a released model's weights).
+_READ_MARGIN_BYTES = 16 * 2**20
 _MAX_LISTED = 10
 
 
@@ -116,6 +127,11 @@ def convert_tensor(transform: str, value: np.ndarray, shape: tuple[int, ...]) ->
         >>> convert_tensor("linear", np.zeros((1024, 256)), (256, 1024)).shape
         (256, 1024)
     """
+    return np.ascontiguousarray(_transformed(transform, value, shape))
+
+
+def _transformed(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`value` in the layout of a variable of `shape` (a view where the transform allows)."""
     if transform not in TRANSFORMS:
         raise ValueError(f"`transform` must be one of {tuple(TRANSFORMS)}. Received: {transform!r}")
     value = np.asarray(value, dtype=np.float32)
@@ -131,7 +147,7 @@ def convert_tensor(transform: str, value: np.ndarray, shape: tuple[int, ...]) ->
     out = TRANSFORMS[transform](value, shape)
     if out.shape != shape:
         raise ValueError(f"checkpoint shape {value.shape} gives {out.shape}, expected {shape}")
-    return np.ascontiguousarray(out)
+    return out
 
 
 def convert(
@@ -176,22 +192,33 @@ def convert(
     ignored = set(ignored)
     missing = sorted(key for key in keys if key not in tensors)
     unexpected = sorted(key for key in tensors if key not in keys and key not in ignored)
-    wrong, pairs = [], []
+    description = description or f"model {model.name!r}"
+    wrong, taken = [], []
     for key, (variable, transform) in keys.items():
-        if key not in tensors:
+        value = tensors.get(key)
+        if value is None:
             continue
-        value = tensors[key]
-        if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.number):
+        if not hasattr(value, "__array__") or not np.issubdtype(value.dtype, np.number):
             wrong.append(f"{key} -> {variable.path}: not a numeric array ({type(value).__name__})")
-            continue
-        if lossy_cast(value.dtype, np.dtype(variable.dtype)):
+        elif lossy_cast(value.dtype, np.dtype(variable.dtype)):
             wrong.append(
                 f"{key} -> {variable.path}: stored as {value.dtype.name}, which a "
                 f"{variable.dtype} variable would hold with loss"
             )
-            continue
+        else:
+            try:
+                if transform not in RESIZING:  # the layout change of its shape, nothing read
+                    dummy = np.broadcast_to(np.zeros((), np.float32), tuple(value.shape))
+                    _transformed(transform, dummy, variable.shape)
+                taken.append((key, variable, transform, value))
+            except ValueError as error:
+                wrong.append(f"{key} -> {variable.path}: {error}")
+    check_read(description, model, [(key, value) for key, _, _, value in taken])
+    pairs = []
+    for key, variable, transform, value in taken:
+        array = np.asarray(value)  # a StoredTensor is read here, once its size is known
         try:
-            pairs.append((variable, convert_tensor(transform, value, variable.shape)))
+            pairs.append((variable, convert_tensor(transform, array, variable.shape)))
         except ValueError as error:
             wrong.append(f"{key} -> {variable.path}: {error}")
     problems = [
@@ -204,9 +231,51 @@ def convert(
         if items
     ]
     if problems:
-        description = description or f"model {model.name!r}"
         raise ValueError(f"The checkpoint does not match {description}; " + "; ".join(problems))
     return pairs
+
+
+def read_ceiling(model: keras.Model) -> int:
+    """The most bytes a checkpoint's tensors for `model` may take when read.
+
+    Twice the model's weights in float32 (a tensor read, then converted)
+    plus 16 MiB for filters and position embeddings resized from another
+    resolution.
+
+    Example:
+        >>> read_ceiling(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
+        16777280
+    """
+    return 2 * sum(4 * math.prod(variable.shape) for variable in model.weights) + (
+        _READ_MARGIN_BYTES
+    )
+
+
+def check_read(description: str, model: keras.Model, tensors: list[tuple[str, Any]]) -> None:
+    """Refuses, before reading them, checkpoint tensors larger than `model` can take.
+
+    Args:
+        description: names the model in the message.
+        model: the model they load into.
+        tensors: (key, array or StoredTensor) that the model takes.
+
+    Raises:
+        ValueError: their reads take more than :func:`read_ceiling` or
+            ``KERAS_FOURIER_MAX_MEMORY``, naming the largest.
+    """
+    if not tensors:
+        return
+    total = read_bytes(value for _, value in tensors)
+    key, value = max(tensors, key=lambda item: item[1].nbytes)
+    received = f"{key}={tuple(value.shape)}"
+    check_memory(f"Reading the checkpoint's tensors for {description}", total, received)
+    ceiling = read_ceiling(model)
+    if total > ceiling:
+        raise ValueError(
+            f"The checkpoint's tensors for {description} take {format_bytes(total)} to read, "
+            f"more than the {format_bytes(ceiling)} that its weights allow (twice their float32 "
+            f"size and 16 MiB for resized filters); they were not read. Received: {received}"
+        )
 
 
 def assign_atomically(model: keras.Model, load: Callable[[], None], source: str) -> None:

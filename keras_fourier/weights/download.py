@@ -11,12 +11,20 @@ read at each download:
   HTTP Basic authentication, never to another host after a redirect, and
   never printed (:func:`redact`).
 * ``KERAS_FOURIER_MAX_DOWNLOAD_BYTES``: the largest file accepted where the
-  release records no exact size (default 4 GiB, or the row's own ceiling
-  when larger); a release with a recorded size must have exactly that size.
+  release records no exact size, instead of the row's own ceiling (for a
+  checkpoint: :meth:`keras_fourier.weights.releases.Release.ceiling`, derived
+  from the parameters of its architecture; 4 GiB for a file without one); a
+  release with a recorded size must have exactly that size.
 * ``KERAS_FOURIER_DOWNLOAD_DEADLINE``: seconds a whole download may take,
   retries included (default 3600).
 * ``KERAS_FOURIER_DOWNLOAD_TIMEOUT``: seconds to wait for the server per read
   (default 60): a download ends at most this long after its deadline.
+* ``KERAS_FOURIER_DOWNLOAD_MIN_RATE`` and ``KERAS_FOURIER_DOWNLOAD_RATE_WINDOW``:
+  a download slower than this many bytes per second (default 1000) over
+  that many seconds (default 30) is abandoned, as curl's ``--speed-limit``
+  and ``--speed-time`` do (0 turns it off): a server that drips bytes keeps
+  every read within its timeout, and would otherwise hold the download
+  until its deadline.
 * ``KERAS_FOURIER_DOWNLOAD_RETRIES``: further attempts after a transient
   failure (a reset connection, a timeout, HTTP 429 or 5xx, a cut-off body),
   waiting 1, 2, 4... seconds (or the server's ``Retry-After``, up to 30 s);
@@ -59,10 +67,14 @@ MAX_BYTES_VARIABLE = "KERAS_FOURIER_MAX_DOWNLOAD_BYTES"
 DEADLINE_VARIABLE = "KERAS_FOURIER_DOWNLOAD_DEADLINE"
 TIMEOUT_VARIABLE = "KERAS_FOURIER_DOWNLOAD_TIMEOUT"
 RETRIES_VARIABLE = "KERAS_FOURIER_DOWNLOAD_RETRIES"
+MIN_RATE_VARIABLE = "KERAS_FOURIER_DOWNLOAD_MIN_RATE"
+RATE_WINDOW_VARIABLE = "KERAS_FOURIER_DOWNLOAD_RATE_WINDOW"
 DEFAULT_MAX_BYTES = 4 << 30
 DEFAULT_DEADLINE = 3600.0
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
+DEFAULT_MIN_RATE = 1000.0
+DEFAULT_RATE_WINDOW = 30.0
 # HTTP statuses worth another attempt: rate limiting and server-side failures.
 _TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _TRANSIENT_ERRORS = (
@@ -159,21 +171,18 @@ def _split_credentials(url: str) -> tuple[str, str | None]:
 
 
 def _setting(name: str, default: float, kind: type = float) -> float:
-    """A number from the environment variable `name` (positive; retries may be 0), or `default`."""
+    """A number from the environment variable `name` (positive; retries, min rate may be 0)."""
     text = os.environ.get(name, "").strip()
     if not text:
         return default
-    least = 0 if name == RETRIES_VARIABLE else 1e-9
+    least = 0 if name in (RETRIES_VARIABLE, MIN_RATE_VARIABLE) else 1e-9
     try:
         value = kind(text)
     except ValueError:
         value = None
-    if value is None or value < least:
-        what = (
-            "a positive number"
-            if kind is float
-            else f"a {'non-negative' if least == 0 else 'positive'} integer"
-        )
+    if value is None or not value >= least:
+        sign = "non-negative" if least == 0 else "positive"
+        what = f"a {sign} {'number' if kind is float else 'integer'}"
         raise ValueError(
             f"The environment variable {name} must be {what}. Received: {name}={text!r}"
         )
@@ -185,21 +194,22 @@ def size_cap(size: int | None = None, max_size: int | None = None) -> int:
 
     Args:
         size: the release's exact size in bytes, or None where none is recorded.
-        max_size: the release's own ceiling, or None.
+        max_size: the release's own ceiling (for a checkpoint, derived from
+            its architecture: ``Release.ceiling``), or None.
 
     Returns:
         `size` when recorded; otherwise ``$KERAS_FOURIER_MAX_DOWNLOAD_BYTES``
-        when set, else the larger of `max_size` and :data:`DEFAULT_MAX_BYTES`.
+        when set, else `max_size`, else :data:`DEFAULT_MAX_BYTES`.
 
     Example:
-        >>> size_cap(1234)
-        1234
+        >>> size_cap(1234), size_cap(None, 5678)
+        (1234, 5678)
     """
     if size is not None:
         return size
     if os.environ.get(MAX_BYTES_VARIABLE, "").strip():
         return int(_setting(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES, int))
-    return max(max_size or 0, DEFAULT_MAX_BYTES)
+    return DEFAULT_MAX_BYTES if max_size is None else max_size
 
 
 class DownloadError(ValueError):
@@ -400,6 +410,8 @@ class _Transfer:
         self.timeout = timeout
         self.deadline_seconds = deadline
         self.deadline = time.monotonic() + deadline
+        self.min_rate = _setting(MIN_RATE_VARIABLE, DEFAULT_MIN_RATE)
+        self.rate_window = _setting(RATE_WINDOW_VARIABLE, DEFAULT_RATE_WINDOW)
         self.received = 0
         self.validator: str | None = None
         self.progress: Progress | None = None
@@ -493,6 +505,7 @@ class _Transfer:
                 raise ValueError(f"the server sent more than the {total} bytes it announced")
 
     def _stream(self, response, out) -> None:
+        window_start, window_bytes = time.monotonic(), self.received
         while True:
             self._remaining()
             try:
@@ -506,6 +519,16 @@ class _Transfer:
                 raise ValueError(self._too_large(f"the body exceeds {self.cap} bytes"))
             out.write(chunk)
             self.progress.update(len(chunk))
+            elapsed = time.monotonic() - window_start
+            if elapsed >= self.rate_window:
+                rate = (self.received - window_bytes) / elapsed
+                if rate < self.min_rate:
+                    raise ValueError(
+                        f"it came at {rate:.0f} bytes/s over {elapsed:.0f} s, below the minimum "
+                        f"of {self.min_rate:g} bytes/s over {self.rate_window:g} s "
+                        f"({self.received} bytes received; {MIN_RATE_VARIABLE} allows slower)"
+                    )
+                window_start, window_bytes = time.monotonic(), self.received
 
     @staticmethod
     def _has_more(response) -> bool:

@@ -132,7 +132,7 @@ def load_release(
         >>> load_release(model, gfnet.RELEASES["gfnet_ti"][0], key_map,
         ...              label="weights='imagenet'")  # doctest: +SKIP
     """
-    path = _download(release, label)
+    path = download_release(release, label, model)
     cache = converted_path(path, model)
     if os.path.exists(cache):
         try:
@@ -144,7 +144,7 @@ def load_release(
         tensors = read(path, release.reader)
     except ValueError as error:
         download.discard(path, str(error))
-        path = _download(release, label)
+        path = download_release(release, label, model)
         try:
             tensors = read(path, release.reader)
         except ValueError as again:
@@ -158,14 +158,31 @@ def load_release(
     _cache_conversion(model, cache)
 
 
-def _download(release: Release, label: str) -> str:
+def download_release(release: Release, label: str, model: keras.Model) -> str:
+    """The release's file in the cache, downloaded the first time within its ceiling.
+
+    The download may not pass :meth:`Release.ceiling` of `model`'s
+    parameters (whether or not the row records a size or sha256), so a
+    mirror's endless or oversized body stops near the size the file must have.
+
+    Args:
+        release: the release row.
+        label: what the user asked for, to begin the network error.
+        model: the model it is loaded into, whose parameters bound the file.
+
+    Returns:
+        The cached file's path.
+
+    Raises:
+        DownloadError: the download failed (the message says how to work offline).
+    """
     try:
         return download.download(
             release.url,
             release.file_name,
             release.sha256,
             size=release.size,
-            max_size=release.max_size,
+            max_size=release.ceiling(model.count_params()),
             file_format=release.reader,
         )
     except download.DownloadError as error:

@@ -20,17 +20,22 @@ code, ...) raises :class:`UnsafeCheckpointError` before anything is called.
 Each load gets its own stand-ins, which refuse new attributes, so nothing a
 stream does (BUILD included) reaches another load.
 
-Memory is bounded by what the tensors need: ``data.pkl`` may declare at most
-64 MiB; each storage's zip entry must declare exactly the bytes its pickled
-size says, its tensors' layouts must fit it, and a storage larger than what
-its tensors reach (plus 4 KiB) is refused, naming the entry, all before any
-storage is read. Each storage is then read once (a bounded read) and its
-tensors are read-only NumPy views of it.
+Memory is bounded by what the tensors need: ``data.pkl`` may declare at
+most 64 MiB, each storage's zip entry exactly the bytes its pickled size
+says, and none of them may inflate more than
+:data:`~keras_fourier.limits.MAX_ZIP_RATIO` times (a deflated run of
+zeros); a storage's tensors' layouts must fit it, and a storage larger
+than what its tensors reach (plus 4 KiB) is refused, naming the entry, all
+before any storage is read. :func:`read_checkpoint` then reads every storage once (a bounded read,
+all of them within ``KERAS_FOURIER_MAX_MEMORY``) and its tensors are
+read-only NumPy views of it.
 
 :func:`read_pth` is the reader of the release pipeline: the state dict of a
 checkpoint (unnested from ``model``, ``module``, ``state_dict`` or
 ``model_state``, without a ``module.`` prefix; :func:`unwrap_state_dict`)
-as float32 arrays.
+as :class:`~keras_fourier.weights.stored.StoredTensor` values, read only
+when the conversion takes them (a tensor the model has no place for, an
+optimizer's state, is never read).
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from keras_fourier.limits import check_memory, check_zip_ratio
+from keras_fourier.weights.stored import StoredTensor
 
 _STORAGE_DTYPES = {
     "DoubleStorage": np.float64,
@@ -98,7 +106,7 @@ def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
 
 
 class _LazyStorage:
-    """A storage entry of the archive, checked against its declared size and read once.
+    """A storage entry of the archive, checked against its declared size before it is read.
 
     Attributes:
         entry: the zip entry, ``<prefix>data/<key>``.
@@ -112,25 +120,25 @@ class _LazyStorage:
         self.dtype = dtype
         self.numel = numel
         self.needed = 0
-        self.array: np.ndarray | None = None
 
     @property
     def itemsize(self) -> int:
         return 2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize
 
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
     def read(self, archive: zipfile.ZipFile) -> np.ndarray:
-        if self.array is None:
-            size = self.numel * self.itemsize
-            with archive.open(self.entry) as file:
-                raw = file.read(size + 1)
-            if len(raw) != size:
-                raise ValueError(f"{self.entry} holds {len(raw)} bytes, not {size}")
-            if self.dtype == "bfloat16":
-                bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-                self.array = bits.view(np.float32)
-            else:
-                self.array = np.frombuffer(raw, dtype=np.dtype(self.dtype).newbyteorder("<"))
-        return self.array
+        size = self.nbytes
+        with archive.open(self.entry) as file:
+            raw = file.read(size + 1)
+        if len(raw) != size:
+            raise ValueError(f"{self.entry} holds {len(raw)} bytes, not {size}")
+        if self.dtype == "bfloat16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            return bits.view(np.float32)
+        return np.frombuffer(raw, dtype=np.dtype(self.dtype).newbyteorder("<"))
 
 
 class _Tensor:
@@ -141,8 +149,11 @@ class _Tensor:
     def __init__(self, storage: _LazyStorage, offset: int, size: tuple, stride: tuple) -> None:
         self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
 
-    def view(self, archive: zipfile.ZipFile) -> np.ndarray:
-        storage = self.storage.read(archive)
+    def view(self, archive: zipfile.ZipFile, read: dict[str, np.ndarray]) -> np.ndarray:
+        """The tensor in its storage, which is read once into `read` (by entry)."""
+        if self.storage.entry not in read:
+            read[self.storage.entry] = self.storage.read(archive)
+        storage = read[self.storage.entry]
         return np.lib.stride_tricks.as_strided(
             storage[self.offset :],
             shape=self.size,
@@ -264,27 +275,83 @@ class _RestrictedUnpickler(pickle.Unpickler):
                 f"the zip entry {entry} declares {declared} bytes, but its storage is {numel} "
                 f"elements of {storage.itemsize} bytes"
             )
+        check_zip_ratio(self._archive.getinfo(entry), "its")
         self.storages[entry] = storage
         return storage
 
 
-def _resolve(value: Any, archive: zipfile.ZipFile, seen: dict[int, Any]) -> Any:
+def _resolve(
+    value: Any, archive: zipfile.ZipFile, seen: dict[int, Any], read: dict[str, np.ndarray]
+) -> Any:
     """`value` with every `_Tensor` made an array (containers rebuilt in place or copied)."""
     if isinstance(value, _Tensor):
-        return value.view(archive)
+        return value.view(archive, read)
     if id(value) in seen:
         return seen[id(value)]
     if isinstance(value, dict):
         seen[id(value)] = value
         for key, item in value.items():
-            value[key] = _resolve(item, archive, seen)
+            value[key] = _resolve(item, archive, seen, read)
     elif isinstance(value, list):
         seen[id(value)] = value
-        value[:] = [_resolve(item, archive, seen) for item in value]
+        value[:] = [_resolve(item, archive, seen, read) for item in value]
     elif isinstance(value, tuple):
-        seen[id(value)] = resolved = tuple(_resolve(item, archive, seen) for item in value)
+        seen[id(value)] = resolved = tuple(_resolve(item, archive, seen, read) for item in value)
         return resolved
     return value
+
+
+def _parse(path: str) -> tuple[Any, dict[str, _LazyStorage]]:
+    """A ``torch.save`` zip's structure, its tensors unread, every size checked.
+
+    Returns:
+        (the unpickled object with `_Tensor` placeholders, its storages by entry).
+    """
+    if not zipfile.is_zipfile(path):
+        raise ValueError(
+            f"{path!r} is not a PyTorch zip checkpoint (torch.save since PyTorch 1.6). "
+            "A file in the legacy format can be re-saved with torch.save(torch.load(...), "
+            "new_path) by a PyTorch installation."
+        )
+    with zipfile.ZipFile(path) as archive:
+        pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
+        if len(pickles) != 1:
+            raise ValueError(
+                f"{path!r} is a zip file but not a torch.save checkpoint (it has "
+                f"{len(pickles)} data.pkl entries)."
+            )
+        prefix = pickles[0][: -len("data.pkl")]
+        byteorder = f"{prefix}byteorder"
+        if byteorder in archive.namelist():
+            with archive.open(byteorder) as file:
+                if file.read(16).strip() != b"little":
+                    raise ValueError(
+                        f"{path!r} was saved on a big-endian machine; it is not supported."
+                    )
+        info = archive.getinfo(pickles[0])
+        if info.file_size > MAX_PICKLE_BYTES:
+            raise ValueError(
+                f"{path!r}: its {pickles[0]} entry declares {info.file_size:,} bytes, more than "
+                f"the {MAX_PICKLE_BYTES:,} that a checkpoint's structure takes; refused."
+            )
+        check_zip_ratio(info, f"The PyTorch checkpoint {path!r}")
+        with archive.open(pickles[0]) as file:
+            unpickler = _RestrictedUnpickler(file, archive, prefix)
+            try:
+                result = unpickler.load()
+            except UnsafeCheckpointError:
+                raise
+            except Exception as error:  # any failure of a malformed pickle
+                raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
+    for storage in unpickler.storages.values():
+        needed = storage.needed * storage.itemsize
+        if storage.nbytes > needed + STORAGE_SLACK_BYTES:
+            raise ValueError(
+                f"{path!r}: the storage entry {storage.entry} holds {storage.nbytes:,} bytes but "
+                f"its tensors reach {needed:,}; refused (re-save the tensors with .clone() if "
+                "you trust it)."
+            )
+    return result, unpickler.storages
 
 
 def read_checkpoint(path: str | os.PathLike) -> Any:
@@ -304,57 +371,26 @@ def read_checkpoint(path: str | os.PathLike) -> Any:
     Raises:
         UnsafeCheckpointError: the pickle refers to anything else than
             tensors and plain containers (it is refused before anything runs).
-        ValueError: the file is not a ``torch.save`` zip archive, or is
-            damaged (a missing or short storage).
+        ValueError: the file is not a ``torch.save`` zip archive, is
+            damaged (a missing or short storage), has a member inflating more
+            than :data:`~keras_fourier.limits.MAX_ZIP_RATIO` times, or its
+            storages hold more than ``KERAS_FOURIER_MAX_MEMORY``.
 
     Example:
         >>> read_checkpoint("gfnet-ti.pth")["model"]["head.weight"].shape
         (1000, 256)
     """
     path = os.fspath(path)
-    if not zipfile.is_zipfile(path):
-        raise ValueError(
-            f"{path!r} is not a PyTorch zip checkpoint (torch.save since PyTorch 1.6). "
-            "A file in the legacy format can be re-saved with torch.save(torch.load(...), "
-            "new_path) by a PyTorch installation."
-        )
-    with zipfile.ZipFile(path) as archive:
-        pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
-        if len(pickles) != 1:
-            raise ValueError(
-                f"{path!r} is a zip file but not a torch.save checkpoint (it has "
-                f"{len(pickles)} data.pkl entries)."
-            )
-        prefix = pickles[0][: -len("data.pkl")]
-        byteorder = f"{prefix}byteorder"
-        if byteorder in archive.namelist() and archive.read(byteorder).strip() != b"little":
-            raise ValueError(f"{path!r} was saved on a big-endian machine; it is not supported.")
-        info = archive.getinfo(pickles[0])
-        if info.file_size > MAX_PICKLE_BYTES:
-            raise ValueError(
-                f"{path!r}: its {pickles[0]} entry declares {info.file_size:,} bytes, more than "
-                f"the {MAX_PICKLE_BYTES:,} that a checkpoint's structure takes; refused."
-            )
-        with archive.open(pickles[0]) as file:
-            unpickler = _RestrictedUnpickler(file, archive, prefix)
-            try:
-                result = unpickler.load()
-            except UnsafeCheckpointError:
-                raise
-            except Exception as error:  # any failure of a malformed pickle
-                raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
-        for storage in unpickler.storages.values():
-            needed = storage.needed * storage.itemsize
-            if storage.numel * storage.itemsize > needed + STORAGE_SLACK_BYTES:
-                raise ValueError(
-                    f"{path!r}: the storage entry {storage.entry} holds "
-                    f"{storage.numel * storage.itemsize:,} bytes but its tensors reach "
-                    f"{needed:,}; refused (re-save the tensors with .clone() if you trust it)."
-                )
-        try:
-            return _resolve(result, archive, {})
-        except (ValueError, OSError, zipfile.BadZipFile, RecursionError) as error:
-            raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
+    result, storages = _parse(path)
+    total = sum(storage.nbytes for storage in storages.values())
+    check_memory(
+        f"Reading every tensor of the PyTorch checkpoint {path!r}", total, f"storages={total}"
+    )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return _resolve(result, archive, {}, {})
+    except (ValueError, OSError, zipfile.BadZipFile, RecursionError) as error:
+        raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
 
 
 # Where training scripts nest the state dict: timm/DeiT ("model"), some wrappers ("module"),
@@ -399,25 +435,52 @@ def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
     return state_dict
 
 
-def read_pth(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Reads a PyTorch checkpoint's state dict into float32 NumPy arrays, without PyTorch.
+def _stored(path: str, tensor: _Tensor, cache: dict[str, np.ndarray]) -> StoredTensor:
+    """`tensor` unread: float32 (complex tensors keep their dtype), read from `path` when used.
 
-    The file is read by :func:`read_checkpoint`, whose unpickler accepts
-    only tensors and plain containers (the training arguments some
-    checkpoints keep, an ``argparse.Namespace``, are read as a dict), so no
-    code in the file runs; the state dict is unwrapped by
-    :func:`unwrap_state_dict`.
+    `cache` keeps the last storage read, for the next tensor of the same storage.
+    """
+    dtype = np.dtype(np.float32)
+    if tensor.storage.dtype != "bfloat16" and np.dtype(tensor.storage.dtype).kind == "c":
+        dtype = np.dtype(tensor.storage.dtype)
+
+    def read() -> np.ndarray:
+        if tensor.storage.entry not in cache:
+            cache.clear()
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return np.array(tensor.view(archive, cache), dtype=dtype)
+        except (ValueError, OSError, zipfile.BadZipFile) as error:
+            raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
+
+    # A read holds its storage (bfloat16 widened to float32).
+    storage_bytes = tensor.storage.numel * max(4, tensor.storage.itemsize)
+    return StoredTensor(tensor.size, dtype, read, (tensor.storage.entry, storage_bytes))
+
+
+def read_pth(path: str | os.PathLike) -> dict[str, StoredTensor]:
+    """Reads a PyTorch checkpoint's state dict, its tensors unread until used, without PyTorch.
+
+    The file is read by the checks of :func:`read_checkpoint`, whose
+    unpickler accepts only tensors and plain containers (the training
+    arguments some checkpoints keep, an ``argparse.Namespace``, are read as
+    a dict), so no code in the file runs; the state dict is unwrapped by
+    :func:`unwrap_state_dict`. Its tensors are
+    :class:`~keras_fourier.weights.stored.StoredTensor` values: shapes and
+    dtypes from the pickle, data read (``np.asarray``) when the conversion
+    takes them, so what the model has no place for is never read.
 
     Args:
         path: a ``.pth``/``.pt``/``.tar`` file written by ``torch.save``.
 
     Returns:
-        Official key -> float32 NumPy array (complex buffers, such as
+        Official key -> tensor read as float32 (complex buffers, such as
         transformers' DFT matrices, keep their complex dtype).
 
     Raises:
-        ValueError: the file cannot be read as a state dict of tensors, or
-            its pickle refers to anything else (:class:`UnsafeCheckpointError`).
+        ValueError: the file cannot be read as a state dict of tensors (one
+            that holds no state dict says where it was looked for), or its
+            pickle refers to anything else (:class:`UnsafeCheckpointError`).
 
     Example:
         >>> read_pth("hornet_tiny_7x7.pth")["head.weight"].shape
@@ -425,23 +488,24 @@ def read_pth(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """
     path = os.fspath(path)
     try:
-        checkpoint = read_checkpoint(path)
+        checkpoint, _ = _parse(path)
     except UnsafeCheckpointError as error:
         raise UnsafeCheckpointError(f"{path!r}: {error}") from error
     except (OSError, ValueError) as error:
         raise ValueError(f"Could not read {path!r} as a PyTorch checkpoint: {error}") from error
     state_dict = unwrap_state_dict(checkpoint)
     not_tensors = sorted(
-        str(key) for key, value in state_dict.items() if not isinstance(value, np.ndarray)
+        str(key) for key, value in state_dict.items() if not isinstance(value, _Tensor)
     )
     if not_tensors:
         shown = ", ".join(not_tensors[:_MAX_LISTED])
         more = len(not_tensors) - _MAX_LISTED
+        nested = any(isinstance(checkpoint.get(key), Mapping) for key in STATE_DICT_KEYS)
+        names = ", ".join(map(repr, STATE_DICT_KEYS[:-1])) + f" or {STATE_DICT_KEYS[-1]!r}"
         raise ValueError(
             f"{path!r} is not a state dict of tensors; entries that are not tensors: "
             f"{shown}{f', ... and {more} more' if more > 0 else ''}"
+            + ("" if nested else f"; nor does it hold one under {names} (no model weights)")
         )
-    return {
-        str(key): value if np.iscomplexobj(value) else value.astype(np.float32)
-        for key, value in state_dict.items()
-    }
+    cache: dict[str, np.ndarray] = {}
+    return {str(key): _stored(path, value, cache) for key, value in state_dict.items()}

@@ -2,9 +2,12 @@
 
 A :class:`Release` row is what the pipeline (:func:`keras_fourier.weights.pipeline.load_release`)
 needs for every family: the file's name in the cache, its URL, its source
-and licence, its format (a key of ``pipeline.READERS``), and its size and
+and licence, its format (a key of ``pipeline.READERS``), its size and
 sha256 where recorded (their download's size cap and checks,
-:mod:`keras_fourier.weights.download`). A family adds what it publishes about the file in a
+:mod:`keras_fourier.weights.download`), and otherwise the ceiling its
+download may not pass, derived from what it must hold (:meth:`Release.ceiling`:
+the parameters of the architecture it is loaded into, times the float32
+values it keeps per parameter, plus a margin). A family adds what it publishes about the file in a
 subclass (:class:`ImageNetRelease`: the evaluation of an ImageNet
 classifier; ``fnet_family.FNetRelease``: the variant it was trained as).
 Each family module keeps the rows of its own releases (``gfnet.RELEASES``,
@@ -17,8 +20,18 @@ TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 TSINGHUA_CLOUD = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
+# Float32 values per parameter of a file holding the weights only, and of a training
+# checkpoint, which may add an EMA copy and Adam's two moments (the most a checkpoint of a
+# release row may hold).
+WEIGHTS_ONLY = 1
+TRAINING_CHECKPOINT = 4
+# What a file holds beyond its values (the pickle, the archive's headers, a head of other
+# classes than the model's): a quarter more, and 16 MiB.
+_CEILING_MARGIN = 1.25
+_CEILING_BYTES = 16 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +53,13 @@ class Release:
         size: exact size of the file in bytes, checked like `sha256`
             (the download is refused as soon as the server announces another,
             or sends more); None where none is recorded (as `sha256`).
-        max_size: a ceiling in bytes for a file without a recorded `size`
-            that may be larger than the download ceiling
-            (:func:`keras_fourier.weights.download.size_cap`), e.g. from
-            the size the publisher gives; None (default) otherwise.
+        max_size: a ceiling in bytes for a file without a recorded `size`,
+            e.g. from the size the publisher gives; None (default): derived
+            from the architecture (:meth:`ceiling`).
+        values_per_parameter: the float32 values the file holds per
+            parameter of its architecture: :data:`WEIGHTS_ONLY` (default) or
+            :data:`TRAINING_CHECKPOINT` (a file that may keep an EMA copy and
+            the optimizer's moments).
     """
 
     file_name: str
@@ -54,6 +70,29 @@ class Release:
     sha256: str | None = None
     size: int | None = None
     max_size: int | None = None
+    values_per_parameter: int = WEIGHTS_ONLY
+
+    def ceiling(self, parameters: int) -> int:
+        """The most bytes the file may have, for a model of `parameters` parameters.
+
+        Its recorded `size`, else its `max_size`, else what the parameters
+        need: ``parameters x 4 bytes x values_per_parameter``, a quarter more
+        and 16 MiB. A download stops there, whether or not the row records a
+        sha256 (``KERAS_FOURIER_MAX_DOWNLOAD_BYTES`` replaces a derived ceiling).
+
+        Args:
+            parameters: the parameters of the model it is loaded into.
+
+        Example:
+            >>> Release("gfnet-ti.pth", "https://x", "s", "MIT").ceiling(7_500_000) // 10**6
+            54
+        """
+        if self.size is not None:
+            return self.size
+        if self.max_size is not None:
+            return self.max_size
+        values = parameters * 4 * self.values_per_parameter
+        return math.ceil(values * _CEILING_MARGIN) + _CEILING_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +129,9 @@ class ModelZoo:
         uncropped_from: the resolution from which the evaluation resizes
             without cropping (``crop_pct=1.0``); below it, and always when
             None (default), it centre-crops with ``crop_pct=0.875``.
+        values_per_parameter: what its files hold per parameter
+            (:attr:`Release.values_per_parameter`). Default
+            :data:`WEIGHTS_ONLY`.
 
     Example:
         >>> zoo = ModelZoo("https://github.com/raoyongming/GFNet", "MIT")
@@ -101,6 +143,7 @@ class ModelZoo:
     license: str
     url: str = TSINGHUA_CLOUD
     uncropped_from: int | None = None
+    values_per_parameter: int = WEIGHTS_ONLY
 
     def release(
         self,
@@ -132,4 +175,5 @@ class ModelZoo:
             resolution=resolution,
             crop_pct=1.0 if uncropped else 0.875,
             top1=top1,
+            values_per_parameter=self.values_per_parameter,
         )

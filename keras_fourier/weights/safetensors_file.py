@@ -9,9 +9,12 @@ one bounded read per tensor, so this module does it instead of adding a
 compiled dependency: the header may declare at most 100 MiB (the limit the
 reference implementation sets) and no more than the file holds; every
 tensor's byte range must lie inside the buffer, hold exactly its shape's
-bytes and overlap no other, all checked before any tensor is read. Nothing
-in the file is executed. bfloat16 tensors (which NumPy lacks) are read as
-float32, as :mod:`keras_fourier.weights.pth` reads them.
+bytes and overlap no other, all checked before any tensor is read. The
+tensors are returned unread (:class:`~keras_fourier.weights.stored.StoredTensor`):
+each is read when the conversion takes it, so a tensor the model has no
+place for is never read, whatever the (sparse) file declares. Nothing in the
+file is executed. bfloat16 tensors (which NumPy lacks) are read as float32,
+as :mod:`keras_fourier.weights.pth` reads them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from keras_fourier.limits import loads_json
+from keras_fourier.weights.stored import StoredTensor
 
 MAX_HEADER_BYTES = 100 * 2**20
 _DTYPES: dict[str, Any] = {
@@ -91,15 +95,37 @@ def _entries(path: str, header: Any, data_size: int) -> dict[str, tuple[str, tup
     return entries
 
 
-def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Reads every tensor of a ``.safetensors`` file into NumPy arrays, within bounds.
+def _stored(path: str, dtype: str, shape: tuple, begin: int, end: int) -> StoredTensor:
+    """The tensor at bytes [begin, end) of the buffer at `begin` of the file, unread."""
+
+    def read() -> np.ndarray:
+        try:
+            with open(path, "rb") as file:
+                file.seek(begin)
+                data = file.read(end - begin)
+        except OSError as error:
+            raise ValueError(f"Cannot read {path!r}: {error}") from error
+        if len(data) != end - begin:
+            raise ValueError(f"{path!r}: a tensor of shape {shape} is cut short.")
+        if dtype == "BF16":
+            bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
+            return bits.view(np.float32).reshape(shape)
+        return np.frombuffer(data, np.dtype(_DTYPES[dtype]).newbyteorder("<")).reshape(shape)
+
+    result = np.float32 if dtype == "BF16" else np.dtype(_DTYPES[dtype]).newbyteorder("<")
+    return StoredTensor(shape, result, read)
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, StoredTensor]:
+    """The tensors of a ``.safetensors`` file, checked from its header and read when used.
 
     Args:
         path: the file.
 
     Returns:
-        Tensor name -> array of its dtype (bfloat16 as float32), in the
-        order of the header.
+        Tensor name -> :class:`~keras_fourier.weights.stored.StoredTensor`
+        of its dtype (bfloat16 as float32), in the order of the header;
+        ``np.asarray`` reads one.
 
     Raises:
         ValueError: not a safetensors file (a header that does not fit the
@@ -123,25 +149,17 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
                     f"{length:,}-byte header in a {size:,}-byte file (at most "
                     f"{MAX_HEADER_BYTES:,})."
                 )
-            try:
-                header = loads_json(file.read(length), f"the header of {path!r}")
-            except ValueError as error:
-                raise ValueError(
-                    f"{path!r} is not a safetensors file: its header is not JSON ({error})."
-                ) from error
-            start = 8 + length
-            tensors = {}
-            for name, (dtype, shape, begin, end) in _entries(path, header, size - start).items():
-                file.seek(start + begin)
-                data = file.read(end - begin)
-                if len(data) != end - begin:
-                    raise ValueError(f"{path!r}: tensor {name!r} is cut short.")
-                if dtype == "BF16":
-                    bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
-                    array = bits.view(np.float32)
-                else:
-                    array = np.frombuffer(data, np.dtype(_DTYPES[dtype]).newbyteorder("<"))
-                tensors[name] = array.reshape(shape)
+            text = file.read(length)
     except OSError as error:
         raise ValueError(f"Cannot read {path!r}: {error}") from error
-    return tensors
+    try:
+        header = loads_json(text, f"the header of {path!r}")
+    except ValueError as error:
+        raise ValueError(
+            f"{path!r} is not a safetensors file: its header is not JSON ({error})."
+        ) from error
+    start = 8 + length
+    return {
+        name: _stored(path, dtype, shape, start + begin, start + end)
+        for name, (dtype, shape, begin, end) in _entries(path, header, size - start).items()
+    }

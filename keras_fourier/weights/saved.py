@@ -97,16 +97,21 @@ def _is_layer(value: Any) -> bool:
     )
 
 
-def _layers(value: Any) -> Iterator[dict]:
-    """Every layer description (at any depth) of a Keras model config."""
+def layer_configs(value: Any) -> Iterator[dict]:
+    """Every layer description (at any depth) of a Keras model config.
+
+    Example:
+        >>> [layer["class_name"] for layer in layer_configs(read_keras_config("m.keras"))]
+        ['InputLayer', 'Dense']
+    """
     if isinstance(value, dict):
         if _is_layer(value):
             yield value
         for item in value.values():
-            yield from _layers(item)
+            yield from layer_configs(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _layers(item)
+            yield from layer_configs(item)
 
 
 def config_sizes(config: Any) -> tuple[int, int, str]:
@@ -133,7 +138,7 @@ def config_sizes(config: Any) -> tuple[int, int, str]:
         (640, 64)
     """
     parameters, largest_input, named, named_count = 0, 0, "", -1
-    for layer in _layers(config):
+    for layer in layer_configs(config):
         settings = layer["config"]
         build = layer.get("build_config")
         shape = build.get("input_shape") if isinstance(build, dict) else None
