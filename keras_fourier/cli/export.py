@@ -294,8 +294,8 @@ def run(args: argparse.Namespace) -> int:
     if result.reports and "saved_model" in args.format:
         saved = result.reports[0]  # the SavedModel is the first output (see export.FORMATS)
         print(saved.signatures)
-        for signature, diff in saved.max_abs_diff.items():
-            print(f"Parity {signature}: max |SavedModel - Keras| = {diff:.3g}")
+        for line in saved.parity_lines():
+            print(line)
     if result.models_config is not None:
         print(
             f"TF Serving: {result.models_config} lists {', '.join(result.served)}; model "

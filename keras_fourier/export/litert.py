@@ -18,7 +18,7 @@ import tensorflow as tf
 from tensorflow.lite.python import convert as lite_convert  # the quantizer of TF's converter
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
+from keras_fourier.export.parity import agreement_name, check_tolerance, compare, tolerance
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     ServingModel,
@@ -428,10 +428,10 @@ def tflite(
         max_diff, agreement, count = None, None, 0
         if verify:
             max_diff, agreement, count = compare(
-                _runner(content), reference, validation_data, "LiteRT"
+                _runner(content), reference, validation_data, "LiteRT", quantization is None
             )
             if quantization is None:
-                check_tolerance(max_diff, TOLERANCES["tflite"], "float32 TFLite model")
+                check_tolerance(max_diff, tolerance(reference, "tflite"), "float32 TFLite model")
         atomic_write_bytes(path, content)
     except BaseException:
         if created:

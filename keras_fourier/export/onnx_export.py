@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.parity import TOLERANCES, agreement_name, check_tolerance, compare
+from keras_fourier.export.parity import agreement_name, check_tolerance, compare, tolerance
 from keras_fourier.export.signatures import (
     ServingModel,
     at_sequence_length,
@@ -211,7 +211,7 @@ def onnx(
 
     reference = serving_model(model, output)
     max_diff, agreement, count = compare(_runner(content), reference, validation_data, "ONNX")
-    check_tolerance(max_diff, TOLERANCES["onnx"], "ONNX model")
+    check_tolerance(max_diff, tolerance(reference, "onnx"), "ONNX model")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_bytes(path, content)
     opset_version = next(o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from typing import Any
 
 import keras
 import numpy as np
@@ -13,8 +14,15 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_fourier.data.augment import eval_transform
+from keras_fourier.data.checks import header_image_size
+from keras_fourier.export.detections import to_image_pixels
 from keras_fourier.export.journal import Transaction, recover
-from keras_fourier.export.parity import TOLERANCES, check_tolerance, max_abs_diff
+from keras_fourier.export.parity import (
+    TOLERANCES,
+    check_tolerance,
+    match_detections,
+    max_abs_diff,
+)
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
     BYTES_SIGNATURE,
@@ -52,16 +60,34 @@ class SavedModelReport:
         signatures: the signatures as ``saved_model_cli show --all`` prints
             them (inputs and outputs with dtype and shape).
         max_abs_diff: {signature name: max |SavedModel - Keras|} on sample
-            inputs after reloading with `tf.saved_model.load`.
+            inputs after reloading with `tf.saved_model.load`; for a
+            detector, the largest difference of matched boxes over the image size.
+        detections: for a detector, {signature name: how many of Keras's
+            detections it matched}; else empty.
     """
 
     path: str
     signatures: str
     max_abs_diff: dict[str, float]
+    detections: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: the version directory written."""
         return f"Wrote SavedModel {self.path}"
+
+    def parity_lines(self) -> list[str]:
+        """One line per signature: its check against Keras."""
+        if self.detections:
+            return [
+                f"Parity {name}: {self.detections[name]} (same class, boxes within "
+                f"{TOLERANCES['detection']:g} of the image size; max box difference "
+                f"{diff:.3g} of the image size)"
+                for name, diff in self.max_abs_diff.items()
+            ]
+        return [
+            f"Parity {name}: max |SavedModel - Keras| = {diff:.3g}"
+            for name, diff in self.max_abs_diff.items()
+        ]
 
 
 def check_version(version: int, name: str = "version") -> int:
@@ -124,13 +150,16 @@ def _add_endpoints(
             input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)],
         )
         return None
-    if serving.dense:
+    if serving.dense or serving.detection is not None:
         transform = dense_transform(height, width)
     else:
         transform = eval_transform((height, width), crop_pct)
 
     def serve_bytes(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         outputs = serve(decode_images(image_bytes, transform, height, width, max_pixels))
+        if serving.detection is not None:  # boxes in the pixels of each sent image
+            sizes = tf.map_fn(header_image_size, image_bytes, fn_output_signature=tf.int64)
+            return to_image_pixels(outputs, sizes, height, width)
         if serving.dense:
             return {
                 CLASS_MAP: tf.argmax(outputs[serving.output_name], axis=-1, output_type=tf.int32)
@@ -154,10 +183,17 @@ def _sample_image_bytes(images: np.ndarray) -> tf.Tensor:
 
 def _check_parity(
     directory: str, serving: ServingModel, transform: keras.layers.Pipeline | None
-) -> dict[str, float]:
-    """Reloads the SavedModel, runs every signature on samples, compares with Keras."""
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Reloads the SavedModel, runs every signature on samples, compares with Keras.
+
+    Returns:
+        ({signature: max |SavedModel - Keras|}, {signature: detections
+        matched} for a detector, else {}).
+    """
     loaded = tf.saved_model.load(directory)
     samples = sample_inputs(serving)
+    if serving.detection is not None:
+        return _check_detections(loaded, serving, transform, samples)
     actual = loaded.signatures[DEFAULT_SIGNATURE](
         **{name: tf.constant(value) for name, value in samples.items()}
     )
@@ -194,7 +230,45 @@ def _check_parity(
         check_tolerance(
             diff, TOLERANCES["saved_model"], f"reloaded SavedModel's {name!r} signature"
         )
-    return diffs
+    return diffs, {}
+
+
+def _check_detections(
+    loaded: Any,
+    serving: ServingModel,
+    transform: keras.layers.Layer,
+    samples: dict[str, np.ndarray],
+) -> tuple[dict[str, float], dict[str, str]]:
+    """A detector's signatures against the Keras decoder: (box differences, detections matched).
+
+    ``serving_default`` on the samples, ``serving_bytes`` on a PNG and a
+    JPEG of them, its boxes compared in the pixels of each sent image.
+    """
+    ((name, images),) = samples.items()
+    height, width = serving.image_size
+    encoded = _sample_image_bytes(images)
+    decoded = decode_images(encoded, transform, height, width).numpy()
+    sizes = tf.map_fn(header_image_size, encoded, fn_output_signature=tf.int64)
+    runs = {
+        DEFAULT_SIGNATURE: (
+            loaded.signatures[DEFAULT_SIGNATURE](**{name: tf.constant(images)}),
+            serving.keras_detections(images),
+            np.full(len(images), max(height, width)),
+        ),
+        BYTES_SIGNATURE: (
+            loaded.signatures[BYTES_SIGNATURE](**{BYTES_INPUT: encoded}),
+            to_image_pixels(serving.keras_detections(decoded), sizes, height, width),
+            np.max(sizes.numpy(), axis=1),
+        ),
+    }
+    diffs, matched = {}, {}
+    for signature, (actual, expected, extents) in runs.items():
+        expected = {key: np.asarray(value) for key, value in expected.items()}
+        diffs[signature], hits, total = match_detections(
+            actual, expected, extents, serving.detection, f"The reloaded SavedModel's {signature!r}"
+        )
+        matched[signature] = f"{hits} of {total} Keras detections matched"
+    return diffs, matched
 
 
 def describe_saved_model(path: str | os.PathLike) -> str:
@@ -352,7 +426,9 @@ def saved_model(
     try:
         with Transaction(export_dir) as staging:
             archive.write_out(os.path.join(staging.path, "version"), verbose=False)
-            diffs = _check_parity(os.path.join(staging.path, "version"), serving, transform)
+            diffs, detections = _check_parity(
+                os.path.join(staging.path, "version"), serving, transform
+            )
             staging.commit([("version", target)], overwrite=overwrite)
     except BaseException:
         for folder in created:
@@ -360,12 +436,14 @@ def saved_model(
                 os.rmdir(folder)  # only if still empty: another export may have written there
         raise
     report = SavedModelReport(
-        path=target, signatures=describe_saved_model(target), max_abs_diff=diffs
+        path=target,
+        signatures=describe_saved_model(target),
+        max_abs_diff=diffs,
+        detections=detections,
     )
     if verbose:
         print(report.summary())
         print(report.signatures)
-        tolerance = TOLERANCES["saved_model"]
-        for name, diff in diffs.items():
-            print(f"Parity {name}: max |SavedModel - Keras| = {diff:.3g} (<= {tolerance})")
+        for line in report.parity_lines():
+            print(line)
     return report

@@ -30,6 +30,14 @@ model's `keras.Input`\\ s (``images`` for vision models, ``token_ids``,
   Its SavedModel adds ``serving_rollout``: ``fields`` and ``steps`` (int32
   scalar) to ``trajectory`` (B, steps, H, W, C), the model applied
   autoregressively (:func:`keras_fourier.models.fourcastnet.rollout`);
+* ``boxes``, ``scores``, ``classes`` and ``num_detections`` for a
+  one-stage detector (one (B, H, W, 3) image input, raw (B, A, 8 + C) rows
+  with anchors: :func:`keras_fourier.detection.RetinaNet`, and the
+  ``model.keras`` of a ``keras-fourier train --task detection`` run): its
+  raw rows decoded in the graph with builtin NMS
+  (:mod:`keras_fourier.export.detections`), boxes in the input's pixels.
+  Its ``serving_bytes`` stretches each image to the model's input size
+  (bilinear, no crop) and returns the boxes in the sent image's pixels;
 * ``features`` for a single output that is not a Dense head (vision models
   with ``include_top=False``).
 """
@@ -44,6 +52,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
+from keras_fourier.export.detections import export_decoder, is_detector, nms_detections
 from keras_fourier.layers import spectral
 from keras_fourier.layers.decode_heads import ResizeToMatch
 from keras_fourier.layers.position import StrideCheck
@@ -197,6 +206,9 @@ class ServingModel:
             ``class_map`` from ``serving_bytes``. Default False.
         field: a field model (forecaster): ``next_state``, and a
             ``serving_rollout`` signature. Default False.
+        detection: for a one-stage detector, the decoder whose settings the
+            exports decode its raw rows with (:func:`nms_detections`);
+            :meth:`keras_detections` runs the decoder itself. Default None.
     """
 
     model: keras.Model
@@ -205,6 +217,7 @@ class ServingModel:
     add_softmax: bool
     dense: bool = False
     field: bool = False
+    detection: keras.layers.Layer | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -231,6 +244,8 @@ class ServingModel:
         """Runs the model (traceable) on inputs in `input_specs` order; returns named outputs."""
         inputs = keras.tree.pack_sequence_as(self.model.input, list(tensors))
         outputs = self.model(inputs, training=False)
+        if self.detection is not None:
+            return nms_detections(outputs, self.detection, *self.image_size)
         if self.add_softmax:
             outputs = keras.ops.softmax(outputs)
         if self.output_name is None:
@@ -240,6 +255,12 @@ class ServingModel:
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Eager outputs for a dict {input name: batch}, as NumPy arrays."""
         outputs = self(*(tf.constant(inputs[name]) for name in self.input_names))
+        return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
+
+    def keras_detections(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        """A detector's detections by the Keras decoder (`detection`), as NumPy arrays."""
+        raw = self.model(images, training=False)
+        outputs = self.detection(raw, images)
         return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
@@ -352,9 +373,12 @@ def serving_model(
     if _free_length_inputs(model):
         at_sequence_length(model, None)  # raises: the exports take a fixed length
     field = is_field_model(model)
+    detection = export_decoder(model) if is_detector(model) else None
     head = classifier_head(model)
     if field:
         output_name, activation, head = NEXT_STATE, None, None
+    elif detection is not None:
+        output_name, activation, head = None, None, None
     elif dense:
         output_name, activation = LOGITS, None
     elif head is None:
@@ -384,6 +408,7 @@ def serving_model(
         add_softmax=output == "probabilities" and activation == "linear",
         dense=dense,
         field=field,
+        detection=detection,
     )
 
 

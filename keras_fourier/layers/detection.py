@@ -314,6 +314,11 @@ def encode_boxes(anchors, boxes):
     )
 
 
+def has_area(boxes):
+    """Whether "xyxy" boxes have a positive width and height (mmdetection's ``min_bbox_size=0``)."""
+    return ops.logical_and(boxes[..., 2] > boxes[..., 0], boxes[..., 3] > boxes[..., 1])
+
+
 def pairwise_iou(boxes1, boxes2):
     """(..., N, M) IoU of "xyxy" (..., N, 4) and (..., M, 4) boxes (0 for empty unions)."""
     a = boxes1[..., :, None, :]
@@ -333,7 +338,9 @@ class DetectionDecoder(keras.layers.Layer):
 
     Per image: the sigmoid scores of every (anchor, class) pair, the
     `pre_nms` highest kept, their boxes decoded from the anchors and clipped
-    to the image; pairs at or below `score_threshold` dropped; greedy
+    to the image; pairs at or below `score_threshold`, and boxes of no area
+    (mmdetection's ``min_bbox_size=0``: a box clipped to an image border),
+    dropped; greedy
     non-maximum suppression within each class (a box is dropped when it
     overlaps a higher-scoring kept box of its class by more than
     `iou_threshold`); then the `max_detections` best, by score. This is
@@ -413,7 +420,7 @@ class DetectionDecoder(keras.layers.Layer):
         width, height = self._image_size(anchors, images)
         limit = ops.stack([width, height, width, height])
         boxes = ops.minimum(ops.maximum(boxes, 0.0), limit)
-        valid = ops.cast(scores > self.score_threshold, "float32")
+        valid = ops.cast(ops.logical_and(scores > self.score_threshold, has_area(boxes)), "float32")
         same = ops.cast(classes[:, :, None] == classes[:, None, :], "float32")
         overlaps = ops.cast(pairwise_iou(boxes, boxes) > self.iou_threshold, "float32") * same
         keep = self._greedy(overlaps, valid, candidates)
