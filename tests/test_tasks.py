@@ -45,8 +45,8 @@ def _digit_canvas(folder):
     return config, paths
 
 
-def _boxes(folder):
-    """A COCO export-layout folder of 32x32 images with one or two boxes; a tiny RetinaNet run."""
+def write_tiny_coco(folder) -> None:
+    """A COCO export-layout folder (train/valid/test) of 32x40 images with one or two boxes."""
     rng = np.random.default_rng(0)
     for split, count in (("train", 8), ("valid", 6), ("test", 6)):
         (folder / split).mkdir()
@@ -72,6 +72,11 @@ def _boxes(folder):
         (folder / split / "_annotations.coco.json").write_text(
             json.dumps({"images": images, "annotations": annotations, "categories": categories})
         )
+
+
+def _boxes(folder):
+    """The tiny COCO folder and a tiny RetinaNet run on it."""
+    write_tiny_coco(folder)
     config = TrainConfig(
         model="gfnet_tiny", data=f"coco:{folder}", dims=16, depths=1, image_size=32, batch_size=4
     )
