@@ -255,7 +255,10 @@ def official_sentencepiece_model() -> str:
     """
     try:
         return download.download(
-            OFFICIAL_SENTENCEPIECE_URL, OFFICIAL_SENTENCEPIECE_FILE, file_format="sentencepiece"
+            OFFICIAL_SENTENCEPIECE_URL,
+            OFFICIAL_SENTENCEPIECE_FILE,
+            max_size=MAX_TOKENIZER_BYTES,  # the most a tokenizer file may have, not 4 GiB
+            file_format="sentencepiece",
         )
     except download.DownloadError as error:
         raise download.DownloadError(

@@ -644,13 +644,11 @@ def load_transformers_folder(model: keras.Model, folder: str | os.PathLike) -> N
     classifier = tensors.get("classifier.weight")
     decoder = tensors.get("cls.predictions.decoder.weight")
     word = tensors.get("fnet.embeddings.word_embeddings.weight")
-    # Compared only at the model's shape: a tensor of another is refused unread, as a mismatch.
-    tied = word is not None and decoder is not None and decoder.shape == word.shape
-    if tied and word.shape == tuple(
-        encoder_of(model).get_layer("embeddings").word.embeddings.shape
-    ):
+    table = tuple(encoder_of(model).get_layer("embeddings").word.embeddings.shape)
+    tied = decoder is None or (word is not None and decoder.shape == word.shape)
+    if decoder is not None and tied and word.shape == table:  # another shape is refused unread
         tied = np.array_equal(decoder, word)
-    if decoder is not None and not tied:
+    if not tied:
         raise ValueError(
             f"{label}: its masked-LM decoder is not tied to the word embeddings, as FNet's is; "
             "the model was left unchanged."

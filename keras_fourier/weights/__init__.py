@@ -12,7 +12,8 @@ beside each model.
   (keras-hub preset folders, read and written), :mod:`.transformers_folder`
   (Hugging Face model folders) with :mod:`.safetensors_file` (``.safetensors``
   files, bounded, without the safetensors package), :mod:`.saved` (the package's own
-  ``.weights.h5`` and ``.keras`` files);
+  ``.weights.h5`` and ``.keras`` files); the ``.pth`` and ``.safetensors``
+  readers return :mod:`.stored` tensors, read only when the conversion takes them;
 * :mod:`.convert`: a key map applied to a checkpoint (rename, transform,
   check every key, assign all or nothing), and :mod:`.resize` for the
   resolution-dependent tensors of vision models;

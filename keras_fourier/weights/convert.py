@@ -59,8 +59,8 @@ TRANSFORMS: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
 _RANKS = {"linear": 2, "conv": 4, "depthwise": 4, "global_filter": 4, "global_local_filter": 4}
 # The transforms that resize (a checkpoint of another resolution); the others keep every value.
 RESIZING = frozenset({"pos_embed", "global_filter", "global_local_filter"})
-# What a checkpoint may need beyond its model's weights: resized filters and position
-# embeddings of another resolution (at most a tenth of a released model's weights).
+# What a checkpoint's tensors may need to be read beyond twice their model's float32 weights:
+# room for filters and position embeddings of another resolution in a small model.
 _READ_MARGIN_BYTES = 16 * 2**20
 _MAX_LISTED = 10
 

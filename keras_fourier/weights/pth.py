@@ -26,9 +26,10 @@ says, and none of them may inflate more than
 :data:`~keras_fourier.limits.MAX_ZIP_RATIO` times (a deflated run of
 zeros); a storage's tensors' layouts must fit it, and a storage larger
 than what its tensors reach (plus 4 KiB) is refused, naming the entry, all
-before any storage is read. :func:`read_checkpoint` then reads every storage once (a bounded read,
-all of them within ``KERAS_FOURIER_MAX_MEMORY``) and its tensors are
-read-only NumPy views of it.
+before any storage is read. :func:`read_checkpoint` then reads every
+storage once (a bounded read, all of them within
+``KERAS_FOURIER_MAX_MEMORY``) and its tensors are read-only NumPy views of
+it.
 
 :func:`read_pth` is the reader of the release pipeline: the state dict of a
 checkpoint (unnested from ``model``, ``module``, ``state_dict`` or
@@ -275,7 +276,6 @@ class _RestrictedUnpickler(pickle.Unpickler):
                 f"the zip entry {entry} declares {declared} bytes, but its storage is {numel} "
                 f"elements of {storage.itemsize} bytes"
             )
-        check_zip_ratio(self._archive.getinfo(entry), "its")
         self.storages[entry] = storage
         return storage
 
@@ -343,6 +343,8 @@ def _parse(path: str) -> tuple[Any, dict[str, _LazyStorage]]:
                 raise
             except Exception as error:  # any failure of a malformed pickle
                 raise ValueError(f"{path!r} is a damaged PyTorch checkpoint: {error}") from error
+        for entry in unpickler.storages:
+            check_zip_ratio(archive.getinfo(entry), f"The PyTorch checkpoint {path!r}")
     for storage in unpickler.storages.values():
         needed = storage.needed * storage.itemsize
         if storage.nbytes > needed + STORAGE_SLACK_BYTES:
