@@ -29,6 +29,11 @@ the shapes it is called with:
   C * H and W plays the channels; that is counted as HorNet counts it. FNet's complex FFT over every
   non-batch axis counts ``N * ceil(log2 N)``, N the number of elements.
 
+* A detector (:func:`keras_fourier.detection.RetinaNet`): its neck and its
+  head's convolutions by the rules above, the shared head once per pyramid
+  level it runs on; anchors 0, and no decoding (the raw model has none; NMS
+  is not counted, as mmdetection's ``get_flops`` does not run it).
+
 Counts are per image (batch 1). The shapes come from one batch-1 forward pass
 of zeros, which runs every layer, nested ones included, on any backend.
 """

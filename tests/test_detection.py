@@ -58,7 +58,7 @@ def test_layers_build_from_their_config_and_report_their_output_shape():
         check_config(layer)
         if not isinstance(layer, DetectionDecoder):
             assert tuple(outputs.shape) == layer.compute_output_shape([m.shape for m in maps])
-    assert tuple(RetinaHead(3, num_anchors=3, channels=8)(maps).shape) == (2, 60, 7)
+    assert tuple(RetinaHead(3, num_anchors=3, channels=8)(maps).shape) == (2, 240, 7)
 
 
 def _numpy_nms(boxes, scores, classes, threshold):

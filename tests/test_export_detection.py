@@ -148,8 +148,8 @@ def test_onnx_decodes_with_nonmaxsuppression_in_onnxruntime(exported):
     assert _assert_same_detections(detections, _keras_detections(model, images), [SIZE] * 2) > 0
 
 
-def test_a_missing_detection_fails_the_parity_check():
-    model = _tiny_detector()
+def test_a_missing_detection_fails_the_parity_check(exported):
+    model, _, _ = exported
     expected = _keras_detections(model, _images(1, seed=9))
     assert expected["num_detections"][0] > 1
     shifted = {**expected, "boxes": expected["boxes"] + np.array([0.2, 0, 0.2, 0], "float32")}
@@ -167,9 +167,12 @@ def test_flops_and_bench_take_a_detector(exported, tmp_path, capsys):
     printed = capsys.readouterr().out
     total = flops(model)
     assert f"{model.name}: {total / 1e9:.3f} GFLOPs ({total} multiply-adds per input)" in printed
-    # The head's and neck's convolutions count: more than the backbone alone.
-    backbone = keras.Model(model.input, model.get_layer("neck").input)
-    assert total > flops(backbone) > 0
+    # The shared head counts at each level, P3-P7 of 8x8 ... 1x1 positions: a 3x3 conv of 32
+    # channels per branch, then 9 anchors x 3 classes and 9 x 4 deltas.
+    table = {name: count for name, _, count in flops(model, by_layer=True)}
+    positions = 8 * 8 + 4 * 4 + 2 * 2 + 1 + 1
+    assert table["head"] == positions * 9 * 32 * (32 + 32 + 9 * CLASSES + 9 * 4)
+    assert table["anchors"] == 0 and table["neck"] > 0
     argv = ["bench", str(path), "--batch-size", "1", "--repeats", "1", "--no-train"]
     assert cli.main([*argv, "--out", str(tmp_path)]) == 0
     (report,) = [name for name in os.listdir(tmp_path) if name.endswith(".json")]

@@ -11,7 +11,8 @@ HELP = "count a model's FLOPs in the papers' convention (one multiply-add = one 
 DESCRIPTION = (
     "Print the FLOPs of one input as GFNet's and HorNet's tables count them: "
     "one multiply-add = one FLOP, plus N*C*ceil(log2 N) per 2D FFT. MODEL is a "
-    "model name built with random weights, a .keras file or a run folder."
+    "model name built with random weights, a .keras file or a run folder (a detector's: "
+    "its raw model, shared head at every level, no NMS)."
 )
 SHOW_DEFAULTS = True
 

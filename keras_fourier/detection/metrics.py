@@ -27,6 +27,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_fourier.detection.evaluation import coco_evaluate
 from keras_fourier.layers.detection import RAW_BOX_COLUMNS, DetectionDecoder
 
 # Images a metric stores by default: COCO's val2017 split.
@@ -163,8 +164,6 @@ class COCOMeanAP(keras.metrics.Metric):
         """
         if self._evaluation is not None:
             return self._evaluation
-        from keras_fourier.detection.evaluation import coco_evaluate
-
         count = int(ops.convert_to_numpy(self.count))
         dropped = int(ops.convert_to_numpy(self.dropped))
         if dropped:

@@ -31,7 +31,10 @@ import os
 import keras
 
 from keras_fourier.layers import AnchorBoxes, DetectionDecoder, DetectionFPN, RetinaHead
-from keras_fourier.models.pyramid import image_inputs, pyramid_maps
+from keras_fourier.models.pyramid import backbone_key, image_inputs, pyramid_maps
+from keras_fourier.models.vision import BUILT_SIZE
+from keras_fourier.segmentation import ade20k
+from keras_fourier.segmentation.models import HORNET_SEGMENTATION_SIZE
 from keras_fourier.validation import check_positive_int
 from keras_fourier.weights.saved import load_saved_weights
 
@@ -56,6 +59,19 @@ def _check_weights(weights) -> None:
             "`weights` must be None or an existing '.weights.h5' or '.keras' file saved by "
             f"keras_fourier. Received: weights={weights!r}"
         )
+
+
+def _built_size(backbone) -> int:
+    """The image size a detector's named backbone builds its any-size filters for.
+
+    HorNet's official dense backbones (detection as segmentation) keep global
+    filters of a 384-pixel image (24 x 13 and 12 x 7), resized to each map at
+    run time; a detector of any input size (the default) keeps them so. A
+    detector of a fixed size builds them at its maps' size instead.
+    """
+    if isinstance(backbone, str) and backbone_key(backbone) in ade20k.RELEASES:
+        return HORNET_SEGMENTATION_SIZE
+    return BUILT_SIZE
 
 
 def RetinaNet(
@@ -121,7 +137,9 @@ def RetinaNet(
     channels = check_positive_int("channels", channels)
     _check_weights(weights)
     inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
-    maps = pyramid_maps(backbone, x, tuple(input_shape), drop_path_rate, fft_impl)
+    maps = pyramid_maps(
+        backbone, x, tuple(input_shape), drop_path_rate, fft_impl, _built_size(backbone)
+    )
     levels = DetectionFPN(
         channels,
         num_outputs=NUM_LEVELS,

@@ -10,7 +10,11 @@
   the graph), then reloads it and checks both against Keras. Segmentation
   models return per-pixel ``logits`` and, from ``serving_bytes``, an int32
   ``class_map`` at the model's input size (see
-  :mod:`keras_fourier.export.signatures`).
+  :mod:`keras_fourier.export.signatures`). One-stage detectors
+  (:func:`keras_fourier.detection.RetinaNet`) return detections decoded in the
+  graph (``boxes``, ``scores``, ``classes``, ``num_detections``), in every
+  format, with builtin NMS; their parity check matches detections (see
+  :mod:`keras_fourier.export.detections`).
 * :func:`keras_hub_preset` writes an FNet as a keras-hub preset folder
   (``keras_hub.models.FNetBackbone.from_preset`` loads it).
 * :func:`onnx` converts with the matmul DFT and standard ONNX ops only,

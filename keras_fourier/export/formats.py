@@ -258,8 +258,8 @@ def _fixed_model(
     ):
         raise ValueError(
             f"Model {model.name!r} takes images of any size; TFLite, ONNX and the SavedModel "
-            f"of a classifier are exported at one size: pass {flag} (multiples of its stride "
-            f"{model_stride(model)}). Received: {flag}=None"
+            f"of a classifier or detector are exported at one size: pass {flag} (multiples of "
+            f"its stride {model_stride(model)}). Received: {flag}=None"
         )
     return model
 

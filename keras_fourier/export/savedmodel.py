@@ -370,7 +370,12 @@ def saved_model(
       ``class_map``, int32 (B, H, W): the arg-max class of each pixel at the
       model's input size (scale it to the sent image's size with
       nearest-neighbour resizing); its parity check requires it to equal the
-      arg-max of Keras's logits on every pixel. A segmenter of any input
+      arg-max of Keras's logits on every pixel. A detector's signatures
+      return its detections (``boxes``, ``scores``, ``classes``,
+      ``num_detections``; :mod:`keras_fourier.export.detections`), those of
+      ``serving_bytes`` with boxes in each sent image's pixels (the image
+      stretched to the model's input size as for a dense model); they are
+      checked by matching Keras's detections. A segmenter of any input
       size (``input_shape=(None, None, 3)``) keeps it: ``serving_default``
       takes images of any size its stride divides (B, H, W, 3) and returns
       logits of that size, and ``serving_bytes`` returns the class map at
