@@ -83,6 +83,7 @@ def RetinaNet(
     input_shape: tuple = (None, None, 3),
     channels: int = 256,
     stacked_convs: int = 4,
+    anchor_scale: float = 4.0,
     include_preprocessing: bool = True,
     drop_path_rate: float | None = None,
     fft_impl: str = "auto",
@@ -107,6 +108,9 @@ def RetinaNet(
             (32), or None for any such size. Default (None, None, 3).
         channels: the neck's and head's width. Default 256.
         stacked_convs: convolutions per head subnet. Default 4.
+        anchor_scale: the anchors' base size in strides (mmdetection's
+            ``octave_base_scale``): 4 (default) gives 32-813 pixel anchors
+            from P3 to P7, for COCO-size images; smaller objects take smaller.
         include_preprocessing: whether the model normalises 0-255 RGB pixels
             with ImageNet's mean and std itself. Default True.
         drop_path_rate: the backbone's stochastic depth. Default None: its own.
@@ -149,7 +153,7 @@ def RetinaNet(
         name="neck",
     )(maps)
     head = RetinaHead(num_classes, channels=channels, stacked_convs=stacked_convs, name="head")
-    anchors = AnchorBoxes(min_level=MIN_LEVEL, name="anchors")(levels)
+    anchors = AnchorBoxes(min_level=MIN_LEVEL, anchor_scale=anchor_scale, name="anchors")(levels)
     predictions = head(levels)
     raw = keras.layers.Concatenate(axis=-1, dtype="float32", name="raw")(
         [

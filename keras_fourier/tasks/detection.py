@@ -59,6 +59,9 @@ HEAD_CHANNELS = 64
 HEAD_CONVS = 2
 # What the default job on the digit canvases changes of the "deit" recipe.
 DIGITS_RECIPE = {"epochs": 24, "batch_size": 16, "learning_rate": 1e-3, "warmup_epochs": 1}
+# The anchors' base size of runs on the digit canvases: their 10-32 pixel digits are smaller
+# than the 32-pixel anchors of RetinaNet's COCO setting at P3.
+DIGITS_ANCHOR_SCALE = 2.0
 # Ground-truth rows per image of the pipelines.
 MAX_BOXES = 100
 # The category ids a run stores beside its class names (COCO results JSON needs them).
@@ -159,6 +162,7 @@ class Detection(Task):
             input_shape=(size, size, 3),
             channels=HEAD_CHANNELS,
             stacked_convs=HEAD_CONVS,
+            anchor_scale=DIGITS_ANCHOR_SCALE if config.data == DIGIT_CANVAS else 4.0,
             drop_path_rate=config.drop_path_rate,
         )
 
