@@ -54,10 +54,33 @@ for argv in json.loads(sys.argv[1]):
             status = cli.main(argv)
         except SystemExit as exit:
             status = exit.code
-    results.append({"argv": argv, "status": status, "err": err.getvalue()})
+    peak_so_far = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    results.append({"argv": argv, "status": status, "err": err.getvalue(), "peak": peak_so_far})
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"results": results, "peak": peak}))
 """
+
+
+def run_probes(argvs: list[list[str]]) -> dict:
+    """Runs `keras-fourier ARGV` for each ARGV in one child process, the ceilings at defaults.
+
+    Returns:
+        {"results": [{"argv", "status", "err", "peak"}, ...], "peak": ...}: each
+        command's exit status, stderr, and the child's peak resident bytes so
+        far; then the peak at the end.
+    """
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env.pop(MAX_MEMORY_ENV, None)
+    env.pop(MAX_PARAMETERS_ENV, None)
+    completed = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=True,
+    )
+    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def _png(height: int, width: int, bit_depth: int = 8) -> bytes:
@@ -211,18 +234,7 @@ def test_hostile_files_and_requests_are_refused_before_they_allocate(crafted):
         (["bench", "model.tflite", "--threads", "100000"], "--threads=100000"),
         (["predict", crafted["thin"], "--model", crafted["thousand"], "--top", "1"], None),
     ]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.pop(MAX_MEMORY_ENV, None)
-    env.pop(MAX_PARAMETERS_ENV, None)
-    completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps([argv for argv, _ in probes])],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=True,
-    )
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_probes([argv for argv, _ in probes])
     for (_, expected), result in zip(probes, report["results"], strict=True):
         if expected is None:  # the ImageNet path crops before it resizes: it runs, small
             assert result["status"] == 0, result
