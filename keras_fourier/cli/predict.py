@@ -7,6 +7,8 @@ name is an ImageNet classifier (see :mod:`keras_fourier.imagenet.predict`).
 ``--text "..."`` classifies texts with a text model trained on "csv:" data,
 tokenized by the tokenizer its run stored. A forecast model takes ``.npy``
 states in place of images and writes ``--steps`` forecast steps into ``--out``.
+Files in ``--out`` are written atomically; the temporary files that a killed
+predict left there are removed by the next.
 """
 
 from __future__ import annotations

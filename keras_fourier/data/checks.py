@@ -8,7 +8,10 @@
   least one batch when partial batches are dropped;
 * :func:`decode_files`: decodes image files in a `tf.data` pipeline so that
   an unreadable file fails with an error naming it;
-  :func:`find_unreadable` lists them, for the "skip and count" mode.
+  :func:`find_unreadable` lists them, for the "skip and count" mode;
+* :func:`read_image_file`: one image file for `predict`, read within bounds,
+  its size checked from its header (and against a caller's estimate) before
+  decoding, any failure one line naming the file.
 """
 
 from __future__ import annotations
@@ -183,8 +186,9 @@ def image_size_check(data: tf.Tensor, max_pixels: int, what: list) -> tf.Operati
     Args:
         data: a scalar string tensor, the encoded image.
         max_pixels: largest accepted height * width.
-        what: the first items of the failure message (e.g. ``["Image"]``, or
-            a marker and the file name tensor).
+        what: the first items of the failure message, the last a string
+            that "too large ..." follows (``["Image"]``, or a marker, the
+            file name tensor and "is").
 
     Returns:
         The `tf.debugging.Assert` operation (a control dependency for the decoding).
@@ -193,8 +197,8 @@ def image_size_check(data: tf.Tensor, max_pixels: int, what: list) -> tf.Operati
     return tf.debugging.Assert(
         tf.logical_and(tf.reduce_all(size >= 0), size[0] * size[1] <= max_pixels),
         [
-            *what,
-            "too large or of unknown format: height x width =",
+            *what[:-1],
+            f"{what[-1]} too large or of unknown format: height x width =",
             size[0],
             "x",
             size[1],
