@@ -208,7 +208,11 @@ def test_masks_are_read_as_their_label_values(tmp_path):
     palette = b"".join(bytes(VOC.get(index, (index, index, 0))) for index in range(256))
     masks = {
         "grey16": _png(labels.astype(np.uint16), GREY, 16),
-        "palette": _png(labels, PALETTE, chunks=(_chunk(b"PLTE", palette),)),
+        "palette": _png(  # ancillary chunks before the palette, as image editors write
+            labels,
+            PALETTE,
+            chunks=(_chunk(b"gAMA", struct.pack(">I", 45455)), _chunk(b"PLTE", palette)),
+        ),
         "palette_alpha": _png(
             labels, PALETTE, chunks=(_chunk(b"PLTE", palette), _chunk(b"tRNS", b"\x80" * 256))
         ),
