@@ -221,6 +221,26 @@ def text_request_bytes(
     return batch_size * sequence_length * per_token + table
 
 
+def dft_table_bytes(height: int, width: int) -> int:
+    """Bytes of the tables the matmul DFT of a height x width grid builds (export, TFLite).
+
+    Up to 256 tokens, one dense 2D matrix per direction, (2 H K, H W) with
+    K = W // 2 + 1; beyond, per axis: H x H (cos, sin) along the height and
+    W x K forward and K x W inverse along the width. Each in float64 (built
+    with NumPy) and float32 (the graph's constant).
+
+    Example:
+        >>> dft_table_bytes(8, 25_000) // 2**30
+        13
+    """
+    k = width // 2 + 1
+    if height * width <= 256:
+        values = 2 * (2 * height * k) * (height * width)
+    else:
+        values = 2 * height * height + 4 * width * k
+    return values * (8 + _FLOAT)
+
+
 def check_count(name: str, value: int, ceiling: int, why: str) -> None:
     """Raises ValueError for an integer argument above a fixed ceiling (e.g. threads).
 

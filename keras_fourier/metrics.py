@@ -156,7 +156,8 @@ class MeanIoU(_ConfusionMatrix):
         y_pred: logits or probabilities (B, H, W, num_classes).
 
     Returns:
-        `result()`: the mean IoU in [0, 1].
+        `result()`: the mean IoU in [0, 1]; NaN before any labelled pixel
+        (a split whose every pixel is ignored scores nothing).
 
     Example:
         >>> metric = MeanIoU(2)
@@ -169,6 +170,9 @@ class MeanIoU(_ConfusionMatrix):
         self, num_classes: int, ignore_index: int = IGNORE_INDEX, name: str = "miou", dtype=None
     ):
         super().__init__(num_classes, ignore_index, name, dtype)
+
+    def result(self):
+        return ops.where(ops.sum(self.total_cm) > 0, super().result(), float("nan"))
 
     def per_class_iou(self) -> np.ndarray:
         """Each class's IoU (NaN for a class absent from labels and predictions) (NumPy)."""

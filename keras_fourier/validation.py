@@ -105,3 +105,21 @@ def check_optional_size(name: str, value) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"`{name}` must be None or a positive int. Received: {name}={value!r}")
     return value
+
+
+# Items of a set shown in a message; the rest are counted.
+MAX_LISTED = 8
+
+
+def listed(values: Collection, limit: int = MAX_LISTED) -> str:
+    """A set for a message: its first `limit` items, then how many more (a line stays short).
+
+    Example:
+        >>> listed(["a", "b"]), listed(range(100), limit=3)
+        ("['a', 'b']", '[0, 1, 2, ... and 97 more]')
+    """
+    values = list(values)
+    if len(values) <= limit:
+        return repr(values)
+    shown = repr(values[:limit])[:-1]
+    return f"{shown}, ... and {len(values) - limit:,} more]"

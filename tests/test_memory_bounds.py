@@ -64,17 +64,20 @@ for argv in json.loads(sys.argv[1]):
         except ValueError as error:
             status = "ValueError"
             print(error, file=sys.stderr)
-    results.append({"argv": argv, "status": status, "err": err.getvalue()})
+    peak_so_far = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    results.append({"argv": argv, "status": status, "err": err.getvalue(), "peak": peak_so_far})
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"results": results, "peak": peak}))
 """
 
 
 def run_probes(probes: list) -> dict:
-    """Runs the probes in one child process without the ceilings' settings: its report.
+    """Runs the probes (command lines, or public calls) in one child process, ceilings at defaults.
 
     Returns:
-        {"results": [{"argv", "status", "err"}, ...], "peak": its peak resident bytes}.
+        {"results": [{"argv", "status", "err", "peak"}, ...], "peak": ...}: each
+        probe's exit status, stderr, and the child's peak resident bytes so
+        far; then the peak at the end.
     """
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     env.pop(MAX_MEMORY_ENV, None)

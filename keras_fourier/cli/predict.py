@@ -7,6 +7,8 @@ name is an ImageNet classifier (see :mod:`keras_fourier.imagenet.predict`).
 ``--text "..."`` classifies texts with a text model trained on "csv:" data,
 tokenized by the tokenizer its run stored. A forecast model takes ``.npy``
 states in place of images and writes ``--steps`` forecast steps into ``--out``.
+Files in ``--out`` are written atomically; the temporary files that a killed
+predict left there are removed by the next.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         >>> run(parser.parse_args(["cat.jpg", "--model", "gfnet_ti"]))  # doctest: +SKIP
         0
     """
+    from keras_fourier.fileio import remove_stale_temporaries
     from keras_fourier.imagenet import NUM_CLASSES
     from keras_fourier.model_record import TASK_KEY
     from keras_fourier.models.catalog import is_model_name, variant
@@ -138,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     crop_pct = args.crop_pct
     if crop_pct is None and named and args.weights == "imagenet":
         crop_pct = imagenet_checkpoint(variant(model.name), model).crop_pct
+    if args.out is not None:  # what a killed predict left half-written there
+        remove_stale_temporaries(args.out)
     request = PredictRequest(
         inputs, record, top=args.top, crop_pct=crop_pct, out=args.out, steps=args.steps
     )

@@ -8,7 +8,10 @@
   least one batch when partial batches are dropped;
 * :func:`decode_files`: decodes image files in a `tf.data` pipeline so that
   an unreadable file fails with an error naming it;
-  :func:`find_unreadable` lists them, for the "skip and count" mode.
+  :func:`find_unreadable` lists them, for the "skip and count" mode;
+* :func:`read_image_file`: one image file for `predict`, read within bounds,
+  its size checked from its header (and against a caller's estimate) before
+  decoding, any failure one line naming the file.
 """
 
 from __future__ import annotations
@@ -16,12 +19,18 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 
 import tensorflow as tf
+
+from keras_fourier.limits import read_file_bounded
+from keras_fourier.validation import listed
 
 SPLIT_FOLDERS = ("train", "validation", "test")
 # Largest image (height * width) decoded by serving_bytes, predict and "dir:" data.
 MAX_IMAGE_PIXELS = 40_000_000
+# Largest image file read whole by `predict` (an uncompressed 40-megapixel BMP is 120 MB).
+MAX_IMAGE_FILE_BYTES = 256 * 2**20
 _JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
 _RIFF, _WEBP = b"RIFF", b"WEBP"
 UNREADABLE = "Cannot decode image file"
@@ -51,7 +60,7 @@ def check_class_folders(path: str, root: str) -> list[str]:
     if len(classes) < 2:
         raise ValueError(
             f"Image source 'dir:{path}' needs at least two class folders in {root!r}; found "
-            f"{len(classes)}: {classes}. A classifier of one class learns nothing."
+            f"{len(classes)}: {listed(classes)}. A classifier of one class learns nothing."
         )
     splits = {
         split: class_folders(os.path.join(path, split))
@@ -66,9 +75,9 @@ def check_class_folders(path: str, root: str) -> list[str]:
                 extra = sorted(set(names) - set(reference))
                 raise ValueError(
                     f"The split folders of image source 'dir:{path}' hold different class "
-                    f"folders, so their labels would not match: {split!r} lacks {missing} and "
-                    f"has {extra} beyond {reference_split!r} ({reference_split}: {reference}; "
-                    f"{split}: {names})."
+                    f"folders, so their labels would not match: {split!r} lacks "
+                    f"{listed(missing)} and has {listed(extra)} beyond {reference_split!r} "
+                    f"({reference_split}: {listed(reference)}; {split}: {listed(names)})."
                 )
     return classes
 
@@ -171,6 +180,33 @@ def header_image_size(data: tf.Tensor) -> tf.Tensor:
     )
 
 
+def image_size_check(data: tf.Tensor, max_pixels: int, what: list) -> tf.Operation:
+    """An assertion that an encoded image's header size is readable and at most `max_pixels`.
+
+    Args:
+        data: a scalar string tensor, the encoded image.
+        max_pixels: largest accepted height * width.
+        what: the first items of the failure message, the last a string
+            that "too large ..." follows (``["Image"]``, or a marker, the
+            file name tensor and "is").
+
+    Returns:
+        The `tf.debugging.Assert` operation (a control dependency for the decoding).
+    """
+    size = header_image_size(data)
+    return tf.debugging.Assert(
+        tf.logical_and(tf.reduce_all(size >= 0), size[0] * size[1] <= max_pixels),
+        [
+            *what[:-1],
+            f"{what[-1]} too large or of unknown format: height x width =",
+            size[0],
+            "x",
+            size[1],
+            f"> {max_pixels} pixels (-1: size unreadable, not JPEG, PNG, GIF, BMP or WebP)",
+        ],
+    )
+
+
 def decode_image_checked(data: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) -> tf.Tensor:
     """Decodes one encoded image to uint8 RGB after checking its header size.
 
@@ -186,35 +222,72 @@ def decode_image_checked(data: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) ->
     Returns:
         uint8 tensor (H, W, 3).
     """
-    size = header_image_size(data)
-    check = tf.debugging.Assert(
-        tf.logical_and(tf.reduce_all(size >= 0), size[0] * size[1] <= max_pixels),
-        [
-            "Image too large or of unknown format: height x width =",
-            size[0],
-            "x",
-            size[1],
-            f"> {max_pixels} pixels (-1: size unreadable, not JPEG, PNG, GIF, BMP or WebP)",
-        ],
-    )
-    with tf.control_dependencies([check]):
+    with tf.control_dependencies([image_size_check(data, max_pixels, ["Image"])]):
         return tf.io.decode_image(data, channels=3, expand_animations=False)
+
+
+def read_image_file(
+    path: str,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+    before_decoding: Callable[[int, int], None] | None = None,
+) -> tf.Tensor:
+    """The image of a file as uint8 RGB (H, W, 3), checked before and while it is decoded.
+
+    The file is read within :data:`MAX_IMAGE_FILE_BYTES`, its size read
+    from its header (at most `max_pixels`), then decoded.
+
+    Args:
+        path: a JPEG, PNG, GIF, BMP or WebP file.
+        max_pixels: largest accepted height * width. Default 40 million.
+        before_decoding: called with the header's (height, width) before
+            any decoding memory is taken (e.g. to check a memory estimate).
+            Default None.
+
+    Raises:
+        ValueError: one line naming `path`: too large a file, an image
+            larger than `max_pixels`, of unknown format, corrupt or truncated.
+
+    Example:
+        >>> read_image_file("cat.png").shape  # doctest: +SKIP
+        TensorShape([480, 640, 3])
+    """
+    data = tf.constant(read_file_bounded(path, MAX_IMAGE_FILE_BYTES, "Image file"))
+    try:
+        height, width = (int(value) for value in header_image_size(data).numpy())
+        if before_decoding is not None and 0 <= height * width <= max_pixels:
+            before_decoding(height, width)
+        return decode_image_checked(data, max_pixels)
+    except tf.errors.OpError as error:
+        message = " ".join(error.message.replace("b'", "").replace("'", "").split())
+        message = re.sub(r"^Expected .*? to be true\. Summarized data: ", "", message)
+        message = re.sub(r"^\{\{function_node .*?\}\}\s*|\s*\[Op:\w+\]$", "", message)
+        raise ValueError(f"Could not read {path!r} as an image: {message}") from None
+
+
+def decoded_or_flag(
+    data: tf.Tensor, decode: Callable[[tf.Tensor], tf.Tensor], placeholder: tf.Tensor
+) -> tf.data.Dataset:
+    """One element (decode(data), True), or (placeholder, False) when decoding fails.
+
+    The failure (a corrupt or truncated file) is caught inside the pipeline,
+    so that a later assertion can name the file it came from.
+    """
+    decoded = (
+        tf.data.Dataset.from_tensors(data)
+        .map(lambda value: (decode(value), tf.constant(True)))
+        .ignore_errors()
+    )
+    flagged = tf.data.Dataset.from_tensors((placeholder, tf.constant(False)))
+    return decoded.concatenate(flagged).take(1)
 
 
 def _decode_or_flag(file: tf.Tensor, label: tf.Tensor) -> tf.data.Dataset:
     """One (image, label, readable, file) element; a placeholder image when unreadable."""
-
-    def decode(name: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        image = decode_image_checked(tf.io.read_file(name))
-        return image, tf.constant(True)
-
-    decoded = tf.data.Dataset.from_tensors(file).map(decode).ignore_errors()
-    placeholder = tf.data.Dataset.from_tensors((tf.zeros((1, 1, 3), tf.uint8), tf.constant(False)))
-    return (
-        decoded.concatenate(placeholder)
-        .take(1)
-        .map(lambda image, readable: (image, label, readable, file))
-    )
+    return decoded_or_flag(
+        file,
+        lambda name: decode_image_checked(tf.io.read_file(name)),
+        tf.zeros((1, 1, 3), tf.uint8),
+    ).map(lambda image, readable: (image, label, readable, file))
 
 
 def decode_files(files: tf.data.Dataset, deterministic: bool | None = None) -> tf.data.Dataset:

@@ -91,11 +91,14 @@ def _held_out(rank_in_class: np.ndarray, split: str, with_test: bool) -> np.ndar
 
 
 def _rank_in_class(labels: np.ndarray) -> np.ndarray:
-    rank = np.zeros(len(labels), dtype=np.int64)
-    for label in np.unique(labels):
-        members = labels == label
-        rank[members] = np.arange(members.sum())
-    return rank
+    """Each example's position among the examples of its label, in order: one pass."""
+    seen: dict = {}
+    rank = []
+    for label in labels.tolist():
+        position = seen.get(label, 0)
+        rank.append(position)
+        seen[label] = position + 1
+    return np.asarray(rank, dtype=np.int64)
 
 
 def load_digits(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
@@ -399,7 +402,7 @@ def _load_source(
     resize = keras.layers.Resizing(load_size, load_size, crop_to_aspect_ratio=True)
     dataset = tf.data.Dataset.from_tensor_slices((tf.constant(files, tf.string), labels))
     if training:
-        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.shuffle(max(len(labels), 1), seed=seed, reshuffle_each_iteration=True)
     dataset = decode_files(dataset).map(
         lambda image, label: (resize(tf.cast(image, tf.float32)), label),
         num_parallel_calls=AUTOTUNE,

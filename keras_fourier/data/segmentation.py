@@ -25,8 +25,11 @@ Sources:
   are class indices, 255 ignored) or an ``annotations/`` folder (ADE20K's
   ``ADEChallengeData2016`` convention: 0 is "other", ignored, and k is
   class k - 1). The mask of ``images/<split>/<stem>.<ext>`` is
-  ``masks/<split>/<stem>.png``, an 8-bit single-channel (greyscale) PNG of
-  the image's size. Split folders are ``train`` (or ``training``),
+  ``masks/<split>/<stem>.png``, a PNG of the image's size whose pixel
+  values are the labels: grey of 1 to 16 bits (a 16-bit mask's values as
+  they are), grey+alpha (alpha dropped), or palette indices (VOC-style
+  masks: the index, not its colour, as mmsegmentation and TFDS read them);
+  an RGB mask must be grey (three equal channels). Split folders are ``train`` (or ``training``),
   ``validation`` (or ``val``) and ``test`` (or ``testing``), and are carved
   as ``dir:`` data is: with only ``train``, "validation" is every tenth
   image of it in sorted order; with no split folders (images directly in
@@ -52,7 +55,9 @@ and mask (255) to the crop size. Evaluation (and training without
 augmentation) resizes each image to fit in S x S, keeping its aspect ratio,
 and pads it. Images resize bilinearly, masks by nearest neighbour.
 
-Masks are checked as they are read: a mask whose size differs from its
+Files are checked as they are read: an image or mask over 40 megapixels
+(read from its header, before decoding), one that does not decode
+(corrupt, truncated), a colour mask, a mask whose size differs from its
 image's, or with a label outside the classes (other than 255), fails the
 pipeline with a message naming the file (or example) and the value;
 :func:`segmentation_data_error` turns that failure into a one-line
@@ -65,6 +70,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import struct
+import zlib
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -75,10 +82,12 @@ from keras_fourier.data.augment import check_image_size
 from keras_fourier.data.checks import (
     MAX_IMAGE_PIXELS,
     check_split_size,
-    decode_image_checked,
+    decoded_or_flag,
     header_image_size,
+    image_size_check,
 )
 from keras_fourier.data.images import IMAGE_EXTENSIONS, load_digits, tfds_builder
+from keras_fourier.validation import listed
 
 IGNORE_INDEX = 255
 DIGIT_CANVAS = "digits"
@@ -100,7 +109,21 @@ SPLIT_ALIASES = {
     "validation": ("validation", "val"),
     "test": ("test", "testing"),
 }
-MASK_ERROR = "Bad segmentation mask"
+DATA_ERROR = "Bad segmentation"
+MASK_ERROR = f"{DATA_ERROR} mask"
+IMAGE_ERROR = f"{DATA_ERROR} image"
+# The PNG colour type of palette images, and where IHDR's bit depth and colour type sit.
+PNG_PALETTE = 3
+_PNG_DEPTH_BYTE, _PNG_COLOUR_BYTE = 24, 25
+# Chunks walked looking for a palette before the image data (a PNG has a handful).
+_MAX_PNG_CHUNKS = 1000
+# A palette whose entry i is grey i: decoded through it, a pixel's value is its index.
+_INDEX_RAMP = bytes(value for value in range(256) for _ in range(3))
+_INDEX_PALETTE_CRCS = tuple(
+    struct.pack(">I", zlib.crc32(b"PLTE" + _INDEX_RAMP[: 3 * entries])) for entries in range(257)
+)
+# Grey of 1, 2 or 4 bits decodes scaled to 8 bits (value * 255, * 85, * 17): by bit depth.
+_GREY_SCALE = (1, 255, 85, 1, 17) + (1,) * 12
 AUTOTUNE = tf.data.AUTOTUNE
 
 
@@ -288,7 +311,7 @@ def _segdir_folder(path: str) -> _Folder:
         raise ValueError(
             f"Segmentation source {source!r} must hold an 'images' folder and one of 'masks' "
             f"(class indices) or 'annotations' (ADE20K's convention); it holds "
-            f"{sorted(os.listdir(path))}. Received: data={source!r}"
+            f"{listed(sorted(os.listdir(path)))}. Received: data={source!r}"
         )
     return _Folder(images, os.path.join(path, found[0]), found[0] == "annotations")
 
@@ -368,38 +391,191 @@ def _segdir_class_names(path: str) -> list[str]:
     return names
 
 
-def _mask_lookup(ade20k: bool, num_classes: int) -> tuple[int, ...]:
-    """Mask value -> label; out-of-range values stay themselves, to be reported by the check."""
-    if ade20k:
-        return tuple(IGNORE_INDEX if value == 0 else value - 1 for value in range(256))
-    return tuple(range(256))
+def _mask_labels(values: tf.Tensor, ade20k: bool) -> tf.Tensor:
+    """Mask values (int32) -> labels; values outside the classes stay to be reported."""
+    if not ade20k:
+        return values
+    # ADE20K: 0 is "other" (ignored), k is class k - 1; 256 (a 16-bit mask) stays out of range.
+    shifted = tf.where(tf.equal(values, IGNORE_INDEX + 1), values, values - 1)
+    return tf.where(tf.equal(values, 0), IGNORE_INDEX, shifted)
 
 
-def decode_mask_checked(data: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS) -> tf.Tensor:
-    """Decodes a PNG label map to uint8 (H, W) after checking its header size and channels.
+def _png_word(data: tf.Tensor, at: tf.Tensor) -> tf.Tensor:
+    """The big-endian 4-byte unsigned integer at byte `at` of `data` (0 past its end), int64."""
+    size = tf.cast(tf.strings.length(data), tf.int64)
+    word = tf.strings.substr(tf.strings.join([data, "\0" * 4]), tf.minimum(at, size), 4)
+    digits = tf.cast(tf.io.decode_raw(word, tf.uint8), tf.int64)
+    return ((digits[0] * 256 + digits[1]) * 256 + digits[2]) * 256 + digits[3]
+
+
+def _png_chunk(data: tf.Tensor, kind: bytes) -> tf.Tensor:
+    """The offset of the first chunk `kind` of a PNG before its image data, or -1 (int64)."""
+    size = tf.cast(tf.strings.length(data), tf.int64)
+    four = tf.constant(4, tf.int64)
+
+    def chunk_type(offset: tf.Tensor) -> tf.Tensor:
+        return tf.strings.substr(data, tf.minimum(offset + 4, size), four)
+
+    def more(offset: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+        name = chunk_type(offset)
+        return tf.reduce_all(
+            [offset + 12 <= size, name != kind, name != b"IDAT", count < _MAX_PNG_CHUNKS]
+        )
+
+    offset, _ = tf.while_loop(
+        more,
+        lambda offset, count: (offset + 12 + _png_word(data, offset), count + 1),
+        (tf.constant(8, tf.int64), tf.constant(0)),
+    )
+    return tf.where(tf.equal(chunk_type(offset), kind), offset, tf.constant(-1, tf.int64))
+
+
+def _palette_as_indices(data: tf.Tensor) -> tf.Tensor:
+    """A palette PNG whose palette entry i is grey i, so that it decodes to its indices."""
+    offset = _png_chunk(data, b"PLTE")
+    length = _png_word(data, offset)
+    entries = length // 3
+    usable = tf.reduce_all([offset >= 0, length % 3 == 0, entries >= 1, entries <= 256])
+
+    def rewrite() -> tf.Tensor:
+        return tf.strings.join(
+            [
+                tf.strings.substr(data, tf.constant(0, tf.int64), offset + 8),
+                tf.strings.substr(tf.constant(_INDEX_RAMP), tf.constant(0, tf.int64), length),
+                tf.gather(tf.constant(_INDEX_PALETTE_CRCS), entries),
+                tf.strings.substr(data, offset + 12 + length, tf.constant(-1, tf.int64)),
+            ]
+        )
+
+    # Without a usable palette the PNG is left as it is: decoding it fails (corrupt).
+    return tf.cond(usable, rewrite, lambda: data)
+
+
+def decode_mask(data: tf.Tensor) -> tf.Tensor:
+    """Decodes a PNG label map to int32 (H, W, 3): the label in each channel, unless colour.
+
+    Grey (1 to 16 bits) and grey+alpha PNGs give their values (alpha is
+    dropped), palette PNGs their palette indices (as mmsegmentation and
+    TFDS read VOC-style masks), RGB ones their three channels (equal in a
+    grey one). Nothing is checked here (see :func:`mask_size_check` and
+    :func:`mask_values`).
 
     Args:
         data: a scalar string tensor, the encoded PNG.
+
+    Returns:
+        int32 tensor (H, W, 3).
+
+    Example:
+        >>> grey = tf.io.encode_png(tf.constant([[[300], [2]]], tf.uint16))
+        >>> decode_mask(grey)[..., 0].numpy().tolist()
+        [[300, 2]]
+    """
+    header = tf.io.decode_raw(
+        tf.strings.substr(tf.strings.join([tf.strings.substr(data, 0, 32), "\0" * 32]), 0, 32),
+        tf.uint8,
+    )
+    depth = tf.cast(header[_PNG_DEPTH_BYTE], tf.int32)
+    colour = tf.cast(header[_PNG_COLOUR_BYTE], tf.int32)
+    data = tf.cond(tf.equal(colour, PNG_PALETTE), lambda: _palette_as_indices(data), lambda: data)
+
+    def decode(dtype: tf.DType) -> tf.Tensor:
+        return tf.cast(tf.io.decode_png(data, channels=3, dtype=dtype), tf.int32)
+
+    mask = tf.cond(tf.equal(depth, 16), lambda: decode(tf.uint16), lambda: decode(tf.uint8))
+    scale = tf.where(
+        tf.equal(colour, 0), tf.gather(tf.constant(_GREY_SCALE), tf.minimum(depth, 16)), 1
+    )
+    return mask // scale
+
+
+def mask_size_check(data: tf.Tensor, name: tf.Tensor, max_pixels: int = MAX_IMAGE_PIXELS):
+    """An assertion that a mask file is a PNG of at most `max_pixels`, naming the file.
+
+    Args:
+        data: a scalar string tensor, the encoded mask.
+        name: the file (or example) named by the failure.
         max_pixels: largest accepted height * width. Default 40 million.
 
     Returns:
-        uint8 tensor (H, W).
+        The `tf.debugging.Assert` operation, read from the header alone.
     """
     size = header_image_size(data)
     is_png = tf.equal(tf.strings.substr(data, 0, 8), b"\x89PNG\r\n\x1a\n")
-    check = tf.debugging.Assert(
+    return tf.debugging.Assert(
         tf.logical_and(is_png, size[0] * size[1] <= max_pixels),
-        [f"{MASK_ERROR}: not a PNG, or more than {max_pixels} pixels: height x width =", size],
+        [
+            MASK_ERROR,
+            name,
+            f"is not a PNG, or has more than {max_pixels} pixels: height x width =",
+            size[0],
+            "x",
+            size[1],
+        ],
     )
-    with tf.control_dependencies([check]):
-        mask = tf.io.decode_png(data, channels=0, dtype=tf.uint8)
-    colours = mask[..., : tf.minimum(tf.shape(mask)[-1], 3)]
+
+
+def mask_values(mask: tf.Tensor, name: tf.Tensor) -> tf.Tensor:
+    """The (H, W) values of a :func:`decode_mask` result, failing (naming it) on a colour one."""
     grey = tf.debugging.Assert(
-        tf.reduce_all(tf.equal(colours, colours[..., :1])),
-        [f"{MASK_ERROR}: a colour PNG, not a single-channel label map"],
+        tf.reduce_all(tf.equal(mask, mask[..., :1])),
+        [
+            MASK_ERROR,
+            name,
+            "is a colour PNG, not a label map (grey, grey+alpha or palette indices)",
+        ],
     )
     with tf.control_dependencies([grey]):
         return tf.identity(mask[..., 0])
+
+
+def _read_pair(image_file: tf.Tensor, mask_file: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """The bytes of an image and its mask, their header sizes checked (naming the files)."""
+    image, mask = tf.io.read_file(image_file), tf.io.read_file(mask_file)
+    checks = [
+        image_size_check(image, MAX_IMAGE_PIXELS, [IMAGE_ERROR, image_file, "is"]),
+        mask_size_check(mask, mask_file),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(image), tf.identity(mask), image_file, mask_file
+
+
+def _decode_pair(
+    image: tf.Tensor, mask: tf.Tensor, image_file: tf.Tensor, mask_file: tf.Tensor
+) -> tf.data.Dataset:
+    """One (image, readable, mask, readable, image_file, mask_file) element."""
+    return tf.data.Dataset.zip(
+        (
+            decoded_or_flag(
+                image,
+                lambda data: tf.io.decode_image(data, channels=3, expand_animations=False),
+                tf.zeros((1, 1, 3), tf.uint8),
+            ),
+            decoded_or_flag(mask, decode_mask, tf.zeros((1, 1, 3), tf.int32)),
+        )
+    ).map(lambda image, mask: (*image, *mask, image_file, mask_file))
+
+
+def _decoded_pair(
+    image: tf.Tensor,
+    image_read: tf.Tensor,
+    mask: tf.Tensor,
+    mask_read: tf.Tensor,
+    image_file: tf.Tensor,
+    mask_file: tf.Tensor,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """(image, mask values), failing with the file's name on one that did not decode."""
+    checks = [
+        tf.debugging.Assert(
+            read, [error, file, "cannot be decoded (corrupt, truncated or not an image)"]
+        )
+        for read, error, file in (
+            (image_read, IMAGE_ERROR, image_file),
+            (mask_read, MASK_ERROR, mask_file),
+        )
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(image), mask_values(mask, mask_file)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -439,7 +615,7 @@ def _check_example(
 
 
 def segmentation_data_error(error: Exception, data: str) -> ValueError | None:
-    """The one-line ValueError for a mask check failure of :func:`load_segmentation_dataset`.
+    """The one-line ValueError for an image or mask check failure of the segmentation pipeline.
 
     Args:
         error: the error a pipeline raised (a `tf.errors.InvalidArgumentError`).
@@ -453,7 +629,7 @@ def segmentation_data_error(error: Exception, data: str) -> ValueError | None:
         True
     """
     text = str(error)
-    start = text.find(MASK_ERROR)
+    start = text.find(DATA_ERROR)
     if start < 0:
         return None
     detail = re.sub(r"\]\s*\[", " ", text[start:].splitlines()[0]).strip("[] ")
@@ -611,19 +787,25 @@ def _raw_examples(
         dataset = dataset.map(convert, num_parallel_calls=AUTOTUNE)
     else:
         image_files, mask_files = _segdir_files(value, split)
-        lookup = tf.constant(_mask_lookup(_segdir_folder(value).ade20k, num_classes), tf.int32)
+        ade20k = _segdir_folder(value).ade20k
 
-        def read(image_file, mask_file):
-            image = decode_image_checked(tf.io.read_file(image_file))
-            mask = tf.gather(
-                lookup, tf.cast(decode_mask_checked(tf.io.read_file(mask_file)), tf.int32)
-            )
-            return image, mask, mask_file
+        def labelled(*element):
+            image, values = _decoded_pair(*element)
+            return image, _mask_labels(values, ade20k), element[-1]
 
-        dataset = tf.data.Dataset.from_tensor_slices((image_files, mask_files))
+        dataset = tf.data.Dataset.from_tensor_slices(
+            (tf.constant(image_files, tf.string), tf.constant(mask_files, tf.string))
+        )
         if training:
-            dataset = dataset.shuffle(len(image_files), seed=seed, reshuffle_each_iteration=True)
-        dataset = dataset.map(read, num_parallel_calls=AUTOTUNE)
+            dataset = dataset.shuffle(
+                max(len(image_files), 1), seed=seed, reshuffle_each_iteration=True
+            )
+        dataset = (
+            dataset.map(_read_pair, num_parallel_calls=AUTOTUNE)
+            .interleave(_decode_pair, cycle_length=AUTOTUNE, num_parallel_calls=AUTOTUNE)
+            .map(labelled, num_parallel_calls=AUTOTUNE)
+            .apply(tf.data.experimental.assert_cardinality(len(image_files)))
+        )
     count = int(dataset.cardinality())
     dataset = dataset.map(
         lambda image, mask, name: _check_example(image, mask, num_classes, name),
@@ -750,6 +932,26 @@ def fit_and_pad(image: tf.Tensor, mask: tf.Tensor, size: int) -> tuple[tf.Tensor
     new, _ = letterbox_shape(tf.shape(mask), size)
     image, mask = _resize(image, mask, new)
     return _pad(image, mask, size)
+
+
+def fit_image(image: tf.Tensor, size: int) -> tf.Tensor:
+    """The image of :func:`fit_and_pad` alone, from a uint8 image without a float copy of it.
+
+    Args:
+        image: uint8 or float (H, W, 3).
+        size: the output height and width.
+
+    Returns:
+        float32 (size, size, 3), resized (bilinear) to fit and padded with 0.
+
+    Example:
+        >>> fit_image(tf.zeros((20, 40, 3), tf.uint8), 32).shape
+        TensorShape([32, 32, 3])
+    """
+    new, _ = letterbox_shape(tf.shape(image)[:2], size)
+    image = tf.image.resize(image, new, method="bilinear")
+    padding = [[0, size - new[0]], [0, size - new[1]], [0, 0]]
+    return tf.ensure_shape(tf.pad(image, padding), (size, size, 3))
 
 
 def seeded_uniform(seed: tf.Tensor, index: int, low: float = 0.0, high: float = 1.0) -> tf.Tensor:

@@ -49,6 +49,7 @@ import tensorflow as tf
 
 from keras_fourier.data.images import _held_out, _rank_in_class
 from keras_fourier.data.text import text_dataset
+from keras_fourier.validation import listed
 
 PREFIX = "csv:"
 EXTENSIONS = (".csv", ".tsv")
@@ -305,8 +306,8 @@ def text_label_ids(
         if label not in index:
             raise ValueError(
                 f"Label {label!r} on line {line} of {rows.file!r} (split {split!r} of "
-                f"{source!r}) is not one of the classes {list(class_names)} of the model's "
-                "training data."
+                f"{source!r}) is not one of the {len(class_names):,} classes "
+                f"{listed(class_names)} of the model's training data."
             )
     return np.asarray([index[label] for label in rows.labels], dtype=np.int32)
 

@@ -38,12 +38,15 @@ from keras_fourier.export.journal import Transaction, locked, recover
 from keras_fourier.export.serving_config import merge_models_config, read_models_config
 from keras_fourier.export.signatures import (
     MAX_IMAGE_PIXELS,
+    PARITY_BATCH,
     at_sequence_length,
     fixed_size,
     is_dense_model,
     model_stride,
 )
 from keras_fourier.fileio import check_writable_folder, make_folders
+from keras_fourier.limits import check_memory, dft_table_bytes
+from keras_fourier.models.catalog import activation_elements
 from keras_fourier.validation import check_number, check_positive_int
 
 
@@ -242,6 +245,32 @@ def _served(out: str, name: str, formats: Sequence[str]) -> tuple[str | None, li
         return merge_models_config(out, name)
 
 
+def export_bytes(model: keras.Model) -> int:
+    """Estimated bytes of converting a model of a fixed input size and checking its parity.
+
+    Its weights; Keras and the converted file each run on the parity
+    check's batch of :data:`PARITY_BATCH` (every layer output of static
+    shape, :func:`~keras_fourier.models.catalog.activation_elements`); and
+    the matmul DFT tables of its Fourier layers
+    (:func:`~keras_fourier.limits.dft_table_bytes`), the path TFLite and
+    ONNX files take.
+
+    Example:
+        >>> export_bytes(fixed_size(any_size_segmenter, (64, 64), "image_size"))  # doctest: +SKIP
+        23904616
+    """
+    grids = set()
+    for layer in model.layers:
+        if "fft_impl" not in layer.get_config():
+            continue
+        shape = tuple(keras.tree.flatten(layer.input)[0].shape)
+        grids.add(shape[1:3] if len(shape) == 4 else (1, shape[1]))
+    activations = 2 * PARITY_BATCH * activation_elements(model)
+    return 4 * (model.count_params() + activations) + sum(
+        dft_table_bytes(*grid) for grid in grids if None not in grid
+    )
+
+
 def _fixed_model(
     model: keras.Model,
     formats: Sequence[str],
@@ -392,6 +421,14 @@ def export(
         if kind in formats
         for output in row.outputs(out, name, version, quantizations)
     ]
+    if image_size is not None and any(source is fixed for _, source, *_ in outputs):
+        flag = names.get("image_size", "image_size")
+        height, width = fixed.input_shape[1:3]
+        check_memory(
+            f"Exporting model {model.name!r} at {height}x{width} pixels",
+            export_bytes(fixed),
+            f"{flag}={height}x{width}",
+        )
     for row, _, quantization, path in outputs:
         row.check(options, quantization, path)
     created = make_folders(out)

@@ -63,6 +63,8 @@ from keras_fourier.settings import OUTPUTS
 from keras_fourier.validation import check_choice, check_positive_int
 
 PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+# Examples of the parity checks' sample batch (`sample_inputs`).
+PARITY_BATCH = 2
 FEATURES = "features"
 LOGITS = "logits"
 CLASS_MAP = "class_map"
@@ -527,7 +529,7 @@ def any_size_class_map(serving: Any, images: tf.Tensor, stride: int) -> tf.Tenso
 
 
 def sample_inputs(
-    serving: ServingModel, batch_size: int = 2, seed: int = 0
+    serving: ServingModel, batch_size: int = PARITY_BATCH, seed: int = 0
 ) -> dict[str, np.ndarray]:
     """Deterministic sample inputs for the parity checks.
 

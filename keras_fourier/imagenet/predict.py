@@ -16,12 +16,10 @@ whole image is never resized); crop_pct 0.875 at 224 pixels and
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from keras_fourier.data.augment import clip_to_value_range, eval_transform
-from keras_fourier.data.checks import decode_image_checked
+from keras_fourier.data.checks import read_image_file
 from keras_fourier.imagenet import NUM_CLASSES, decode_predictions
 
 
@@ -39,24 +37,6 @@ def eval_crop_pct(image_size: int) -> float:
         0.875
     """
     return 1.0 if image_size >= 384 else 0.875
-
-
-def _decode(path: str):
-    """The image of a file as uint8 RGB, its size checked from its header before decoding.
-
-    Raises:
-        ValueError: one line: unreadable, not an image, or larger than
-            :data:`~keras_fourier.data.checks.MAX_IMAGE_PIXELS`.
-    """
-    import tensorflow as tf
-
-    try:
-        return decode_image_checked(tf.io.read_file(path))
-    except (tf.errors.OpError, ValueError) as error:
-        message = getattr(error, "message", None) or str(error)
-        message = " ".join(message.replace("b'", "").replace("'", "").split())
-        message = re.sub(r"^Expected .*? to be true\. Summarized data: ", "", message)
-        raise ValueError(f"Could not read {path!r} as an image: {message}") from None
 
 
 def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> np.ndarray:
@@ -83,7 +63,7 @@ def load_image(path: str, height: int, width: int, crop_pct: float = 0.875) -> n
 
     if isinstance(crop_pct, bool) or not 0 < crop_pct <= 1:
         raise ValueError(f"`crop_pct` must be in (0, 1]. Received: crop_pct={crop_pct!r}")
-    image = _decode(path)
+    image = read_image_file(path)
     source_h, source_w = int(image.shape[0]), int(image.shape[1])
     scale = max(height / crop_pct / source_h, width / crop_pct / source_w)
     resized_h = max(height, int(source_h * scale))
@@ -136,7 +116,7 @@ def load_run_image(path: str, height: int, width: int, crop_pct: float = 0.875) 
     import tensorflow as tf
 
     transform = eval_transform((height, width), crop_pct)
-    image = _decode(path)
+    image = read_image_file(path)
     return np.asarray(clip_to_value_range(transform(tf.cast(image, tf.float32))))
 
 

@@ -289,6 +289,26 @@ def check_request(
     )
 
 
+def activation_elements(model: keras.Model) -> int:
+    """The values of one example's layer outputs (those of static shape) in a built model.
+
+    Example:
+        >>> activation_elements(create_model("gfnet_tiny", num_classes=10, image_size=16)) > 0
+        True
+    """
+    per_example = 0
+    for layer in model.layers:
+        try:
+            outputs = keras.tree.flatten(layer.output)
+        except (AttributeError, ValueError):  # a layer called more than once, or never
+            continue
+        for tensor in outputs:
+            shape = getattr(tensor, "shape", None)
+            if shape is not None and all(isinstance(d, int) for d in shape[1:]):
+                per_example += math.prod(shape[1:])
+    return per_example
+
+
 def check_model_batch(
     model: keras.Model, batch_size: int, names: Mapping[str, str] | None = None
 ) -> None:
@@ -309,17 +329,7 @@ def check_model_batch(
     Example:
         >>> check_model_batch(create_model("gfnet_tiny", num_classes=10, image_size=16), 32)
     """
-    per_example = 0
-    for layer in model.layers:
-        try:
-            outputs = keras.tree.flatten(layer.output)
-        except (AttributeError, ValueError):  # a layer called more than once, or never
-            continue
-        for tensor in outputs:
-            shape = getattr(tensor, "shape", None)
-            if shape is not None and all(isinstance(d, int) for d in shape[1:]):
-                per_example += math.prod(shape[1:])
-    needed = 4 * (model.count_params() + batch_size * per_example)
+    needed = 4 * (model.count_params() + batch_size * activation_elements(model))
     flag = dict(names or {}).get("batch_size", "batch_size")
     check_memory(f"Model {model.name!r} at a batch of {batch_size}", needed, f"{flag}={batch_size}")
 

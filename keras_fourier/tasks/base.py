@@ -23,8 +23,9 @@ or pixels: they ask the run's :class:`Task`. A task owns
 * its results: the last line(s) the commands print (`summary`, e.g.
   ``test_accuracy=0.9312``), the values that break a split's score down
   (`breakdown`, e.g. per-class IoU) and their lines (`details`), what
-  ``model.keras`` stores to label the model's outputs later (`labels`), and
-  what `keras-fourier predict` shows or writes (`predict`).
+  ``model.keras`` stores to label the model's outputs later (`labels`), the
+  check that a scored split means something (`check_scored`), and what
+  `keras-fourier predict` shows or writes (`predict`).
 
 Metrics are `keras.metrics.Metric` objects, so they are computed over a
 whole split, not averaged per batch: `Model.evaluate` resets them once and
@@ -356,6 +357,17 @@ class Task(abc.ABC):
         """Lines that show the `breakdown` values of `metrics`, before the summary. Default none."""
         del metrics
         return []
+
+    def check_scored(self, metrics: Mapping[str, float], what: str) -> None:  # noqa: B027
+        """Raises ValueError when the metrics of a scored split mean nothing. Default: never.
+
+        Called by `evaluate` and after each training epoch (training and
+        validation logs), e.g. a segmentation split without a labelled pixel.
+
+        Args:
+            metrics: the split's values, by metric name (no ``val_`` prefix).
+            what: the split, for the message (e.g. "split 'test' of data 'digits'").
+        """
 
     def labels(self, config: TrainConfig) -> dict[str, Any]:
         """What `predict` and `evaluate` need to label the run's outputs, stored in model.keras.

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
-from keras_fourier.data.checks import decode_image_checked
+from keras_fourier.data.checks import read_image_file
 from keras_fourier.data.images import count_examples, is_image_source, training_splits
 from keras_fourier.data.inpainting import (
     EVAL_MASK_SEED,
@@ -169,8 +169,7 @@ class Inpainting(Task):
         os.makedirs(request.out, exist_ok=True)
         lines = []
         for index, path in enumerate(request.inputs):
-            with open(path, "rb") as file:
-                image = decode_image_checked(tf.constant(file.read(128 << 20)))
+            image = read_image_file(path)
             image = tf.image.resize(tf.cast(image, tf.float32), (size, size))[None]
             inputs, _ = mask_batch(image, tf.constant([EVAL_MASK_SEED, index], tf.int64))
             restored = model.predict(inputs, verbose=0)

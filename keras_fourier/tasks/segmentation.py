@@ -21,6 +21,7 @@ name, all or nothing.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,13 +30,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.data.checks import decode_image_checked
+from keras_fourier.data.checks import read_image_file
 from keras_fourier.data.segmentation import (
     DIGIT_CANVAS,
     IGNORE_INDEX,
     count_segmentation_examples,
     default_augment,
-    fit_and_pad,
+    fit_image,
     is_segmentation_source,
     load_segmentation_dataset,
     segmentation_class_names,
@@ -43,6 +44,7 @@ from keras_fourier.data.segmentation import (
     segmentation_splits,
 )
 from keras_fourier.fileio import atomic_write_bytes
+from keras_fourier.limits import check_memory
 from keras_fourier.metrics import MeanIoU, PixelAccuracy, SegmentationCrossEntropy
 from keras_fourier.model_record import CLASS_NAMES_KEY
 from keras_fourier.models.builder import build_model
@@ -65,6 +67,10 @@ DIGITS_RECIPE = {"epochs": 10, "batch_size": 32}
 # The per-class IoU table: names cut to this width, lines of about this many characters.
 DETAILS_NAME_WIDTH = 20
 DETAILS_LINE_WIDTH = 96
+# Bytes per pixel of predicting an image (see `prediction_bytes`), and of one band of rows of
+# its resized logits (`resized_labels`, the overlay).
+PREDICTION_BYTES_PER_PIXEL = 16
+BAND_BYTES = 8 * 2**20
 # Layers of a segmenter that are not its backbone's (not copied by `transfer_backbone`).
 HEAD_LAYERS = ("decode_head", "auxiliary", "logits", "resize", "neck", "pyramid_neck", "restore")
 
@@ -348,6 +354,22 @@ class Segmentation(Task):
             f"test_miou={metrics['miou']:.4f}",
         ]
 
+    def check_scored(self, metrics: Mapping[str, float], what: str) -> None:
+        """Refuses a split without a labelled pixel (its mIoU is NaN): it scores nothing.
+
+        Example:
+            >>> TASK.check_scored({"miou": float("nan")}, "split 'test' of data 'd'")
+            Traceback (most recent call last):
+            ValueError: Split 'test' of data 'd' has no labelled pixel ...
+        """
+        value = metrics.get(self.selection_metric)
+        if value is not None and math.isnan(value):
+            raise ValueError(
+                f"{what[:1].upper()}{what[1:]} has no labelled pixel: every mask pixel is "
+                f"{IGNORE_INDEX} (ignored), so it scores nothing; label its masks or use "
+                "another split."
+            )
+
     def breakdown(
         self, metrics: Sequence[keras.metrics.Metric], labels: Mapping[str, Any]
     ) -> dict[str, float]:
@@ -387,7 +409,15 @@ class Segmentation(Task):
         ]
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
-        """Writes ``<stem>_labels.png`` and ``<stem>_overlay.png`` per image into `request.out`."""
+        """Writes ``<stem>_labels.png`` and ``<stem>_overlay.png`` per image into `request.out`.
+
+        Each image is predicted at the model's input size (fitted and
+        padded, as evaluated); the logits are resized to the image's own size
+        and reduced to labels one band of rows at a time
+        (:func:`resized_labels`), so memory grows with the pixels, not with
+        pixels x classes: :func:`prediction_bytes`, checked against
+        ``KERAS_FOURIER_MAX_MEMORY`` from the image's header, before decoding.
+        """
         if request.out is None:
             raise ValueError(
                 "Segmentation writes label maps and overlays: pass an output folder. "
@@ -398,27 +428,104 @@ class Segmentation(Task):
         num_classes = model.output_shape[-1]
         names = request.record.get(CLASS_NAMES_KEY) or [str(index) for index in range(num_classes)]
         colours = palette(num_classes)
-        os.makedirs(request.out, exist_ok=True)
         lines = []
         for path in request.inputs:
-            with open(path, "rb") as file:
-                image = decode_image_checked(tf.constant(file.read(128 << 20)))
+
+            def check(height: int, width: int, path: str = path) -> None:
+                check_memory(
+                    f"Predicting {path!r} ({height}x{width} pixels, {num_classes} classes)",
+                    prediction_bytes(height, width),
+                    f"IMAGE={path!r}",
+                )
+
+            image = read_image_file(path, before_decoding=check)
             height, width = int(image.shape[0]), int(image.shape[1])
-            fitted, _ = fit_and_pad(
-                tf.cast(image, tf.float32), tf.zeros((height, width), tf.int32), size
-            )
-            logits = model.predict(fitted[None], verbose=0)[0]
+            logits = model.predict(fit_image(image, size)[None], verbose=0)[0]
             scale = min(size / height, size / width)
             inside = logits[: max(1, round(height * scale)), : max(1, round(width * scale))]
-            resized = tf.image.resize(inside, (height, width), method="bilinear")
-            classes = np.argmax(resized.numpy(), axis=-1).astype(np.uint8)
-            overlay = (0.5 * image.numpy() + 0.5 * colours[classes]).astype(np.uint8)
+            classes = resized_labels(inside, height, width)
+            image = image.numpy()
+            overlay = np.empty_like(image)
+            for start in range(0, height, _band_rows(width, 3)):
+                band = slice(start, start + _band_rows(width, 3))
+                mixed = image[band].astype(np.uint16) + colours[classes[band]]
+                overlay[band] = mixed // 2  # (image + colour) / 2, rounded down
+            del image
             stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
+            os.makedirs(request.out, exist_ok=True)
             atomic_write_bytes(stem + "_labels.png", tf.io.encode_png(classes[..., None]).numpy())
             atomic_write_bytes(stem + "_overlay.png", tf.io.encode_png(overlay).numpy())
-            present = [names[index] for index in np.unique(classes) if index != IGNORE_INDEX]
+            counts = np.bincount(classes.ravel(), minlength=num_classes)
+            present = [names[index] for index in np.flatnonzero(counts)]
             lines.append(f"{path}: {stem}_labels.png, {stem}_overlay.png ({', '.join(present)})")
         return lines
+
+
+def prediction_bytes(height: int, width: int) -> int:
+    """Estimated bytes of predicting one image of height x width pixels (beyond the model).
+
+    Per pixel: the decoded image (3 bytes), the label map (1), the overlay
+    (3), the copies given to the PNG encoder (4) and the encoded PNGs (up
+    to 4), rounded up to 16; plus the arrays of a band of
+    :func:`resized_labels` (about 16 of at most :data:`BAND_BYTES`).
+
+    Example:
+        >>> prediction_bytes(1200, 1600) // 2**20
+        157
+    """
+    return PREDICTION_BYTES_PER_PIXEL * height * width + 16 * BAND_BYTES
+
+
+def _band_rows(width: int, channels: int) -> int:
+    """Rows of a band of `width` x `channels` float32 values within :data:`BAND_BYTES`."""
+    return max(1, BAND_BYTES // (4 * width * channels))
+
+
+def _bilinear_weights(in_size: int, out_size: int, start: int, stop: int):
+    """tf.image.resize's bilinear (half-pixel centres) sources and weights of outputs start:stop."""
+    position = (np.arange(start, stop) + 0.5) * (in_size / out_size) - 0.5
+    floor = np.floor(position)
+    lower = np.maximum(floor, 0).astype(np.int64)
+    upper = np.minimum(np.ceil(position), in_size - 1).astype(np.int64)
+    return lower, upper, (position - floor).astype(np.float32)
+
+
+def resized_labels(logits: np.ndarray, height: int, width: int) -> np.ndarray:
+    """The argmax of `logits` resized (bilinear) to height x width, one band of rows at a time.
+
+    The same labels as ``argmax(tf.image.resize(logits, (height, width)))``
+    (the same interpolation, in float32), without the (height, width,
+    classes) float array: each band holds at most :data:`BAND_BYTES`.
+
+    Args:
+        logits: float (h, w, classes), at most 256 classes.
+        height: output height.
+        width: output width.
+
+    Returns:
+        uint8 (height, width): the class of each pixel.
+
+    Example:
+        >>> resized_labels(np.eye(2, dtype="float32")[[[0, 1]]], 2, 4).tolist()
+        [[0, 0, 1, 1], [0, 0, 1, 1]]
+    """
+    logits = np.asarray(logits, np.float32)
+    in_height, in_width, classes = logits.shape
+    left, right, column_lerp = _bilinear_weights(in_width, width, 0, width)
+    column_lerp = column_lerp[:, None]
+    labels = np.empty((height, width), np.uint8)
+    rows = _band_rows(width, classes)
+    for start in range(0, height, rows):
+        stop = min(height, start + rows)
+        top, bottom, row_lerp = _bilinear_weights(in_height, height, start, stop)
+        sources, inverse = np.unique(np.concatenate([top, bottom]), return_inverse=True)
+        # Along the width first (as TensorFlow), for the few source rows of the band.
+        near = logits[sources][:, left]
+        across = near + (logits[sources][:, right] - near) * column_lerp
+        upper, lower = across[inverse[: stop - start]], across[inverse[stop - start :]]
+        band = upper + (lower - upper) * row_lerp[:, None, None]
+        labels[start:stop] = np.argmax(band, axis=-1)
+    return labels
 
 
 TASK = Segmentation()

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -315,6 +316,39 @@ class EpochBackup(keras.callbacks.Callback):
                 "training restarts from epoch 0"
             )
         return -1, []
+
+
+class StopOnUnscoredSplit(keras.callbacks.Callback):
+    """Raises the task's error when an epoch's training or validation scores mean nothing.
+
+    After each epoch, the training logs and the validation logs (``val_``)
+    are each given to `check` (a task's `check_scored`, which raises, e.g.,
+    for a segmentation split without a labelled pixel), before any
+    callback after it writes the epoch's row, backup or checkpoints.
+
+    Args:
+        check: ``check(metrics, what)``, raising ValueError for `metrics`
+            (names without ``val_``) that mean nothing.
+        splits: {"train": what the training logs score, "validation": what
+            the ``val_`` logs score}, e.g. "the train split ('train', 12 images)".
+
+    Example:
+        >>> StopOnUnscoredSplit(TASK.check_scored, {"train": "...", "validation": "..."})
+        ... # doctest: +SKIP
+    """
+
+    def __init__(self, check: Callable[[dict[str, float], str], None], splits: dict[str, str]):
+        super().__init__()
+        self.check = check
+        self.splits = splits
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = dict(logs or {})
+        validation = {key[4:]: value for key, value in logs.items() if key.startswith("val_")}
+        training = {key: value for key, value in logs.items() if not key.startswith("val_")}
+        for role, values in (("train", training), ("validation", validation)):
+            if values and role in self.splits:
+                self.check({key: float(value) for key, value in values.items()}, self.splits[role])
 
 
 class StopOnNonFiniteLoss(keras.callbacks.Callback):

@@ -82,6 +82,7 @@ from keras_fourier.training.callbacks import (
     NonFiniteLossError,
     ResumableCSVLogger,
     StopOnNonFiniteLoss,
+    StopOnUnscoredSplit,
     complete_checkpoints,
     save_model,
 )
@@ -229,19 +230,42 @@ def evaluate(
     scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
     task_metrics = task.metrics(model.output_shape[-1])
     scorer.compile(loss=task.loss(), metrics=task_metrics)
-    metrics = {
-        key: float(value)
-        for key, value in scorer.evaluate(
+    try:
+        scores = scorer.evaluate(
             select_model_inputs(dataset, model), verbose=verbose, return_dict=True
-        ).items()
-    }
+        )
+    except tf.errors.InvalidArgumentError as error:
+        raise _data_error(error, data) from None
+    metrics = {key: float(value) for key, value in scores.items()}
     if not math.isfinite(metrics["loss"]):
         raise NonFiniteLossError(
             f"Model {model.name!r} gives a {metrics['loss']} loss on split {split!r} of "
             f"{data!r}: its outputs are not finite (NaN or inf weights?); the result means "
             "nothing."
         )
+    task.check_scored(metrics, f"split {split!r} of data {data!r}")
     return {**metrics, **task.breakdown(task_metrics, labels)}
+
+
+def _data_error(error: tf.errors.InvalidArgumentError, data: str, note: str = "") -> Exception:
+    """The one-line error of a pipeline failure naming its file (a bad mask or image), else `error`.
+
+    Args:
+        error: what reading `data` raised.
+        data: the data source, for the message.
+        note: a sentence appended to an unreadable image's message.
+    """
+    bad_data = segmentation_data_error(error, data)
+    if bad_data is not None:
+        return bad_data
+    file = unreadable_file(error)
+    if file is None:
+        return error
+    return UnreadableImageError(
+        f"Cannot decode image file {file!r} of data {data!r} (corrupt, truncated or not an "
+        "image): remove or replace it, or pass on_bad_image='skip' (--on-bad-image skip) to "
+        f"skip unreadable files.{note}"
+    )
 
 
 def _start_model(config: TrainConfig, task: Task, num_classes: int) -> keras.Model:
@@ -288,23 +312,32 @@ def _build(config: TrainConfig, num_classes: int, steps_per_epoch: int) -> keras
 
 
 def _callbacks(
-    config: TrainConfig, task: Task, folder: RunFolder, backup: EpochBackup
+    config: TrainConfig, task: Task, folder: RunFolder, backup: EpochBackup, data: TaskData
 ) -> list[keras.callbacks.Callback]:
-    # Order matters: a non-finite loss raises before anything of its epoch is saved, and an
-    # epoch's CSV row is written before its backup and checkpoints; a kill in between redoes
-    # the epoch and rewrites its row. With EMA, the backup keeps the raw weights, then the EMA
-    # weights are swapped in for the checkpoints, so that best.keras holds the weights its
-    # selection metric was measured on (a kill between the backup and the checkpoints leaves
-    # best.keras at the previous best, with its own stored value).
+    # Order matters: a non-finite loss, or a split that scores nothing, raises before anything
+    # of its epoch is saved, and an epoch's CSV row is written before its backup and
+    # checkpoints; a kill in between redoes the epoch and rewrites its row. With EMA, the
+    # backup keeps the raw weights, then the EMA weights are swapped in for the checkpoints,
+    # so that best.keras holds the weights its selection metric was measured on (a kill
+    # between the backup and the checkpoints leaves best.keras at the previous best, with its
+    # own stored value).
     callbacks = [
         StopOnNonFiniteLoss(),
+        StopOnUnscoredSplit(
+            task.check_scored,
+            {
+                role: f"the {role} split ({data.splits[role]}) of data {config.data!r}"
+                for role in ("train", "validation")
+                if role in data.splits
+            },
+        ),
         ResumableCSVLogger(folder.history),
         backup,
         ModelCheckpoint(folder.last),
         ModelCheckpoint(folder.best, monitor=task.monitor, mode=task.selection_mode),
     ]
     if config.use_ema:
-        callbacks.insert(3, keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+        callbacks.insert(4, keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     if config.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(folder.logs, write_graph=False))
     return callbacks
@@ -554,23 +587,12 @@ def _fit(
             initial_epoch=last_epoch + 1,
             steps_per_epoch=config.steps_per_epoch,
             validation_data=select_model_inputs(data.validation, model),
-            callbacks=_callbacks(config, task, folder, backup),
+            callbacks=_callbacks(config, task, folder, backup, data),
             shuffle=False,
             verbose=verbose,
         )
     except tf.errors.InvalidArgumentError as error:
-        bad_mask = segmentation_data_error(error, config.data)
-        if bad_mask is not None:
-            raise bad_mask from None
-        file = unreadable_file(error)
-        if file is None:
-            raise
-        raise UnreadableImageError(
-            f"Cannot decode image file {file!r} of data {config.data!r} (corrupt, truncated or "
-            "not an image): remove or replace it, or pass on_bad_image='skip' "
-            "(--on-bad-image skip) to skip unreadable files. The run keeps its last "
-            "completed epoch."
-        ) from None
+        raise _data_error(error, config.data, " The run keeps its last completed epoch.") from None
     # The epoch selected on the validation split becomes the run's model, and the test split
     # is evaluated once, on it.
     best_path = folder.best
