@@ -28,7 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.data.checks import decode_image_checked
+from keras_fourier.data.checks import read_image_file
 from keras_fourier.data.detection import (
     DIGIT_CANVAS,
     count_detection_examples,
@@ -325,8 +325,7 @@ class Detection(Task):
         os.makedirs(request.out, exist_ok=True)
         lines = []
         for image_id, path in enumerate(request.inputs):
-            with open(path, "rb") as file:
-                image = decode_image_checked(tf.constant(file.read(128 << 20)))
+            image = read_image_file(path)
             fitted, _, scale = letterbox_example(
                 tf.cast(image, tf.float32), tf.zeros((0, 7), tf.float32), size
             )
