@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_fourier import segmentation
+from keras_fourier import flops, segmentation
 from keras_fourier.layers import DetectionFPN, GnConvModule, UPerHead
 from keras_fourier.segmentation.checkpoints import mmseg_key_map
 from keras_fourier.weights.convert import load_tensors
@@ -291,6 +291,7 @@ def test_gnconv_pyramid_layers_config_and_any_size(make):
         np.testing.assert_allclose(a, e, atol=1e-5)
 
 
+@pytest.mark.single_backend  # the builder's plumbing; the head's numerics run on every backend
 def test_upernet_takes_the_gnconv_head():
     model = segmentation.UPerNet(
         backbone="hornet_tiny", num_classes=3, channels=8, head_block="gnconv_7x7"
@@ -300,6 +301,7 @@ def test_upernet_takes_the_gnconv_head():
     assert out.shape == (1, 64, 32, 3) and np.all(np.isfinite(out))
 
 
+@pytest.mark.single_backend  # argument checks, before any backend op
 def test_bad_horfpn_arguments_are_one_line_errors():
     maps = _odd_pyramid()
     cases = [
@@ -322,3 +324,20 @@ def test_bad_horfpn_arguments_are_one_line_errors():
             make()
         assert expected in str(error.value)
         assert "\n" not in str(error.value)
+
+
+@pytest.mark.single_backend  # shape arithmetic
+def test_gnconv_fusion_flops_replace_the_3x3_convolution():
+    """keras_fourier.flops counts HorFPN's saving as the 3x3 conv's MACs minus the gnConv's."""
+    channels, (h, w) = 8, (8, 12)
+    maps = [keras.Input((h // 2**i, w // 2**i, c), batch_size=1) for i, c in enumerate(CHANNELS_IN)]
+
+    def head_flops(block):
+        return flops(keras.Model(maps, UPerHead(3, channels, (1, 2), block=block)(maps)))
+
+    positions, fused = h * w, 4 * channels
+    conv = 9 * fused * channels
+    gnconv = fused * 2 * channels + 49 * (channels // 2 + channels)
+    gnconv += (channels // 2) * channels + channels * channels
+    # Both end in BatchNorm and ReLU over (h, w, channels): they cancel in the difference.
+    assert head_flops(None) - head_flops("gnconv_7x7") == positions * (conv - gnconv)

@@ -694,14 +694,18 @@ class FPNNeck(keras.layers.Layer):
         self.channels = check_positive_int("channels", channels)
 
     def _module(self, name: str, kernel_size: int, input_shape, strides: int = 1) -> ConvModule:
-        layer = ConvModule(
+        return self._plain(ConvModule, name, input_shape, kernel_size, strides=strides)
+
+    def _plain(self, cls: type, name: str, input_shape, *args, **kwargs) -> keras.layers.Layer:
+        """``cls(channels, *args)`` without norm and activation, built for `input_shape`."""
+        layer = cls(
             self.channels,
-            kernel_size,
+            *args,
             norm=False,
             activation=None,
-            strides=strides,
             dtype=self.dtype_policy,
             name=name,
+            **kwargs,
         )
         layer.build(input_shape)
         return layer

@@ -151,16 +151,7 @@ class DetectionFPN(FPNNeck):
         """The module after a top-down sum: a 3x3 conv, or HorFPN's gnConv of `block`."""
         if self.block is None:
             return self._module(name, 3, input_shape)
-        layer = GnConvModule(
-            self.channels,
-            self.block,
-            norm=False,
-            activation=None,
-            dtype=self.dtype_policy,
-            name=name,
-        )
-        layer.build(input_shape)
-        return layer
+        return self._plain(GnConvModule, name, input_shape, self.block)
 
     def call(self, inputs):
         inputs = list(inputs)[self.start_level :]
