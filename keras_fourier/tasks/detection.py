@@ -58,7 +58,7 @@ DEFAULT_IMAGE_SIZE = 64
 HEAD_CHANNELS = 64
 HEAD_CONVS = 2
 # What the default job on the digit canvases changes of the "deit" recipe.
-DIGITS_RECIPE = {"epochs": 24, "batch_size": 16, "learning_rate": 1e-3, "warmup_epochs": 1}
+DIGITS_RECIPE = {"epochs": 12, "batch_size": 16, "learning_rate": 1e-3, "warmup_epochs": 1}
 # The anchors' base size of runs on the digit canvases: their 10-32 pixel digits are smaller
 # than the 32-pixel anchors of RetinaNet's COCO setting at P3.
 DIGITS_ANCHOR_SCALE = 2.0
