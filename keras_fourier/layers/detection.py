@@ -332,6 +332,58 @@ def pairwise_iou(boxes1, boxes2):
     return ops.where(union > 0, intersection / ops.maximum(union, 1e-9), 0.0)
 
 
+def image_size(anchors, images, min_level: int):
+    """(width, height) of the input: the `images`', else what the first level's `anchors` cover.
+
+    Args:
+        anchors: the (B, A, 4) "xyxy" anchors, level `min_level` first.
+        images: the (B, H, W, 3) input images, or None.
+        min_level: the level of the first anchors (stride ``2**min_level``).
+
+    Returns:
+        The float32 width and height scalars.
+    """
+    if images is not None:
+        shape = ops.shape(images)
+        return ops.cast(shape[2], "float32"), ops.cast(shape[1], "float32")
+    stride = 2.0**min_level
+    centres = (anchors[0, :, :2] + anchors[0, :, 2:]) / 2
+    extent = ops.max(centres, axis=0) + stride
+    return extent[0], extent[1]
+
+
+def greedy_nms(overlaps, valid):
+    """Greedy non-maximum suppression over candidates sorted by score, batched.
+
+    Candidate ``i`` is kept when it is valid and no kept candidate before it
+    overlaps it (``overlaps[b, j, i] == 1``). The loop runs up to the last
+    valid candidate of the batch, so invalid candidates may sit anywhere.
+
+    Args:
+        overlaps: (B, K, K) 1 where two candidates suppress each other (IoU
+            above the threshold, within one class or level), else 0.
+        valid: (B, K) 1 for a candidate that may be kept, else 0.
+
+    Returns:
+        (B, K) float32: 1 for each kept candidate, else 0.
+    """
+    valid = ops.cast(valid, "float32")
+    count = valid.shape[1]
+    positions = ops.cast(ops.arange(1, count + 1), "float32")
+    steps = ops.cast(ops.max(valid * positions[None, :]), "int32")
+
+    def condition(i, keep):
+        return i < steps
+
+    def body(i, keep):
+        suppressed = ops.max(keep * ops.take(overlaps, i, axis=1), axis=1)
+        kept = ops.take(valid, i, axis=1) * (1.0 - suppressed)
+        return i + 1, keep + ops.one_hot(i, count)[None, :] * kept[:, None]
+
+    _, keep = ops.while_loop(condition, body, (ops.zeros((), "int32"), ops.zeros_like(valid)))
+    return keep
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class DetectionDecoder(keras.layers.Layer):
     """Detections from a raw one-stage output: top-k, per-class NMS, the best `max_detections`.
@@ -392,16 +444,6 @@ class DetectionDecoder(keras.layers.Layer):
         self.max_detections = check_positive_int("max_detections", max_detections)
         self.pre_nms = check_positive_int("pre_nms", pre_nms)
 
-    def _image_size(self, anchors, images):
-        """(width, height) of the input: the images', else what the first level's anchors cover."""
-        if images is not None:
-            shape = ops.shape(images)
-            return ops.cast(shape[2], "float32"), ops.cast(shape[1], "float32")
-        stride = 2.0**self.min_level
-        centres = (anchors[0, :, :2] + anchors[0, :, 2:]) / 2
-        extent = ops.max(centres, axis=0) + stride
-        return extent[0], extent[1]
-
     def call(self, raw, images=None):
         raw = ops.cast(raw, "float32")
         anchors, deltas, logits = split_raw(raw)
@@ -417,13 +459,13 @@ class DetectionDecoder(keras.layers.Layer):
         boxes = decode_boxes(
             ops.take_along_axis(anchors, take, axis=1), ops.take_along_axis(deltas, take, axis=1)
         )
-        width, height = self._image_size(anchors, images)
+        width, height = image_size(anchors, images, self.min_level)
         limit = ops.stack([width, height, width, height])
         boxes = ops.minimum(ops.maximum(boxes, 0.0), limit)
         valid = ops.cast(ops.logical_and(scores > self.score_threshold, has_area(boxes)), "float32")
         same = ops.cast(classes[:, :, None] == classes[:, None, :], "float32")
         overlaps = ops.cast(pairwise_iou(boxes, boxes) > self.iou_threshold, "float32") * same
-        keep = self._greedy(overlaps, valid, candidates)
+        keep = greedy_nms(overlaps, valid)
         ranked = scores * keep - (1.0 - keep)
         top = min(self.max_detections, candidates)
         best, order = ops.top_k(ranked, top)
@@ -444,26 +486,6 @@ class DetectionDecoder(keras.layers.Layer):
             "classes": out_classes,
             "num_detections": ops.cast(ops.sum(kept, axis=1), "int32"),
         }
-
-    @staticmethod
-    def _greedy(overlaps, valid, count: int):
-        """Greedy NMS over candidates sorted by score: (B, K) 1 for each kept one.
-
-        The valid candidates (above the score threshold) are a prefix of the
-        sorted ones, so the loop stops after the longest prefix of the batch.
-        """
-        steps = ops.max(ops.sum(ops.cast(valid, "int32"), axis=1))
-
-        def condition(i, keep):
-            return i < steps
-
-        def body(i, keep):
-            suppressed = ops.max(keep * ops.take(overlaps, i, axis=1), axis=1)
-            kept = ops.take(valid, i, axis=1) * (1.0 - suppressed)
-            return i + 1, keep + ops.one_hot(i, count)[None, :] * kept[:, None]
-
-        _, keep = ops.while_loop(condition, body, (ops.zeros((), "int32"), ops.zeros_like(valid)))
-        return keep
 
     def compute_output_spec(self, raw, images=None):
         batch = raw.shape[0]
