@@ -384,6 +384,61 @@ def greedy_nms(overlaps, valid):
     return keep
 
 
+def decode_candidates(anchors, deltas, index, images, min_level: int):
+    """The boxes of the anchors at `index`, decoded from their deltas and clipped to the image.
+
+    Args:
+        anchors: (B, A, 4) "xyxy" anchors, level `min_level` first.
+        deltas: (B, A, 4) box deltas.
+        index: (B, K) int anchor indices.
+        images: the (B, H, W, 3) input images, or None (see :func:`image_size`).
+        min_level: the level of the first anchors.
+
+    Returns:
+        (B, K, 4) "xyxy" boxes within ``[0, width] x [0, height]``.
+    """
+    take = index[..., None]
+    boxes = decode_boxes(
+        ops.take_along_axis(anchors, take, axis=1), ops.take_along_axis(deltas, take, axis=1)
+    )
+    width, height = image_size(anchors, images, min_level)
+    limit = ops.stack([width, height, width, height])
+    return ops.minimum(ops.maximum(boxes, 0.0), limit)
+
+
+def suppress(boxes, scores, groups, valid, iou_threshold: float, limit: int):
+    """Greedy NMS within groups (classes, levels), then the `limit` best kept candidates.
+
+    Args:
+        boxes: (B, K, 4) "xyxy" candidates, sorted by score.
+        scores: (B, K) their scores, in [0, 1].
+        groups: (B, K) ints; only candidates of one group suppress each other.
+        valid: (B, K) bool: the candidates that may be kept.
+        iou_threshold: the IoU above which a box is dropped.
+        limit: how many to return.
+
+    Returns:
+        ``(boxes, scores, order, kept)``: (B, limit, 4) boxes and (B, limit)
+        scores, best first, zero past the kept ones; the (B, limit) int
+        candidate index of each row and its 1/0 float32 kept flag.
+    """
+    same = ops.cast(groups[:, :, None] == groups[:, None, :], "float32")
+    overlaps = ops.cast(pairwise_iou(boxes, boxes) > iou_threshold, "float32") * same
+    keep = greedy_nms(overlaps, valid)
+    top = min(limit, boxes.shape[1])
+    best, order = ops.top_k(scores * keep - (1.0 - keep), top)
+    kept = ops.cast(best >= 0, "float32")
+    out_boxes = ops.take_along_axis(boxes, order[..., None], axis=1) * kept[..., None]
+    out_scores = ops.take_along_axis(scores, order, axis=1) * kept
+    pad = limit - top
+    if pad:
+        out_boxes = ops.pad(out_boxes, ((0, 0), (0, pad), (0, 0)))
+        out_scores = ops.pad(out_scores, ((0, 0), (0, pad)))
+        order = ops.pad(order, ((0, 0), (0, pad)))
+        kept = ops.pad(kept, ((0, 0), (0, pad)))
+    return out_boxes, out_scores, order, kept
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class DetectionDecoder(keras.layers.Layer):
     """Detections from a raw one-stage output: top-k, per-class NMS, the best `max_detections`.
@@ -455,31 +510,14 @@ class DetectionDecoder(keras.layers.Layer):
         scores, index = ops.top_k(flat, candidates)
         anchor_index = index // num_classes
         classes = index - anchor_index * num_classes
-        take = anchor_index[..., None]
-        boxes = decode_boxes(
-            ops.take_along_axis(anchors, take, axis=1), ops.take_along_axis(deltas, take, axis=1)
+        boxes = decode_candidates(anchors, deltas, anchor_index, images, self.min_level)
+        valid = ops.logical_and(scores > self.score_threshold, has_area(boxes))
+        out_boxes, out_scores, order, kept = suppress(
+            boxes, scores, classes, valid, self.iou_threshold, self.max_detections
         )
-        width, height = image_size(anchors, images, self.min_level)
-        limit = ops.stack([width, height, width, height])
-        boxes = ops.minimum(ops.maximum(boxes, 0.0), limit)
-        valid = ops.cast(ops.logical_and(scores > self.score_threshold, has_area(boxes)), "float32")
-        same = ops.cast(classes[:, :, None] == classes[:, None, :], "float32")
-        overlaps = ops.cast(pairwise_iou(boxes, boxes) > self.iou_threshold, "float32") * same
-        keep = greedy_nms(overlaps, valid)
-        ranked = scores * keep - (1.0 - keep)
-        top = min(self.max_detections, candidates)
-        best, order = ops.top_k(ranked, top)
-        kept = ops.cast(best >= 0, "float32")
-        out_boxes = ops.take_along_axis(boxes, order[..., None], axis=1) * kept[..., None]
-        out_scores = ops.take_along_axis(scores, order, axis=1) * kept
         out_classes = ops.where(
             kept > 0, ops.take_along_axis(ops.cast(classes, "int32"), order, axis=1), -1
         )
-        pad = self.max_detections - top
-        if pad:
-            out_boxes = ops.pad(out_boxes, ((0, 0), (0, pad), (0, 0)))
-            out_scores = ops.pad(out_scores, ((0, 0), (0, pad)))
-            out_classes = ops.pad(out_classes, ((0, 0), (0, pad)), constant_values=-1)
         return {
             "boxes": out_boxes,
             "scores": out_scores,

@@ -10,7 +10,7 @@ import keras
 from keras import ops
 
 from keras_fourier.layers.detection import _check_levels
-from keras_fourier.validation import check_positive_int
+from keras_fourier.validation import check_number, check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -79,15 +79,7 @@ class RoIAlign(keras.layers.Layer):
         super().__init__(**kwargs)
         self.output_size = check_positive_int("output_size", output_size)
         self.min_level = check_positive_int("min_level", min_level)
-        if (
-            not isinstance(finest_scale, (int, float))
-            or isinstance(finest_scale, bool)
-            or not finest_scale > 0
-        ):
-            raise ValueError(
-                f"`finest_scale` must be a positive number. Received: finest_scale={finest_scale!r}"
-            )
-        self.finest_scale = float(finest_scale)
+        self.finest_scale = check_number("finest_scale", finest_scale, low=0, low_open=True)
         self.max_sampling_ratio = check_positive_int("max_sampling_ratio", max_sampling_ratio)
 
     def build(self, features_shape, rois_shape=None):

@@ -13,14 +13,12 @@ from keras import ops
 
 from keras_fourier.layers.detection import (
     _check_levels,
-    decode_boxes,
-    greedy_nms,
+    decode_candidates,
     has_area,
-    image_size,
-    pairwise_iou,
     split_raw,
+    suppress,
 )
-from keras_fourier.validation import check_positive_int, check_rate
+from keras_fourier.validation import check_number, check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -170,15 +168,7 @@ class RPNProposals(keras.layers.Layer):
         self.max_proposals = check_positive_int("max_proposals", max_proposals)
         self.min_level = check_positive_int("min_level", min_level)
         self.num_levels = check_positive_int("num_levels", num_levels)
-        if (
-            not isinstance(anchor_scale, (int, float))
-            or isinstance(anchor_scale, bool)
-            or not anchor_scale > 0
-        ):
-            raise ValueError(
-                f"`anchor_scale` must be a positive number. Received: anchor_scale={anchor_scale!r}"
-            )
-        self.anchor_scale = float(anchor_scale)
+        self.anchor_scale = check_number("anchor_scale", anchor_scale, low=0, low_open=True)
 
     def _levels(self, anchors):
         """(B, A) int32 level index of each anchor, from its size ``anchor_scale * stride``."""
@@ -201,27 +191,12 @@ class RPNProposals(keras.layers.Layer):
         candidates = per_level * self.num_levels
         scores, order = ops.top_k(ops.concatenate(picked_scores, axis=1), candidates)
         index = ops.take_along_axis(ops.concatenate(picked_index, axis=1), order, axis=1)
-        take = index[..., None]
-        boxes = decode_boxes(
-            ops.take_along_axis(anchors, take, axis=1), ops.take_along_axis(deltas, take, axis=1)
-        )
-        width, height = image_size(anchors, images, self.min_level)
-        limit = ops.stack([width, height, width, height])
-        boxes = ops.minimum(ops.maximum(boxes, 0.0), limit)
+        boxes = decode_candidates(anchors, deltas, index, images, self.min_level)
         valid = ops.logical_and(scores >= 0, has_area(boxes))
         levels = ops.take_along_axis(levels, index, axis=1)
-        same = ops.cast(levels[:, :, None] == levels[:, None, :], "float32")
-        overlaps = ops.cast(pairwise_iou(boxes, boxes) > self.iou_threshold, "float32") * same
-        keep = greedy_nms(overlaps, valid)
-        top = min(self.max_proposals, candidates)
-        best, order = ops.top_k(scores * keep - (1.0 - keep), top)
-        kept = ops.cast(best >= 0, "float32")
-        out_boxes = ops.take_along_axis(boxes, order[..., None], axis=1) * kept[..., None]
-        out_scores = ops.take_along_axis(scores, order, axis=1) * kept
-        pad = self.max_proposals - top
-        if pad:
-            out_boxes = ops.pad(out_boxes, ((0, 0), (0, pad), (0, 0)))
-            out_scores = ops.pad(out_scores, ((0, 0), (0, pad)))
+        out_boxes, out_scores, _, kept = suppress(
+            boxes, scores, levels, valid, self.iou_threshold, self.max_proposals
+        )
         return {
             "boxes": out_boxes,
             "scores": out_scores,
