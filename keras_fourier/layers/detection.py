@@ -321,8 +321,8 @@ def has_area(boxes):
 
 def pairwise_iou(boxes1, boxes2):
     """(..., N, M) IoU of "xyxy" (..., N, 4) and (..., M, 4) boxes (0 for empty unions)."""
-    a = boxes1[..., :, None, :]
-    b = boxes2[..., None, :, :]
+    a = ops.convert_to_tensor(boxes1)[..., :, None, :]
+    b = ops.convert_to_tensor(boxes2)[..., None, :, :]
     width = ops.maximum(ops.minimum(a[..., 2], b[..., 2]) - ops.maximum(a[..., 0], b[..., 0]), 0)
     height = ops.maximum(ops.minimum(a[..., 3], b[..., 3]) - ops.maximum(a[..., 1], b[..., 1]), 0)
     intersection = width * height
