@@ -223,3 +223,21 @@ def test_rpn_proposals_are_mmdetections_top_k_per_level_then_nms_per_level():
         np.testing.assert_allclose(out["boxes"][b, :number], boxes, rtol=1e-4, atol=1e-3)
         assert not out["boxes"][b, number:].any() and not out["scores"][b, number:].any()
     assert out["scores"][0, 0] < 0.9999
+
+
+def test_a_model_of_any_input_size_proposes_and_pools_as_the_eager_layers():
+    rng = np.random.default_rng(3)
+    image = keras.Input((None, None, 3))
+    inputs = [keras.Input((None, None, 8)) for _ in range(2)]
+    anchors = AnchorBoxes(min_level=2, anchor_scale=8, scales_per_octave=1)(inputs)
+    raw = keras.ops.concatenate([anchors, RPNHead(channels=8)(inputs)], axis=-1)
+    proposals = RPNProposals(pre_nms=20, max_proposals=10, num_levels=2)(raw, image)
+    pooled = RoIAlign(7, max_sampling_ratio=2)(inputs, proposals["boxes"])
+    model = keras.Model([image, *inputs], [proposals["boxes"], pooled])
+    for height, width in ((64, 48), (32, 40)):
+        maps = [rng.normal(size=(2, height // s, width // s, 8)).astype("float32") for s in (4, 8)]
+        boxes, features = model.predict([np.zeros((2, height, width, 3)), *maps], verbose=0)
+        assert boxes.shape == (2, 10, 4) and (boxes[..., 2:] > boxes[..., :2]).all()
+        assert boxes[..., 2].max() <= width and boxes[..., 3].max() <= height
+        expected = keras.ops.convert_to_numpy(RoIAlign(7, max_sampling_ratio=2)(maps, boxes))
+        np.testing.assert_allclose(features, expected, rtol=1e-4, atol=1e-5)
