@@ -24,6 +24,8 @@ from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
 from keras_fourier.layers.padding import PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
+from keras_fourier.layers.roi import RoIAlign
+from keras_fourier.layers.rpn import RPNHead, RPNProposals
 from keras_fourier.layers.sequence_mixing import LinearMixing, RandomMixing
 
 __all__ = [
@@ -58,8 +60,11 @@ __all__ = [
     "MultiScaleNeck",
     "PeriodicPad2D",
     "PositionEmbedding",
+    "RPNHead",
+    "RPNProposals",
     "RandomMixing",
     "RetinaHead",
+    "RoIAlign",
     "SegFormerHead",
     "SelfAttention",
     "StrideCheck",

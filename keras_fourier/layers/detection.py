@@ -321,8 +321,8 @@ def has_area(boxes):
 
 def pairwise_iou(boxes1, boxes2):
     """(..., N, M) IoU of "xyxy" (..., N, 4) and (..., M, 4) boxes (0 for empty unions)."""
-    a = boxes1[..., :, None, :]
-    b = boxes2[..., None, :, :]
+    a = ops.convert_to_tensor(boxes1)[..., :, None, :]
+    b = ops.convert_to_tensor(boxes2)[..., None, :, :]
     width = ops.maximum(ops.minimum(a[..., 2], b[..., 2]) - ops.maximum(a[..., 0], b[..., 0]), 0)
     height = ops.maximum(ops.minimum(a[..., 3], b[..., 3]) - ops.maximum(a[..., 1], b[..., 1]), 0)
     intersection = width * height
@@ -330,6 +330,113 @@ def pairwise_iou(boxes1, boxes2):
     area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
     union = area_a + area_b - intersection
     return ops.where(union > 0, intersection / ops.maximum(union, 1e-9), 0.0)
+
+
+def image_size(anchors, images, min_level: int):
+    """(width, height) of the input: the `images`', else what the first level's `anchors` cover.
+
+    Args:
+        anchors: the (B, A, 4) "xyxy" anchors, level `min_level` first.
+        images: the (B, H, W, 3) input images, or None.
+        min_level: the level of the first anchors (stride ``2**min_level``).
+
+    Returns:
+        The float32 width and height scalars.
+    """
+    if images is not None:
+        shape = ops.shape(images)
+        return ops.cast(shape[2], "float32"), ops.cast(shape[1], "float32")
+    stride = 2.0**min_level
+    centres = (anchors[0, :, :2] + anchors[0, :, 2:]) / 2
+    extent = ops.max(centres, axis=0) + stride
+    return extent[0], extent[1]
+
+
+def greedy_nms(overlaps, valid):
+    """Greedy non-maximum suppression over candidates sorted by score, batched.
+
+    Candidate ``i`` is kept when it is valid and no kept candidate before it
+    overlaps it (``overlaps[b, j, i] == 1``). The loop runs up to the last
+    valid candidate of the batch, so invalid candidates may sit anywhere.
+
+    Args:
+        overlaps: (B, K, K) 1 where two candidates suppress each other (IoU
+            above the threshold, within one class or level), else 0.
+        valid: (B, K) 1 for a candidate that may be kept, else 0.
+
+    Returns:
+        (B, K) float32: 1 for each kept candidate, else 0.
+    """
+    valid = ops.cast(valid, "float32")
+    count = valid.shape[1]
+    positions = ops.cast(ops.arange(1, count + 1), "float32")
+    steps = ops.cast(ops.max(valid * positions[None, :]), "int32")
+
+    def condition(i, keep):
+        return i < steps
+
+    def body(i, keep):
+        suppressed = ops.max(keep * ops.take(overlaps, i, axis=1), axis=1)
+        kept = ops.take(valid, i, axis=1) * (1.0 - suppressed)
+        return i + 1, keep + ops.one_hot(i, count)[None, :] * kept[:, None]
+
+    _, keep = ops.while_loop(condition, body, (ops.zeros((), "int32"), ops.zeros_like(valid)))
+    return keep
+
+
+def decode_candidates(anchors, deltas, index, images, min_level: int):
+    """The boxes of the anchors at `index`, decoded from their deltas and clipped to the image.
+
+    Args:
+        anchors: (B, A, 4) "xyxy" anchors, level `min_level` first.
+        deltas: (B, A, 4) box deltas.
+        index: (B, K) int anchor indices.
+        images: the (B, H, W, 3) input images, or None (see :func:`image_size`).
+        min_level: the level of the first anchors.
+
+    Returns:
+        (B, K, 4) "xyxy" boxes within ``[0, width] x [0, height]``.
+    """
+    take = index[..., None]
+    boxes = decode_boxes(
+        ops.take_along_axis(anchors, take, axis=1), ops.take_along_axis(deltas, take, axis=1)
+    )
+    width, height = image_size(anchors, images, min_level)
+    limit = ops.stack([width, height, width, height])
+    return ops.minimum(ops.maximum(boxes, 0.0), limit)
+
+
+def suppress(boxes, scores, groups, valid, iou_threshold: float, limit: int):
+    """Greedy NMS within groups (classes, levels), then the `limit` best kept candidates.
+
+    Args:
+        boxes: (B, K, 4) "xyxy" candidates, sorted by score.
+        scores: (B, K) their scores, in [0, 1].
+        groups: (B, K) ints; only candidates of one group suppress each other.
+        valid: (B, K) bool: the candidates that may be kept.
+        iou_threshold: the IoU above which a box is dropped.
+        limit: how many to return.
+
+    Returns:
+        ``(boxes, scores, order, kept)``: (B, limit, 4) boxes and (B, limit)
+        scores, best first, zero past the kept ones; the (B, limit) int
+        candidate index of each row and its 1/0 float32 kept flag.
+    """
+    same = ops.cast(groups[:, :, None] == groups[:, None, :], "float32")
+    overlaps = ops.cast(pairwise_iou(boxes, boxes) > iou_threshold, "float32") * same
+    keep = greedy_nms(overlaps, valid)
+    top = min(limit, boxes.shape[1])
+    best, order = ops.top_k(scores * keep - (1.0 - keep), top)
+    kept = ops.cast(best >= 0, "float32")
+    out_boxes = ops.take_along_axis(boxes, order[..., None], axis=1) * kept[..., None]
+    out_scores = ops.take_along_axis(scores, order, axis=1) * kept
+    pad = limit - top
+    if pad:
+        out_boxes = ops.pad(out_boxes, ((0, 0), (0, pad), (0, 0)))
+        out_scores = ops.pad(out_scores, ((0, 0), (0, pad)))
+        order = ops.pad(order, ((0, 0), (0, pad)))
+        kept = ops.pad(kept, ((0, 0), (0, pad)))
+    return out_boxes, out_scores, order, kept
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -392,16 +499,6 @@ class DetectionDecoder(keras.layers.Layer):
         self.max_detections = check_positive_int("max_detections", max_detections)
         self.pre_nms = check_positive_int("pre_nms", pre_nms)
 
-    def _image_size(self, anchors, images):
-        """(width, height) of the input: the images', else what the first level's anchors cover."""
-        if images is not None:
-            shape = ops.shape(images)
-            return ops.cast(shape[2], "float32"), ops.cast(shape[1], "float32")
-        stride = 2.0**self.min_level
-        centres = (anchors[0, :, :2] + anchors[0, :, 2:]) / 2
-        extent = ops.max(centres, axis=0) + stride
-        return extent[0], extent[1]
-
     def call(self, raw, images=None):
         raw = ops.cast(raw, "float32")
         anchors, deltas, logits = split_raw(raw)
@@ -413,57 +510,20 @@ class DetectionDecoder(keras.layers.Layer):
         scores, index = ops.top_k(flat, candidates)
         anchor_index = index // num_classes
         classes = index - anchor_index * num_classes
-        take = anchor_index[..., None]
-        boxes = decode_boxes(
-            ops.take_along_axis(anchors, take, axis=1), ops.take_along_axis(deltas, take, axis=1)
+        boxes = decode_candidates(anchors, deltas, anchor_index, images, self.min_level)
+        valid = ops.logical_and(scores > self.score_threshold, has_area(boxes))
+        out_boxes, out_scores, order, kept = suppress(
+            boxes, scores, classes, valid, self.iou_threshold, self.max_detections
         )
-        width, height = self._image_size(anchors, images)
-        limit = ops.stack([width, height, width, height])
-        boxes = ops.minimum(ops.maximum(boxes, 0.0), limit)
-        valid = ops.cast(ops.logical_and(scores > self.score_threshold, has_area(boxes)), "float32")
-        same = ops.cast(classes[:, :, None] == classes[:, None, :], "float32")
-        overlaps = ops.cast(pairwise_iou(boxes, boxes) > self.iou_threshold, "float32") * same
-        keep = self._greedy(overlaps, valid, candidates)
-        ranked = scores * keep - (1.0 - keep)
-        top = min(self.max_detections, candidates)
-        best, order = ops.top_k(ranked, top)
-        kept = ops.cast(best >= 0, "float32")
-        out_boxes = ops.take_along_axis(boxes, order[..., None], axis=1) * kept[..., None]
-        out_scores = ops.take_along_axis(scores, order, axis=1) * kept
         out_classes = ops.where(
             kept > 0, ops.take_along_axis(ops.cast(classes, "int32"), order, axis=1), -1
         )
-        pad = self.max_detections - top
-        if pad:
-            out_boxes = ops.pad(out_boxes, ((0, 0), (0, pad), (0, 0)))
-            out_scores = ops.pad(out_scores, ((0, 0), (0, pad)))
-            out_classes = ops.pad(out_classes, ((0, 0), (0, pad)), constant_values=-1)
         return {
             "boxes": out_boxes,
             "scores": out_scores,
             "classes": out_classes,
             "num_detections": ops.cast(ops.sum(kept, axis=1), "int32"),
         }
-
-    @staticmethod
-    def _greedy(overlaps, valid, count: int):
-        """Greedy NMS over candidates sorted by score: (B, K) 1 for each kept one.
-
-        The valid candidates (above the score threshold) are a prefix of the
-        sorted ones, so the loop stops after the longest prefix of the batch.
-        """
-        steps = ops.max(ops.sum(ops.cast(valid, "int32"), axis=1))
-
-        def condition(i, keep):
-            return i < steps
-
-        def body(i, keep):
-            suppressed = ops.max(keep * ops.take(overlaps, i, axis=1), axis=1)
-            kept = ops.take(valid, i, axis=1) * (1.0 - suppressed)
-            return i + 1, keep + ops.one_hot(i, count)[None, :] * kept[:, None]
-
-        _, keep = ops.while_loop(condition, body, (ops.zeros((), "int32"), ops.zeros_like(valid)))
-        return keep
 
     def compute_output_spec(self, raw, images=None):
         batch = raw.shape[0]
