@@ -33,7 +33,7 @@ from keras_fourier.data.detection import (
 from keras_fourier.data.segmentation import digit_canvas
 from keras_fourier.detection import coco_evaluate, coco_results
 from keras_fourier.limits import MAX_MEMORY_ENV
-from tests.test_memory_bounds import PEAK_RSS_BYTES
+from tests.test_memory_bounds import HIGH_WATER, PEAK_RSS_BYTES
 
 
 def _collect(dataset):
@@ -320,8 +320,10 @@ def test_missing_images_empty_splits_and_unreadable_files(tmp_path):
         load_detection_dataset(f"coco:{crowd_only}", "train", batch_size=1)
 
 
-_CHILD = """
-import json, os, resource, sys
+_CHILD = (
+    HIGH_WATER
+    + """
+import json, os, sys
 from keras_fourier.data.coco_json import read_coco_json
 results = []
 for file, ceiling in json.loads(sys.argv[1]):
@@ -333,9 +335,9 @@ for file, ceiling in json.loads(sys.argv[1]):
         results.append("read")
     except ValueError as error:
         results.append(str(error))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"results": results, "peak": peak}))
+print(json.dumps({"results": results, "peak": high_water()}))
 """
+)
 
 
 def test_hostile_coco_json_is_refused_within_bounded_memory(tmp_path):

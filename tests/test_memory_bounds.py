@@ -45,8 +45,27 @@ TINY = {"hidden_size": 64, "num_layers": 2, "intermediate_size": 128}
 
 # Each probe is a command's argv, or a public call {"call": "module:function", "kwargs": {...}}
 # whose ValueError is its one line (status "ValueError").
-_CHILD = """
-import contextlib, importlib, io, json, resource, sys
+# A child process's own peak resident bytes: /proc's VmHWM starts anew at exec, where
+# ru_maxrss keeps the forking parent's (a pytest worker's, gigabytes after other tests).
+HIGH_WATER = """
+import resource
+
+
+def high_water():
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+"""
+
+_CHILD = (
+    HIGH_WATER
+    + """
+import contextlib, importlib, io, json, sys
 from keras_fourier import cli
 results = []
 for argv in json.loads(sys.argv[1]):
@@ -64,11 +83,11 @@ for argv in json.loads(sys.argv[1]):
         except ValueError as error:
             status = "ValueError"
             print(error, file=sys.stderr)
-    peak_so_far = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak_so_far = high_water()
     results.append({"argv": argv, "status": status, "err": err.getvalue(), "peak": peak_so_far})
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"results": results, "peak": peak}))
+print(json.dumps({"results": results, "peak": high_water()}))
 """
+)
 
 
 def run_probes(probes: list) -> dict:
