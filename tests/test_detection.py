@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_fourier
 from keras_fourier import detection
 from keras_fourier.layers import AnchorBoxes, DetectionDecoder, RetinaHead
 from keras_fourier.layers.detection import decode_boxes, pairwise_iou
@@ -156,7 +157,7 @@ def test_retinanet_trains_and_detects_a_box_after_fitting_one_batch():
 
 
 def test_retinanet_takes_any_size_the_stride_divides_and_refuses_others():
-    model = detection.RetinaNet("hornet_t_7x7", 4, channels=16, stacked_convs=1)
+    model = detection.RetinaNet("gfnet_tiny", 4, channels=16, stacked_convs=1)
     raw = model(np.zeros((1, 64, 96, 3), "float32"))
     assert tuple(raw.shape) == (1, 9 * (8 * 12 + 4 * 6 + 2 * 3 + 1 * 2 + 1 * 1), 12)
     with pytest.raises(ValueError, match=r"Received: neck='bifpn'$"):
@@ -194,13 +195,21 @@ def test_a_saved_retinanet_loads_with_the_same_outputs(tmp_path):
 def test_keras_hub_retinanet_takes_a_package_backbone_unchanged():
     import keras_hub
 
-    encoder = detection.image_encoder("hornet_t_7x7", input_shape=(64, 64, 3))
+    # A small hierarchical composition (HorNet's gnConv mixer, four stages).
+    hierarchical = keras_fourier.build_model(
+        "gnconv",
+        depths=[1, 1, 1, 1],
+        dims=[8, 16, 32, 64],
+        include_top=False,
+        input_shape=(64, 64, 3),
+    )
+    encoder = detection.image_encoder(hierarchical, input_shape=(64, 64, 3))
     assert sorted(encoder.pyramid_outputs) == ["P2", "P3", "P4", "P5"]
     assert [tuple(t.shape) for t in encoder.pyramid_outputs.values()] == [
-        (None, 16, 16, 64),
-        (None, 8, 8, 128),
-        (None, 4, 4, 256),
-        (None, 2, 2, 512),
+        (None, 16, 16, 8),
+        (None, 8, 8, 16),
+        (None, 4, 4, 32),
+        (None, 2, 2, 64),
     ]
     backbone = keras_hub.models.RetinaNetBackbone(
         image_encoder=encoder, min_level=3, max_level=7, use_p5=False, image_shape=(64, 64, 3)

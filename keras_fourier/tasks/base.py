@@ -174,6 +174,49 @@ def run_splits(
     return train_split, validation_split
 
 
+def split_lines(
+    config: TrainConfig,
+    train_split: str,
+    validation_split: str,
+    count: Callable[[str, str, str | None], int | None],
+) -> dict[str, str]:
+    """The header's line of each split of an image run: its name and image count.
+
+    Args:
+        config: the run's settings (its data, data directory and test split).
+        train_split: the run's train split.
+        validation_split: the run's validation split.
+        count: (data, split, data_dir) -> the split's images, or None when unknown.
+
+    Returns:
+        {"train"|"validation"|"test": "'<split>', <count> images"} ("?" for unknown).
+    """
+    lines = {}
+    for role, split in (
+        ("train", train_split),
+        ("validation", validation_split),
+        ("test", config.eval_split),
+    ):
+        images = count(config.data, split, config.data_dir)
+        lines[role] = f"{split!r}, {'?' if images is None else f'{images:,}'} images"
+    return lines
+
+
+def image_input_size(model: keras.Model, data: str, task: str, default: int) -> int:
+    """The input height of an image model scored on `data` by `task` (`default` for any size).
+
+    Raises:
+        ValueError: `model` does not take (B, H, W, C) images.
+    """
+    shape = model.input_shape
+    if not isinstance(shape, tuple) or len(shape) != 4:
+        raise ValueError(
+            f"Model {model.name!r} does not take images but data {data!r} is a {task} source. "
+            f"Received: input_shape={shape}"
+        )
+    return shape[1] or default
+
+
 class Task(abc.ABC):
     """What a kind of model trains on, is scored with and predicts (see the module docstring).
 

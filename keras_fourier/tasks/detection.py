@@ -46,7 +46,15 @@ from keras_fourier.detection.evaluation import coco_results
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers.detection import RAW_BOX_COLUMNS
 from keras_fourier.model_record import CLASS_NAMES_KEY
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData, run_splits
+from keras_fourier.tasks.base import (
+    EvaluationRequest,
+    PredictRequest,
+    Task,
+    TaskData,
+    image_input_size,
+    run_splits,
+    split_lines,
+)
 from keras_fourier.tasks.segmentation import backbone, palette
 
 if TYPE_CHECKING:
@@ -195,27 +203,15 @@ class Detection(Task):
         )
         train = self._pipeline(config, train_split, training=True)
         validation = self._pipeline(config, validation_split, training=False)
-        splits = {}
-        for role, split in (
-            ("train", train_split),
-            ("validation", validation_split),
-            ("test", config.eval_split),
-        ):
-            count = count_detection_examples(config.data, split, config.data_dir)
-            splits[role] = f"{split!r}, {'?' if count is None else f'{count:,}'} images"
+        splits = split_lines(config, train_split, validation_split, count_detection_examples)
         return TaskData(train, validation, self.num_classes(config.data, config.data_dir), splits)
 
     def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
-        shape = model.input_shape
-        if not isinstance(shape, tuple) or len(shape) != 4:
-            raise ValueError(
-                f"Model {model.name!r} does not take images but data {request.data!r} is a "
-                f"detection source. Received: input_shape={shape}"
-            )
+        size = image_input_size(model, request.data, "detection", DEFAULT_IMAGE_SIZE)
         return load_detection_dataset(
             request.data,
             request.split,
-            image_size=shape[1] or DEFAULT_IMAGE_SIZE,
+            image_size=size,
             batch_size=request.batch_size,
             training=False,
             max_boxes=MAX_BOXES,

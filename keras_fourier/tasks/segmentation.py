@@ -51,7 +51,15 @@ from keras_fourier.models.builder import build_model
 from keras_fourier.models.names import VISION_PRESETS, canonical_name
 from keras_fourier.run_folder import resolve_model_file
 from keras_fourier.segmentation import UPerNet
-from keras_fourier.tasks.base import EvaluationRequest, PredictRequest, Task, TaskData, run_splits
+from keras_fourier.tasks.base import (
+    EvaluationRequest,
+    PredictRequest,
+    Task,
+    TaskData,
+    image_input_size,
+    run_splits,
+    split_lines,
+)
 from keras_fourier.weights.saved import load_keras_file
 
 if TYPE_CHECKING:
@@ -292,27 +300,15 @@ class Segmentation(Task):
         validation = load_segmentation_dataset(
             config.data, validation_split, training=False, **options
         )
-        splits = {}
-        for role, split in (
-            ("train", train_split),
-            ("validation", validation_split),
-            ("test", config.eval_split),
-        ):
-            count = count_segmentation_examples(config.data, split, config.data_dir)
-            splits[role] = f"{split!r}, {'?' if count is None else f'{count:,}'} images"
+        splits = split_lines(config, train_split, validation_split, count_segmentation_examples)
         return TaskData(train, validation, self.num_classes(config.data, config.data_dir), splits)
 
     def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
-        shape = model.input_shape
-        if not isinstance(shape, tuple) or len(shape) != 4:
-            raise ValueError(
-                f"Model {model.name!r} does not take images but data {request.data!r} is a "
-                f"segmentation source. Received: input_shape={shape}"
-            )
+        size = image_input_size(model, request.data, "segmentation", DEFAULT_IMAGE_SIZE)
         return load_segmentation_dataset(
             request.data,
             request.split,
-            image_size=shape[1] or DEFAULT_IMAGE_SIZE,
+            image_size=size,
             batch_size=request.batch_size,
             training=False,
             data_dir=request.data_dir,
