@@ -50,6 +50,14 @@ def test_detection_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "detects 2 classes but data 'digits' has 10" in error[0], error
 
+    broken = tmp_path / "broken.png"
+    broken.write_bytes((data / "test" / "test0.png").read_bytes()[:60])
+    refused = tmp_path / "refused"
+    assert main(["predict", str(broken), "--model", str(out), "--out", str(refused)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "broken.png" in error[0], error
+    assert not refused.exists()
+
     images = [str(data / "test" / "test0.png"), str(data / "test" / "test1.png")]
     predictions = tmp_path / "predictions"
     assert main(["predict", *images, "--model", str(out), "--out", str(predictions)]) == 0

@@ -318,7 +318,6 @@ class Detection(Task):
         names = request.record.get(CLASS_NAMES_KEY) or [str(index) for index in range(num_classes)]
         category_ids = request.record.get(CATEGORY_IDS_KEY) or list(range(1, num_classes + 1))
         decoding = detector(model)
-        os.makedirs(request.out, exist_ok=True)
         lines = []
         for image_id, path in enumerate(request.inputs):
             image = read_image_file(path)
@@ -343,6 +342,7 @@ class Detection(Task):
                 result["file_name"] = os.path.basename(path)
             stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
             drawn = _draw(image.numpy(), found[found[:, 4] > DRAW_SCORE], names)
+            os.makedirs(request.out, exist_ok=True)
             atomic_write_bytes(
                 stem + "_detections.json", json.dumps(results, indent=1).encode("utf-8")
             )
