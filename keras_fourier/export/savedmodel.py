@@ -20,8 +20,9 @@ from keras_fourier.export.journal import Transaction, recover
 from keras_fourier.export.parity import (
     TOLERANCES,
     check_tolerance,
-    match_detections,
+    mask_iou,
     max_abs_diff,
+    pair_detections,
 )
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
@@ -64,12 +65,15 @@ class SavedModelReport:
             detector, the largest difference of matched boxes over the image size.
         detections: for a detector, {signature name: how many of Keras's
             detections it matched}; else empty.
+        mask_iou: for a two-stage detector, {signature name: the IoU of the
+            matched detections' pasted masks with Keras's}; else empty.
     """
 
     path: str
     signatures: str
     max_abs_diff: dict[str, float]
     detections: dict[str, str] = dataclasses.field(default_factory=dict)
+    mask_iou: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: the version directory written."""
@@ -82,6 +86,7 @@ class SavedModelReport:
                 f"Parity {name}: {self.detections[name]} (same class, boxes within "
                 f"{TOLERANCES['detection']:g} of the image size; max box difference "
                 f"{diff:.3g} of the image size)"
+                + (f", IoU of their masks {self.mask_iou[name]:.4f}" if self.mask_iou else "")
                 for name, diff in self.max_abs_diff.items()
             ]
         return [
@@ -183,12 +188,13 @@ def _sample_image_bytes(images: np.ndarray) -> tf.Tensor:
 
 def _check_parity(
     directory: str, serving: ServingModel, transform: keras.layers.Pipeline | None
-) -> tuple[dict[str, float], dict[str, str]]:
+) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
     """Reloads the SavedModel, runs every signature on samples, compares with Keras.
 
     Returns:
         ({signature: max |SavedModel - Keras|}, {signature: detections
-        matched} for a detector, else {}).
+        matched} for a detector, else {}, {signature: IoU of the matched
+        masks} for a two-stage detector, else {}).
     """
     loaded = tf.saved_model.load(directory)
     samples = sample_inputs(serving)
@@ -230,7 +236,7 @@ def _check_parity(
         check_tolerance(
             diff, TOLERANCES["saved_model"], f"reloaded SavedModel's {name!r} signature"
         )
-    return diffs, {}
+    return diffs, {}, {}
 
 
 def _check_detections(
@@ -238,11 +244,12 @@ def _check_detections(
     serving: ServingModel,
     transform: keras.layers.Layer,
     samples: dict[str, np.ndarray],
-) -> tuple[dict[str, float], dict[str, str]]:
-    """A detector's signatures against the Keras decoder: (box differences, detections matched).
+) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
+    """A detector's signatures against Keras: (box differences, detections matched, mask IoUs).
 
     ``serving_default`` on the samples, ``serving_bytes`` on a PNG and a
-    JPEG of them, its boxes compared in the pixels of each sent image.
+    JPEG of them, its boxes (and a two-stage detector's masks) compared in
+    the pixels of each sent image.
     """
     ((name, images),) = samples.items()
     height, width = serving.image_size
@@ -261,14 +268,17 @@ def _check_detections(
             np.max(sizes.numpy(), axis=1),
         ),
     }
-    diffs, matched = {}, {}
+    diffs, matched, masks = {}, {}, {}
     for signature, (actual, expected, extents) in runs.items():
         expected = {key: np.asarray(value) for key, value in expected.items()}
-        diffs[signature], hits, total = match_detections(
-            actual, expected, extents, serving.detection, f"The reloaded SavedModel's {signature!r}"
+        converted = f"The reloaded SavedModel's {signature!r}"
+        diffs[signature], pairs, total = pair_detections(
+            actual, expected, extents, serving.detection, converted
         )
-        matched[signature] = f"{hits} of {total} Keras detections matched"
-    return diffs, matched
+        matched[signature] = f"{len(pairs)} of {total} Keras detections matched"
+        if serving.two_stage:
+            masks[signature] = mask_iou(actual, expected, pairs, converted)
+    return diffs, matched, masks
 
 
 def describe_saved_model(path: str | os.PathLike) -> str:
@@ -431,7 +441,7 @@ def saved_model(
     try:
         with Transaction(export_dir) as staging:
             archive.write_out(os.path.join(staging.path, "version"), verbose=False)
-            diffs, detections = _check_parity(
+            diffs, detections, masks = _check_parity(
                 os.path.join(staging.path, "version"), serving, transform
             )
             staging.commit([("version", target)], overwrite=overwrite)
@@ -445,6 +455,7 @@ def saved_model(
         signatures=describe_saved_model(target),
         max_abs_diff=diffs,
         detections=detections,
+        mask_iou=masks,
     )
     if verbose:
         print(report.summary())
