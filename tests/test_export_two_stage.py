@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
+import pathlib
 import re
 
 import keras
@@ -15,16 +14,17 @@ import tensorflow as tf
 from keras_fourier import cli
 from keras_fourier import export as exports
 from keras_fourier.detection import CascadeMaskRCNN, MaskRCNN, paste_masks
-from keras_fourier.export.parity import mask_iou, pair_detections
+from keras_fourier.export.parity import mask_iou, match_detections
 from keras_fourier.model_record import TASK_KEY
 from keras_fourier.training.callbacks import save_model
+from tests.harness import export_run_model
 
 SIZE = 64
 CLASSES = 3
 
 
 def _tiny(builder=MaskRCNN) -> keras.Model:
-    """A tiny two-stage detector whose classes and masks are confident, not near 1/4 and 1/2."""
+    """A tiny two-stage detector whose scores differ from RoI to RoI, masks far from 1/2."""
     keras.utils.set_random_seed(0)
     model = builder(
         "gfnet_tiny",
@@ -38,8 +38,13 @@ def _tiny(builder=MaskRCNN) -> keras.Model:
     )
     rng = np.random.default_rng(0)
     head = model.get_layer("roi_head")
-    for layer in [h.fc_cls for h in head.bbox_heads] + [h.conv_logits for h in head.mask_heads]:
-        layer.kernel.assign(rng.normal(0, 1.0, layer.kernel.shape).astype("float32"))
+    for layer in head.bbox_heads:  # class logits of RoIs far apart, background's 0
+        kernel = rng.normal(0, 0.03, layer.fc_cls.kernel.shape).astype("float32")
+        kernel[:, -1] = 0.0
+        layer.fc_cls.kernel.assign(kernel)
+    for layer in head.mask_heads:
+        kernel = layer.conv_logits.kernel
+        kernel.assign(rng.normal(0, 1.0, kernel.shape).astype("float32"))
     return model
 
 
@@ -64,8 +69,9 @@ def _assert_same(served, expected, size: int, model: keras.Model) -> int:
     np.testing.assert_array_equal(served["num_detections"], expected["num_detections"])
     sizes = np.full(len(served["num_detections"]), size)
     head = model.get_layer("roi_head")
-    _, pairs, total = pair_detections(served, expected, sizes, head, "Export")
-    assert len(pairs) == total
+    pairs = []
+    _, matched, total = match_detections(served, expected, sizes, head, "Export", pairs=pairs)
+    assert matched == total
     assert mask_iou(served, expected, pairs, "Export") == 1.0
     for image, keras_row, served_row in pairs:
         np.testing.assert_allclose(
@@ -81,13 +87,8 @@ def exported(tmp_path_factory):
     """The run's model.keras of a tiny Mask R-CNN, exported by `keras-fourier export`."""
     model = _tiny()
     root = tmp_path_factory.mktemp("two_stage")
-    save_model(model, root / "model.keras", {TASK_KEY: "instance_segmentation"})
-    out = root / "models"
-    argv = ["export", str(root / "model.keras"), "--format", "saved_model", "--out", str(out)]
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        assert cli.main(argv) == 0
-    return model, root, out, buffer.getvalue()
+    out, printed = export_run_model(model, root, "instance_segmentation", "saved_model")
+    return model, root, pathlib.Path(out), printed
 
 
 def test_cli_export_of_a_two_stage_detector_serves_detections_and_pasted_masks(exported):

@@ -76,6 +76,9 @@ MASKS = "masks"
 MASK_PROBABILITIES = "mask_probabilities"
 # mmdetection's mask_thr_binary: a pasted mask holds the pixels of at least this probability.
 MASK_THRESHOLD = 0.5
+# The largest sent image (height * width) a two-stage detector's serving_bytes pastes masks
+# into: 100 detections take about 600 bytes per pixel while pasted (2.4 GB at this size).
+MASK_MAX_PIXELS = 4_000_000
 # How far a matched box may be from Keras's, per coordinate, as a fraction of the image size.
 BOX_TOLERANCE = 1e-3
 

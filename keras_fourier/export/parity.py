@@ -204,13 +204,13 @@ def _compare_detections(
                 "nothing was written."
             )
         sizes = np.full(len(images), max(images.shape[1:3]), dtype=np.float64)
-        converted = f"The {runtime} model"
-        diff, pairs, found = pair_detections(
-            actual, expected, sizes, reference.detection, converted, strict
+        converted, pairs = f"The {runtime} model", []
+        diff, hits, found = match_detections(
+            actual, expected, sizes, reference.detection, converted, strict, pairs
         )
         if reference.two_stage:
             mask_iou(actual, expected, pairs, converted, strict)
-        max_diff, matched, total = max(max_diff, diff), matched + len(pairs), total + found
+        max_diff, matched, total = max(max_diff, diff), matched + hits, total + found
         count += len(images)
     return max_diff, (matched / total if total else 1.0), count
 
@@ -222,6 +222,7 @@ def match_detections(
     decoder: Any,
     converted: str,
     strict: bool = True,
+    pairs: list[tuple[int, int, int]] | None = None,
 ) -> tuple[float, int, int]:
     """Matches an exported model's detections with Keras's, image by image.
 
@@ -242,6 +243,9 @@ def match_detections(
         converted: the exported model, named in the error ("The LiteRT model").
         strict: raise for a detection without a match. Default True; False
             counts it (a quantized model).
+        pairs: a list to which each match is appended as (image, row of
+            Keras's detection, row of the exported one), for
+            :func:`mask_iou`. Default None.
 
     Returns:
         (max coordinate difference of matched boxes over the image size,
@@ -255,24 +259,9 @@ def match_detections(
         >>> match_detections(keras_out, keras_out, np.array([64]), decoder, "The copy")
         (0.0, 12, 12)
     """
-    worst, pairs, total = pair_detections(actual, expected, sizes, decoder, converted, strict)
-    return worst, len(pairs), total
-
-
-def pair_detections(
-    actual: dict[str, np.ndarray],
-    expected: dict[str, np.ndarray],
-    sizes: np.ndarray,
-    decoder: Any,
-    converted: str,
-    strict: bool = True,
-) -> tuple[float, list[tuple[int, int, int]], int]:
-    """:func:`match_detections` with its matches: (difference, pairs, Keras detections).
-
-    Each pair is (image, row of Keras's detection, row of the exported one).
-    """
     actual = {key: np.asarray(value) for key, value in actual.items()}
-    worst, pairs, total = 0.0, [], 0
+    pairs = [] if pairs is None else pairs
+    worst, matched, total = 0.0, 0, 0
     for image, size in enumerate(sizes):
         mine = _detections(actual, image)
         theirs = _detections(expected, image)
@@ -294,7 +283,7 @@ def pair_detections(
                 best = int(np.argmin(gaps))
                 if gaps[best] <= BOX_TOLERANCE:
                     free[candidates[best]] = False
-                    worst = max(worst, float(gaps[best]))
+                    worst, matched = max(worst, float(gaps[best])), matched + 1
                     pairs.append((image, row, int(candidates[best])))
                     continue
             if strict and not marginal(float(score)):
@@ -311,7 +300,7 @@ def pair_detections(
                     f"{image} where Keras detects nothing of that class nearby; nothing was "
                     "written."
                 )
-    return worst, pairs, total
+    return worst, matched, total
 
 
 def mask_iou(
@@ -326,7 +315,7 @@ def mask_iou(
     Args:
         actual: the exported model's outputs, "masks" (B, D, H, W) 0/1.
         expected: Keras's.
-        pairs: matched detections, from :func:`pair_detections`.
+        pairs: matched detections, from :func:`match_detections`.
         converted: the exported model, named in the error.
         strict: raise below :data:`MASK_IOU`. Default True.
 

@@ -15,14 +15,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_fourier.data.augment import eval_transform
 from keras_fourier.data.checks import header_image_size
-from keras_fourier.export.detections import to_image_pixels
+from keras_fourier.export.detections import MASK_MAX_PIXELS, to_image_pixels
 from keras_fourier.export.journal import Transaction, recover
 from keras_fourier.export.parity import (
     TOLERANCES,
     check_tolerance,
     mask_iou,
+    match_detections,
     max_abs_diff,
-    pair_detections,
 )
 from keras_fourier.export.signatures import (
     BYTES_INPUT,
@@ -161,7 +161,9 @@ def _add_endpoints(
         transform = eval_transform((height, width), crop_pct)
 
     def serve_bytes(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        outputs = serve(decode_images(image_bytes, transform, height, width, max_pixels))
+        # A two-stage detector pastes 100 masks at the image's size: fewer pixels.
+        limit = min(max_pixels, MASK_MAX_PIXELS) if serving.two_stage else max_pixels
+        outputs = serve(decode_images(image_bytes, transform, height, width, limit))
         if serving.detection is not None:  # boxes in the pixels of each sent image
             sizes = tf.map_fn(header_image_size, image_bytes, fn_output_signature=tf.int64)
             return to_image_pixels(outputs, sizes, height, width)
@@ -271,11 +273,11 @@ def _check_detections(
     diffs, matched, masks = {}, {}, {}
     for signature, (actual, expected, extents) in runs.items():
         expected = {key: np.asarray(value) for key, value in expected.items()}
-        converted = f"The reloaded SavedModel's {signature!r}"
-        diffs[signature], pairs, total = pair_detections(
-            actual, expected, extents, serving.detection, converted
+        converted, pairs = f"The reloaded SavedModel's {signature!r}", []
+        diffs[signature], hits, total = match_detections(
+            actual, expected, extents, serving.detection, converted, pairs=pairs
         )
-        matched[signature] = f"{len(pairs)} of {total} Keras detections matched"
+        matched[signature] = f"{hits} of {total} Keras detections matched"
         if serving.two_stage:
             masks[signature] = mask_iou(actual, expected, pairs, converted)
     return diffs, matched, masks
@@ -404,7 +406,9 @@ def saved_model(
         crop_pct: centre-crop fraction of ``serving_bytes``, in (0, 1].
             Default 0.875.
         max_pixels: largest image (height * width) ``serving_bytes``
-            decodes. Default 40 million (`MAX_IMAGE_PIXELS`).
+            decodes. Default 40 million (`MAX_IMAGE_PIXELS`); at most
+            4 million for a two-stage detector, whose masks are pasted at
+            the image's size (`MASK_MAX_PIXELS`).
         sequence_length: the length a text model that takes any length
             (``FNet(sequence_length=None)``) is exported at; None (default)
             for models of fixed input shapes.
