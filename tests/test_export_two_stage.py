@@ -133,6 +133,12 @@ def test_saved_model_matches_keras_on_images_and_encoded_images(exported, tmp_pa
     resized = tf.image.resize(pixels[None], (SIZE, SIZE)).numpy()
     expected = _keras_outputs(model, resized, (width / SIZE, height / SIZE), (height, width))
     assert _assert_same(served, expected, width, model) > 0
+    # 100 masks pasted at 2001 x 2000 would take gigabytes: refused from the header.
+    large = tf.io.encode_png(tf.zeros((2001, 2000, 3), tf.uint8))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"\[2001\] \[x\] \[2000\] \[> 4000000 pixels"
+    ):
+        loaded.signatures["serving_bytes"](image_bytes=tf.stack([large]))
 
 
 def test_tflite_and_onnx_of_a_cascade_are_refused_naming_the_op(tmp_path, capsys):
