@@ -301,6 +301,7 @@ class _CocoExamples:
     annotations: CocoAnnotations
     files: list[str]
     rows: list[np.ndarray]
+    positions: list[int]  # each file's image index in `annotations`
 
 
 def _reference_annotations(path: str) -> CocoAnnotations:
@@ -326,8 +327,10 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
         )
     keep = _carved(len(annotations.image_ids), where.carve, where.image_folder == path)
     folder = os.path.realpath(where.image_folder)
-    files, rows = [], []
-    for name, boxes, kept in zip(annotations.file_names, annotations.rows, keep, strict=True):
+    files, rows, positions = [], [], []
+    for position, (name, boxes, kept) in enumerate(
+        zip(annotations.file_names, annotations.rows, keep, strict=True)
+    ):
         if not kept:
             continue
         file = os.path.realpath(os.path.join(folder, name))
@@ -338,6 +341,7 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
             )
         files.append(file)
         rows.append(boxes)
+        positions.append(position)
     missing = [file for file in files if not os.path.isfile(file)]
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
@@ -346,7 +350,7 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
             f"{where.annotation_file!r} are missing from {where.image_folder!r}. "
             f"Received: missing={shown}"
         )
-    return _CocoExamples(annotations, files, rows)
+    return _CocoExamples(annotations, files, rows, positions)
 
 
 # ----------------------------------------------------------------------------- public helpers
