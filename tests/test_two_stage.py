@@ -522,6 +522,7 @@ def test_mask_rcnn_gives_its_trunk_in_training_and_refuses_bad_arguments():
     assert head.num_stages == 1 and head.box_loss == "l1" and head.match_low_quality
     assert head.bbox_heads[0].get_config()["num_shared_fcs"] == 2 and not head.bbox_heads[0].norm
     assert model.proposals.train_max_proposals == 1000 and model.proposals.box_loss == "l1"
+    assert model.proposals.allowed_border == -1
     images = np.random.default_rng(12).uniform(0, 255, (2, 64, 96, 3)).astype("float32")
     _check_detections(model.predict(images, verbose=0), 64, 96, count=100)
     trunk = model(images, training=True)

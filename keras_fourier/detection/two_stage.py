@@ -61,7 +61,7 @@ TWO_STAGE_ARCHS: dict[str, dict] = {
             "box_loss": "l1",
             "box_loss_weight": 1.0,
         },
-        "rpn": {"train_max_proposals": 1000, "box_loss": "l1"},
+        "rpn": {"train_max_proposals": 1000, "box_loss": "l1", "allowed_border": -1.0},
     },
     "cascade_mask_rcnn": {
         "roi_head": {
@@ -73,7 +73,7 @@ TWO_STAGE_ARCHS: dict[str, dict] = {
             "box_loss": "giou",
             "box_loss_weight": 10.0,
         },
-        "rpn": {"train_max_proposals": 2000, "box_loss": "smooth_l1"},
+        "rpn": {"train_max_proposals": 2000, "box_loss": "smooth_l1", "allowed_border": 0.0},
     },
 }
 # The outputs of a trunk (training) call.
