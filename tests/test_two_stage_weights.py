@@ -1,4 +1,4 @@
-"""mmdetection checkpoints of two-stage detectors: the key map against NumPy heads, refusals, COCO."""
+"""mmdetection checkpoints of two-stage detectors: key map against NumPy heads, refusals, COCO."""
 
 import io
 import os
@@ -64,7 +64,9 @@ def _heads_model() -> keras.Model:
     """The two-stage detector past its backbone: FPN, RPN, proposals, cascade RoI head."""
     maps = [keras.Input((64 // 2**i, 64 // 2**i, c)) for i, c in enumerate(BACKBONE_CHANNELS)]
     images = keras.Input((256, 256, 3))
-    levels = DetectionFPN(CHANNELS, num_outputs=5, start_level=0, name="neck")(maps)
+    levels = DetectionFPN(
+        CHANNELS, num_outputs=5, start_level=0, add_extra_convs=None, name="neck"
+    )(maps)
     anchors = AnchorBoxes(min_level=2, anchor_scale=8, scales_per_octave=1)(levels)
     raw = keras.layers.Concatenate()([anchors, RPNHead(channels=CHANNELS, name="rpn_head")(levels)])
     proposals = RPNProposals(max_proposals=50, pre_nms=100)(raw, images)
@@ -75,7 +77,7 @@ def _heads_model() -> keras.Model:
         name="roi_head",
     )
     detections = roi_head(levels, proposals, images)
-    return keras.Model([*maps, images], {"levels": levels, "rpn": raw, **detections}, name="heads")
+    return keras.Model([*maps, images], detections, name="heads")
 
 
 def _np_bbox_head(features, sd, s):
@@ -96,9 +98,13 @@ def _np_mask_head(features, sd, s):
     head = f"roi_head.mask_head.{s}"
     x = features
     for i in range(4):
-        x = np.maximum(_np_conv(x, sd[f"{head}.convs.{i}.conv.weight"], sd[f"{head}.convs.{i}.conv.bias"]), 0)
+        x = np.maximum(
+            _np_conv(x, sd[f"{head}.convs.{i}.conv.weight"], sd[f"{head}.convs.{i}.conv.bias"]), 0
+        )
     n, h, w, _ = x.shape
-    up = np.einsum("nhwc,coab->nhawbo", x, sd[f"{head}.upsample.weight"]).reshape(n, 2 * h, 2 * w, -1)
+    up = np.einsum("nhwc,coab->nhawbo", x, sd[f"{head}.upsample.weight"]).reshape(
+        n, 2 * h, 2 * w, -1
+    )
     up = np.maximum(up + sd[f"{head}.upsample.bias"], 0)
     return _np_conv(up, sd[f"{head}.conv_logits.weight"], sd[f"{head}.conv_logits.bias"])
 
@@ -107,15 +113,28 @@ def _np_rpn(levels, sd):
     """mmdetection's RPNHead: objectness (A,) and deltas (A, 4) per location, levels in order."""
     logits, deltas = [], []
     for level in levels:
-        hidden = np.maximum(_np_conv(level, sd["rpn_head.rpn_conv.weight"], sd["rpn_head.rpn_conv.bias"]), 0)
-        logits.append(_np_conv(hidden, sd["rpn_head.rpn_cls.weight"], sd["rpn_head.rpn_cls.bias"]).reshape(len(level), -1))
-        deltas.append(_np_conv(hidden, sd["rpn_head.rpn_reg.weight"], sd["rpn_head.rpn_reg.bias"]).reshape(len(level), -1, 4))
+        hidden = np.maximum(
+            _np_conv(level, sd["rpn_head.rpn_conv.weight"], sd["rpn_head.rpn_conv.bias"]), 0
+        )
+        logits.append(
+            _np_conv(hidden, sd["rpn_head.rpn_cls.weight"], sd["rpn_head.rpn_cls.bias"]).reshape(
+                len(level), -1
+            )
+        )
+        deltas.append(
+            _np_conv(hidden, sd["rpn_head.rpn_reg.weight"], sd["rpn_head.rpn_reg.bias"]).reshape(
+                len(level), -1, 4
+            )
+        )
     return np.concatenate(logits, 1), np.concatenate(deltas, 1)
 
 
 def _inputs(seed=1):
     rng = np.random.default_rng(seed)
-    maps = [rng.normal(size=(1, 64 // 2**i, 64 // 2**i, c)).astype("float32") for i, c in enumerate(BACKBONE_CHANNELS)]
+    maps = [
+        rng.normal(size=(1, 64 // 2**i, 64 // 2**i, c)).astype("float32")
+        for i, c in enumerate(BACKBONE_CHANNELS)
+    ]
     return [*maps, rng.uniform(0, 255, (1, 256, 256, 3)).astype("float32")]
 
 
@@ -125,26 +144,29 @@ def test_mmdet_checkpoint_of_the_heads_matches_numpy_heads(tmp_path):
     path = _save_mmseg(tmp_path / "cascade.pth", sd)
     model = _heads_model()
     load_tensors(model, read_pth(path), mmdet_key_map("none"), source=str(path))
-    inputs = _inputs()
-    outputs = model(inputs, training=False)
-    levels = [to_numpy(level).astype(np.float64) for level in outputs["levels"]]
-    logits, deltas = _np_rpn(levels, sd)
-    raw = to_numpy(outputs["rpn"])
-    np.testing.assert_allclose(raw[..., 8], logits, atol=1e-4, rtol=1e-4)
-    np.testing.assert_allclose(raw[..., 4:8], deltas, atol=1e-4, rtol=1e-4)
+    *maps, _ = _inputs()
+    levels = model.get_layer("neck")(maps)
+    logits, deltas = _np_rpn([to_numpy(level).astype(np.float64) for level in levels], sd)
+    raw = to_numpy(model.get_layer("rpn_head")(levels))  # per anchor: 4 deltas, 1 logit
+    np.testing.assert_allclose(raw[..., 4], logits, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(raw[..., :4], deltas, atol=1e-4, rtol=1e-4)
     roi_head = model.get_layer("roi_head")
     rng = np.random.default_rng(2)
     corners = rng.uniform(0, 180, (1, 12, 2))
     rois = np.concatenate([corners, corners + rng.uniform(8, 76, (1, 12, 2))], -1).astype("float32")
     for s in range(STAGES):
-        features = to_numpy(roi_head.bbox_roi_align(outputs["levels"][:4], rois))[0]
+        features = to_numpy(roi_head.bbox_roi_align(levels[:4], rois))[0]
         expected_logits, expected_deltas = _np_bbox_head(features.astype(np.float64), sd, s)
-        actual = roi_head.stage_outputs(outputs["levels"], rois, s, training=False)
-        np.testing.assert_allclose(to_numpy(actual["logits"])[0], expected_logits, atol=1e-4, rtol=1e-4)
-        np.testing.assert_allclose(to_numpy(actual["deltas"])[0], expected_deltas, atol=1e-4, rtol=1e-4)
-        features = to_numpy(roi_head.mask_roi_align(outputs["levels"][:4], rois))[0]
+        actual = roi_head.stage_outputs(levels, rois, s, training=False)
+        np.testing.assert_allclose(
+            to_numpy(actual["logits"])[0], expected_logits, atol=1e-4, rtol=1e-4
+        )
+        np.testing.assert_allclose(
+            to_numpy(actual["deltas"])[0], expected_deltas, atol=1e-4, rtol=1e-4
+        )
+        features = to_numpy(roi_head.mask_roi_align(levels[:4], rois))[0]
         expected = _np_mask_head(features.astype(np.float64), sd, s)
-        actual = to_numpy(roi_head.mask_logits(outputs["levels"], rois, s))[0]
+        actual = to_numpy(roi_head.mask_logits(levels, rois, s))[0]
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=1e-4)
         assert np.abs(expected).max() > 1.0 and np.abs(expected_logits).max() > 1.0
 
@@ -156,10 +178,11 @@ def test_mismatched_mmdet_checkpoints_are_refused_by_name_and_leave_the_model_un
     missing = {k: v for k, v in sd.items() if k != "roi_head.mask_head.1.upsample.weight"}
     extra = {**sd, "roi_head.bbox_head.3.fc_cls.weight": np.zeros((4, FC))}
     wrong = {**sd, "roi_head.bbox_head.2.shared_fcs.0.weight": np.zeros((FC, CHANNELS * 36))}
+    fc = "roi_head.bbox_head.2.shared_fcs.0.weight -> roi_head/bbox_head_2/shared_fcs_0/kernel"
     cases = [
         (missing, "missing keys (1): roi_head.mask_head.1.upsample.weight"),
         (extra, "unexpected keys (1): roi_head.bbox_head.3.fc_cls.weight"),
-        (wrong, "wrong shapes (1): roi_head.bbox_head.2.shared_fcs.0.weight -> roi_head/bbox_head_2/shared_fcs_0/kernel"),
+        (wrong, f"wrong shapes (1): {fc}"),
     ]
     for state, expected in cases:
         with pytest.raises(ValueError) as error:

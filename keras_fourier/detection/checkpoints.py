@@ -41,6 +41,7 @@ import keras
 
 from keras_fourier.detection import coco
 from keras_fourier.models.keymap import PARAMETERS
+from keras_fourier.models.vision import BUILT_SIZE
 from keras_fourier.models.vision_weights import transform_for
 from keras_fourier.segmentation.checkpoints import mmseg_key, variant_key
 from keras_fourier.weights.convert import KeyMap, KeyMapFunction, map_variables
@@ -135,6 +136,23 @@ def mmdet_key_map(backbone: str) -> KeyMapFunction:
         'roi_linear'
     """
     return functools.partial(_key_map, backbone)
+
+
+def built_size(backbone) -> int:
+    """The image size a detector's named backbone builds its global filters for.
+
+    Its COCO release's :attr:`~keras_fourier.detection.coco.DetectionRelease.filter_size`
+    (the official configs' filters: 224, or 384 for HorNet-L GF), so that the
+    official checkpoint's filters load unresized; else the package's
+    ``BUILT_SIZE`` (224). The filters are resized to each map at run time, as
+    the official layer does.
+
+    Example:
+        >>> built_size("hornet_l_gf"), built_size("hornet_t_gf"), built_size("gfnet_tiny")
+        (384, 224, 224)
+    """
+    release = coco.RELEASES.get(variant_key(backbone))
+    return BUILT_SIZE if release is None else release.filter_size
 
 
 def check_weights_argument(weights, architecture: str, backbone, num_classes: int, neck) -> None:
