@@ -25,6 +25,7 @@ from keras_fourier.layers.padding import PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
 from keras_fourier.layers.roi import RoIAlign
+from keras_fourier.layers.roi_heads import BBoxHead, CascadeRoIHead, MaskHead
 from keras_fourier.layers.rpn import RPNHead, RPNProposals
 from keras_fourier.layers.sequence_mixing import LinearMixing, RandomMixing
 
@@ -37,6 +38,8 @@ __all__ = [
     "GLU",
     "SCFBO",
     "AnchorBoxes",
+    "BBoxHead",
+    "CascadeRoIHead",
     "ConvModule",
     "DetectionDecoder",
     "DetectionFPN",
@@ -56,6 +59,7 @@ __all__ = [
     "LayerScale",
     "LinearMixing",
     "MaskComposite",
+    "MaskHead",
     "Mlp",
     "MultiScaleNeck",
     "PeriodicPad2D",

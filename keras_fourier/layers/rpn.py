@@ -18,7 +18,10 @@ from keras_fourier.layers.detection import (
     split_raw,
     suppress,
 )
-from keras_fourier.validation import check_number, check_positive_int, check_rate
+from keras_fourier.validation import check_choice, check_number, check_positive_int, check_rate
+
+# The RPN's box losses on the deltas: SmoothL1 (beta 1/9) or L1.
+RPN_BOX_LOSSES = ("smooth_l1", "l1")
 
 
 @keras.saving.register_keras_serializable(package="keras_fourier")
@@ -121,7 +124,18 @@ class RPNProposals(keras.layers.Layer):
     (mmcv's ``batched_nms`` with the level as the group, as mmdetection 2.x
     does; no classes); then the `max_proposals` best, by score. The level of
     each anchor is read from its size, ``anchor_scale * stride``, so any
-    input size works.
+    input size works. Called with ``training=True`` it keeps `train_pre_nms`
+    candidates per level and `train_max_proposals` (mmdetection's
+    ``train_cfg.rpn_proposal``).
+
+    The layer also holds the RPN's training configuration (mmdetection's
+    ``train_cfg.rpn`` and loss) that
+    :mod:`keras_fourier.detection.two_stage_losses` reads: anchors of IoU at
+    least `positive_iou` with a ground-truth box are positive, below
+    `negative_iou` negative, and each ground truth's best anchors positive
+    from `min_positive_iou` (low-quality matches); `num_samples` anchors per
+    image are sampled, at most `positive_fraction` positive; sigmoid cross
+    entropy and `box_loss` on the deltas.
 
     Args:
         pre_nms: candidates per level before NMS. Default 1000.
@@ -131,16 +145,30 @@ class RPNProposals(keras.layers.Layer):
             Default 2.
         num_levels: the pyramid levels. Default 5 (P2-P6).
         anchor_scale: the anchors' base size in strides. Default 8.0.
+        train_pre_nms: candidates per level before NMS in training. Default
+            2000.
+        train_max_proposals: proposals per image in training. Default 2000
+            (the HorNet cascade; Mask R-CNN 1000).
+        positive_iou: the IoU from which an anchor is positive. Default 0.7.
+        negative_iou: the IoU below which an anchor is negative. Default 0.3.
+        min_positive_iou: the lowest IoU of a low-quality match. Default 0.3.
+        num_samples: anchors sampled per image for the loss. Default 256.
+        positive_fraction: the most positive share of them. Default 0.5.
+        box_loss: "smooth_l1" (default, beta 1/9: the HorNet cascade) or
+            "l1" (Mask R-CNN) on the deltas.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
         raw: the (B, A, 8 + 1) raw RPN output (anchors, deltas, objectness).
         images: the (B, H, W, 3) input images, whose size clips the boxes.
             Default None: the size the anchors of level `min_level` cover.
+        training: whether the training numbers (`train_pre_nms`,
+            `train_max_proposals`) apply. Default None: no.
 
     Returns:
         {"boxes": (B, P, 4) "xyxy" pixels, "scores": (B, P),
-        "num_proposals": (B,) int32}, P = `max_proposals`, best first; rows
+        "num_proposals": (B,) int32}, P = `max_proposals` (in training
+        `train_max_proposals`), best first; rows
         past ``num_proposals`` are zero boxes of score 0.
 
     Example:
@@ -160,6 +188,14 @@ class RPNProposals(keras.layers.Layer):
         min_level: int = 2,
         num_levels: int = 5,
         anchor_scale: float = 8.0,
+        train_pre_nms: int = 2000,
+        train_max_proposals: int = 2000,
+        positive_iou: float = 0.7,
+        negative_iou: float = 0.3,
+        min_positive_iou: float = 0.3,
+        num_samples: int = 256,
+        positive_fraction: float = 0.5,
+        box_loss: str = "smooth_l1",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -169,6 +205,16 @@ class RPNProposals(keras.layers.Layer):
         self.min_level = check_positive_int("min_level", min_level)
         self.num_levels = check_positive_int("num_levels", num_levels)
         self.anchor_scale = check_number("anchor_scale", anchor_scale, low=0, low_open=True)
+        self.train_pre_nms = check_positive_int("train_pre_nms", train_pre_nms)
+        self.train_max_proposals = check_positive_int("train_max_proposals", train_max_proposals)
+        self.positive_iou = check_number("positive_iou", positive_iou, low=0, high=1)
+        self.negative_iou = check_number("negative_iou", negative_iou, low=0, high=positive_iou)
+        self.min_positive_iou = check_number("min_positive_iou", min_positive_iou, low=0, high=1)
+        self.num_samples = check_positive_int("num_samples", num_samples)
+        self.positive_fraction = check_number(
+            "positive_fraction", positive_fraction, low=0, high=1, low_open=True
+        )
+        self.box_loss = check_choice("box_loss", box_loss, RPN_BOX_LOSSES)
 
     def _levels(self, anchors):
         """(B, A) int32 level index of each anchor, from its size ``anchor_scale * stride``."""
@@ -176,13 +222,20 @@ class RPNProposals(keras.layers.Layer):
         octave = ops.log2(ops.sqrt(ops.maximum(area, 1e-6)) / self.anchor_scale)
         return ops.cast(ops.round(octave), "int32") - self.min_level
 
-    def call(self, raw, images=None):
+    def _limits(self, training) -> tuple[int, int]:
+        """(candidates per level, proposals per image) at inference or in training."""
+        if training:
+            return self.train_pre_nms, self.train_max_proposals
+        return self.pre_nms, self.max_proposals
+
+    def call(self, raw, images=None, training=None):
+        pre_nms, max_proposals = self._limits(training)
         raw = ops.cast(raw, "float32")
         anchors, deltas, logits = split_raw(raw)
         scores = ops.sigmoid(logits[..., 0])
         levels = self._levels(anchors)
         count = raw.shape[1]
-        per_level = self.pre_nms if count is None else min(self.pre_nms, count)
+        per_level = pre_nms if count is None else min(pre_nms, count)
         picked_scores, picked_index = [], []
         for level in range(self.num_levels):
             top, index = ops.top_k(ops.where(levels == level, scores, -1.0), per_level)
@@ -195,7 +248,7 @@ class RPNProposals(keras.layers.Layer):
         valid = ops.logical_and(scores >= 0, has_area(boxes))
         levels = ops.take_along_axis(levels, index, axis=1)
         out_boxes, out_scores, _, kept = suppress(
-            boxes, scores, levels, valid, self.iou_threshold, self.max_proposals
+            boxes, scores, levels, valid, self.iou_threshold, max_proposals
         )
         return {
             "boxes": out_boxes,
@@ -203,9 +256,9 @@ class RPNProposals(keras.layers.Layer):
             "num_proposals": ops.cast(ops.sum(kept, axis=1), "int32"),
         }
 
-    def compute_output_spec(self, raw, images=None):
+    def compute_output_spec(self, raw, images=None, training=None):
         batch = raw.shape[0]
-        shape = (batch, self.max_proposals)
+        shape = (batch, self._limits(training)[1])
         return {
             "boxes": keras.KerasTensor((*shape, 4), "float32"),
             "scores": keras.KerasTensor(shape, "float32"),
@@ -221,4 +274,12 @@ class RPNProposals(keras.layers.Layer):
             "min_level": self.min_level,
             "num_levels": self.num_levels,
             "anchor_scale": self.anchor_scale,
+            "train_pre_nms": self.train_pre_nms,
+            "train_max_proposals": self.train_max_proposals,
+            "positive_iou": self.positive_iou,
+            "negative_iou": self.negative_iou,
+            "min_positive_iou": self.min_positive_iou,
+            "num_samples": self.num_samples,
+            "positive_fraction": self.positive_fraction,
+            "box_loss": self.box_loss,
         }
