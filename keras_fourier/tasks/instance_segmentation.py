@@ -33,8 +33,8 @@ from keras_fourier.data.checks import read_image_file
 from keras_fourier.data.detection import count_detection_examples, letterbox_example
 from keras_fourier.data.instances import is_instance_source, load_instance_dataset
 from keras_fourier.detection import COCOInstanceAP
-from keras_fourier.detection.two_stage import two_stage_detector
 from keras_fourier.detection.evaluation import coco_results, mask_results, paste_mask
+from keras_fourier.detection.two_stage import TwoStageDetector, two_stage_detector
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.model_record import CLASS_NAMES_KEY
 from keras_fourier.tasks.base import EvaluationRequest, PredictRequest
@@ -113,6 +113,10 @@ class InstanceSegmentation(BoxTask):
             mask_channels=MASK_CHANNELS,
             drop_path_rate=config.drop_path_rate,
         )
+
+    def scorer(self, model: keras.Model) -> keras.Model:
+        """A :class:`~keras_fourier.detection.TwoStageDetector` of `model`'s layers (its loss)."""
+        return TwoStageDetector(model.input, model.output, name=f"{model.name}_scorer")
 
     def _unscored(self, targets):
         return {**targets, "boxes": super()._unscored(targets["boxes"])}
