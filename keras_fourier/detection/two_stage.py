@@ -37,14 +37,12 @@ from keras_fourier.detection.checkpoints import (
     check_weights_argument,
     load_detection_weights,
 )
-from keras_fourier.detection.models import NECKS
+from keras_fourier.detection.models import COCO_CLASSES, NECKS
 from keras_fourier.layers import AnchorBoxes, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.layers.roi_heads import CASCADE_STDS, CascadeRoIHead
 from keras_fourier.models.pyramid import image_inputs, pyramid_maps
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
-# COCO's 80 classes, the papers' benchmark.
-COCO_CLASSES = 80
 # The pyramid: P2 (stride 4) to P6 (stride 64); RoIs are pooled from P2-P5.
 MIN_LEVEL = 2
 NUM_LEVELS = 5
@@ -359,7 +357,7 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
     Example:
         >>> masks = keras.ops.ones((1, 1, 28, 28))
         >>> boxes = keras.ops.convert_to_tensor([[[2.0, 2.0, 6.0, 4.0]]])
-        >>> keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum()
+        >>> int(keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum())
         8
     """
     height = check_positive_int("height", height)
