@@ -345,8 +345,9 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
         masks: (B, D, M, M) probabilities (a :class:`TwoStageDetector`'s
             "masks").
         boxes: (B, D, 4) "xyxy" boxes in the image's pixels.
-        height: the image's height.
-        width: the image's width.
+        height: the image's height: an int, or a scalar int tensor in a
+            traced function (an export's sent images).
+        width: the image's width, likewise.
         threshold: masks are ``probability >= threshold`` (mmdet's
             ``mask_thr_binary``). Default 0.5; None: the probabilities.
 
@@ -360,8 +361,10 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
         >>> int(keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum())
         8
     """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
+    if not ops.is_tensor(height):
+        height = check_positive_int("height", height)
+    if not ops.is_tensor(width):
+        width = check_positive_int("width", width)
     if threshold is not None:
         threshold = check_rate("threshold", threshold)
     masks = ops.cast(masks, "float32")
