@@ -53,6 +53,10 @@ class CocoAnnotations:
         class_names: the categories' names, in class order.
         rows: each image's boxes, float32 (n, 7): x1, y1, x2, y2 (clipped
             to the image), class, iscrowd, area, degenerate boxes dropped.
+        segments: each image's kept annotations in row order, as (where, the
+            annotation's ``segmentation`` or None): ``where`` names it in
+            messages ("annotations[4] (id 12)"). Read by instance segmentation
+            (:mod:`keras_fourier.data.instances`), unchecked here.
     """
 
     file: str
@@ -62,6 +66,7 @@ class CocoAnnotations:
     category_ids: tuple[int, ...]
     class_names: tuple[str, ...]
     rows: tuple[np.ndarray, ...]
+    segments: tuple[tuple[tuple[str, object], ...], ...]
 
 
 def short_repr(value: object) -> str:
@@ -207,6 +212,7 @@ def _read_coco(key: tuple[str, int, int]) -> CocoAnnotations:
         image_index[image["id"]] = position
     counts = collections.Counter()
     rows = collections.defaultdict(list)
+    segments = collections.defaultdict(list)
     for position, annotation in enumerate(annotations):
         where = f"annotations[{position}] (id {short_repr(annotation.get('id'))})"
         image_id, category = annotation["image_id"], annotation["category_id"]
@@ -254,6 +260,7 @@ def _read_coco(key: tuple[str, int, int]) -> CocoAnnotations:
                 f"{where} lies outside its {width}x{height} image {image_id}", f"bbox={box}"
             )
         rows[image_id].append([x1, y1, x2, y2, class_of[category], crowd, area])
+        segments[image_id].append((where, annotation.get("segmentation")))
     image_ids = tuple(sorted(image_index))
     ordered = [images[image_index[image_id]] for image_id in image_ids]
     return CocoAnnotations(
@@ -268,4 +275,5 @@ def _read_coco(key: tuple[str, int, int]) -> CocoAnnotations:
         rows=tuple(
             np.array(rows[image_id], np.float32).reshape(-1, BOX_COLUMNS) for image_id in image_ids
         ),
+        segments=tuple(tuple(segments[image_id]) for image_id in image_ids),
     )

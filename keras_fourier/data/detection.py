@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -192,21 +193,28 @@ def _tfds_builder(name: str, data_dir: str | None):
 # ----------------------------------------------------------------------------- digit canvases
 
 
-def _digit_boxes(split: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The digit canvases of a split and, per canvas, its (n, 7) box rows."""
+def _digit_boxes(split: str) -> tuple[np.ndarray, list[np.ndarray], list[list[np.ndarray]]]:
+    """The digit canvases of a split, per canvas its (n, 7) box rows and each box's pixels.
+
+    A box's pixels are the bool (height, width) mask of its digit's pasted
+    pixels within the box (the box is their tight box).
+    """
     images, _, layouts = digit_canvas(split, digit_canvas_count(split))
     digits, labels = load_digits(split)
     pasted = digits[..., 0] >= DIGIT_CANVAS_THRESHOLD
-    rows = []
+    rows, pixels = [], []
     for layout in layouts:
-        boxes = []
+        boxes, inside = [], []
         for index, scale, top, left in layout:
             ys, xs = np.nonzero(pasted[index])
             x1, y1 = left + scale * xs.min(), top + scale * ys.min()
             x2, y2 = left + scale * (xs.max() + 1), top + scale * (ys.max() + 1)
             boxes.append([x1, y1, x2, y2, labels[index], 0, (x2 - x1) * (y2 - y1)])
+            digit = pasted[index, ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
+            inside.append(np.kron(digit, np.ones((scale, scale), bool)))
         rows.append(np.array(boxes, np.float32).reshape(-1, BOX_COLUMNS))
-    return images, rows
+        pixels.append(inside)
+    return images, rows, pixels
 
 
 # ----------------------------------------------------------------------------- COCO folders
@@ -293,6 +301,7 @@ class _CocoExamples:
     annotations: CocoAnnotations
     files: list[str]
     rows: list[np.ndarray]
+    positions: list[int]  # each file's image index in `annotations`
 
 
 def _reference_annotations(path: str) -> CocoAnnotations:
@@ -318,8 +327,10 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
         )
     keep = _carved(len(annotations.image_ids), where.carve, where.image_folder == path)
     folder = os.path.realpath(where.image_folder)
-    files, rows = [], []
-    for name, boxes, kept in zip(annotations.file_names, annotations.rows, keep, strict=True):
+    files, rows, positions = [], [], []
+    for position, (name, boxes, kept) in enumerate(
+        zip(annotations.file_names, annotations.rows, keep, strict=True)
+    ):
         if not kept:
             continue
         file = os.path.realpath(os.path.join(folder, name))
@@ -330,6 +341,7 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
             )
         files.append(file)
         rows.append(boxes)
+        positions.append(position)
     missing = [file for file in files if not os.path.isfile(file)]
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
@@ -338,7 +350,7 @@ def _coco_examples(path: str, split: str) -> _CocoExamples:
             f"{where.annotation_file!r} are missing from {where.image_folder!r}. "
             f"Received: missing={shown}"
         )
-    return _CocoExamples(annotations, files, rows)
+    return _CocoExamples(annotations, files, rows, positions)
 
 
 # ----------------------------------------------------------------------------- public helpers
@@ -441,49 +453,57 @@ def _has_boxes(rows: np.ndarray) -> bool:
     return bool((rows[:, 5] == 0).any())
 
 
-def _sliced(images_or_files, rows: list[np.ndarray]) -> tuple[tf.data.Dataset, tf.Tensor]:
-    """(images or files, start, count) elements and the concatenated rows they slice."""
+def _sliced(images_or_files, rows: list[np.ndarray], positions: list[int]):
+    """(images or files, start, count, position) elements and the concatenated rows they slice."""
     counts = np.array([len(boxes) for boxes in rows], np.int64)
     starts = np.cumsum(counts) - counts
     table = tf.constant(np.concatenate([*rows, np.zeros((0, BOX_COLUMNS), np.float32)]))
-    return tf.data.Dataset.from_tensor_slices((images_or_files, starts, counts)), table
+    elements = (images_or_files, starts, counts, np.array(positions, np.int64))
+    return tf.data.Dataset.from_tensor_slices(elements), table
 
 
 def _raw_examples(
     source: str, split: str, data_dir: str | None, training: bool, seed: int, on_bad_image: str
 ) -> tuple[tf.data.Dataset, int]:
-    """(uint8 image (H, W, 3), float32 rows (n, 7)) examples and their count (-1: unknown).
+    """(uint8 image (H, W, 3), float32 rows (n, 7), position) examples and their count.
 
-    Training keeps only the images with a non-crowd box.
+    `position` is the example's index among the split's canvases or COCO
+    images (-1 for TFDS); the count is -1 when unknown. Training keeps only
+    the images with a non-crowd box.
     """
     kind, value = _parse_source(source)
     if kind == "tfds":
         return _tfds_examples(value, split, data_dir, training, seed)
     if kind == DIGIT_CANVAS:
-        images, rows = _digit_boxes(split)
+        images, rows, _ = _digit_boxes(split)
         keep = [index for index, boxes in enumerate(rows) if not training or _has_boxes(boxes)]
-        dataset, table = _sliced(images[keep], [rows[index] for index in keep])
-        return dataset.map(lambda image, start, count: (image, table[start : start + count])), len(
-            keep
-        )
+        dataset, table = _sliced(images[keep], [rows[index] for index in keep], keep)
+        return dataset.map(
+            lambda image, start, count, position: (image, table[start : start + count], position)
+        ), len(keep)
     examples = _coco_examples(value, split)
-    pairs = [
-        (file, boxes)
-        for file, boxes in zip(examples.files, examples.rows, strict=True)
+    kept = [
+        (file, boxes, position)
+        for position, (file, boxes) in enumerate(zip(examples.files, examples.rows, strict=True))
         if not training or _has_boxes(boxes)
     ]
     if on_bad_image == "skip":
-        unreadable = set(find_unreadable([file for file, _ in pairs]))
-        report_skipped(source, split, sorted(unreadable), len(pairs))
-        pairs = [(file, boxes) for file, boxes in pairs if file not in unreadable]
-    files = [file for file, _ in pairs]
-    dataset, table = _sliced(tf.constant(files, tf.string), [boxes for _, boxes in pairs])
+        unreadable = set(find_unreadable([file for file, *_ in kept]))
+        report_skipped(source, split, sorted(unreadable), len(kept))
+        kept = [example for example in kept if example[0] not in unreadable]
+    files = [file for file, *_ in kept]
+    dataset, table = _sliced(
+        tf.constant(files, tf.string), [boxes for _, boxes, _ in kept], [at for *_, at in kept]
+    )
     if training and files:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(lambda file, start, count: (file, tf.stack([start, count])))
+    dataset = dataset.map(
+        lambda file, start, count, position: (file, tf.stack([start, count, position]))
+    )
     dataset = decode_files(dataset, deterministic=True)
     return dataset.map(
-        lambda image, span: (image, table[span[0] : span[0] + span[1]]), num_parallel_calls=AUTOTUNE
+        lambda image, span: (image, table[span[0] : span[0] + span[1]], span[2]),
+        num_parallel_calls=AUTOTUNE,
     ), len(files)
 
 
@@ -522,11 +542,11 @@ def _tfds_examples(
             axis=1,
         )
         valid = (x2 - x1 >= 1) & (y2 - y1 >= 1) & (area > 0)
-        return image, tf.boolean_mask(rows, valid)
+        return image, tf.boolean_mask(rows, valid), tf.constant(-1, tf.int64)
 
     dataset = dataset.map(convert, num_parallel_calls=AUTOTUNE)
     if training:
-        dataset = dataset.filter(lambda image, rows: tf.reduce_any(tf.equal(rows[:, 5], 0.0)))
+        dataset = dataset.filter(lambda image, rows, _: tf.reduce_any(tf.equal(rows[:, 5], 0.0)))
         count = -1
     return dataset, count
 
@@ -576,8 +596,8 @@ def default_detection_augment(source: str) -> DetectionAugment:
     return DIGIT_BOX_AUGMENT if kind == DIGIT_CANVAS else DetectionAugment()
 
 
-def _crop_rows(rows: tf.Tensor, corner: tf.Tensor, crop: tf.Tensor) -> tf.Tensor:
-    """Rows moved into the crop at `corner` (top, left) of size `crop`, clipped; empty dropped."""
+def _crop(rows: tf.Tensor, corner: tf.Tensor, crop: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Rows moved into the crop at `corner` (top, left) of size `crop`, clipped; which are kept."""
     top, left = tf.cast(corner[0], tf.float32), tf.cast(corner[1], tf.float32)
     height, width = tf.cast(crop[0], tf.float32), tf.cast(crop[1], tf.float32)
     x1 = tf.clip_by_value(rows[:, 0] - left, 0.0, width)
@@ -585,12 +605,49 @@ def _crop_rows(rows: tf.Tensor, corner: tf.Tensor, crop: tf.Tensor) -> tf.Tensor
     x2 = tf.clip_by_value(rows[:, 2] - left, 0.0, width)
     y2 = tf.clip_by_value(rows[:, 3] - top, 0.0, height)
     boxes = tf.concat([tf.stack([x1, y1, x2, y2], 1), rows[:, 4:]], 1)
-    return tf.boolean_mask(boxes, (x2 > x1) & (y2 > y1))
+    return boxes, (x2 > x1) & (y2 > y1)
+
+
+def _crop_rows(rows: tf.Tensor, corner: tf.Tensor, crop: tf.Tensor) -> tf.Tensor:
+    """Rows moved into the crop at `corner` (top, left) of size `crop`, clipped; empty dropped."""
+    return tf.boolean_mask(*_crop(rows, corner, crop))
+
+
+def resample_box_masks(masks: tf.Tensor, boxes: tf.Tensor, windows: tf.Tensor) -> tf.Tensor:
+    """Box-local masks resampled (bilinear) into the frames of windows inside their boxes.
+
+    Args:
+        masks: float32 (n, M, M), each in the frame of its box: pixel (i, j)
+            covers the box's (i / M, j / M) to ((i + 1) / M, (j + 1) / M).
+        boxes: float32 (n, 4) x1, y1, x2, y2 of the boxes.
+        windows: float32 (n, 4) x1, y1, x2, y2 of the new boxes, in the same
+            frame (a crop's clipped boxes).
+
+    Returns:
+        float32 (n, M, M): each mask in its window's frame.
+    """
+    size = int(masks.shape[-1])
+    extent = tf.maximum(boxes[:, 2:] - boxes[:, :2], 1e-6)
+    start = (windows[:, :2] - boxes[:, :2]) / extent
+    end = (windows[:, 2:] - boxes[:, :2]) / extent
+    # The mask-pixel coordinates of the first and last output pixels' centres.
+    first = tf.clip_by_value(size * start - 0.5 + 0.5 * (end - start), 0.0, size - 1.0)
+    last = tf.clip_by_value(size * start - 0.5 + (size - 0.5) * (end - start), 0.0, size - 1.0)
+    normalized = tf.stack([first[:, 1], first[:, 0], last[:, 1], last[:, 0]], 1) / (size - 1)
+    resampled = tf.image.crop_and_resize(
+        masks[..., None], normalized, tf.range(tf.shape(masks)[0]), (size, size)
+    )
+    return resampled[..., 0]
 
 
 def augment_detection_example(
-    image: tf.Tensor, rows: tf.Tensor, seed: tf.Tensor, size: int, augment: DetectionAugment
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    image: tf.Tensor,
+    rows: tf.Tensor,
+    seed: tf.Tensor,
+    size: int,
+    augment: DetectionAugment,
+    masks: tf.Tensor | None = None,
+) -> tuple[tf.Tensor, ...]:
     """One training example's box-aware augmentation (see `DetectionAugment`).
 
     Args:
@@ -600,10 +657,13 @@ def augment_detection_example(
         seed: an int64 scalar; the same seed gives the same result.
         size: the output size S.
         augment: the augmentation settings.
+        masks: float32 (n, M, M) box-local instance masks (see
+            `resample_box_masks`), moved with their boxes. Default None.
 
     Returns:
         (image (S, S, 3) float32, rows (m, 7) in the output's pixels, the
-        resize scale: output pixels per input pixel).
+        resize scale: output pixels per input pixel), then the m boxes'
+        masks when `masks` is given.
     """
     new, scale = letterbox_shape(tf.shape(image), size)
     scale = scale * seeded_uniform(seed, 1, *augment.ratio_range)
@@ -631,7 +691,12 @@ def augment_detection_example(
         (tf.constant(0, tf.int64), corner_of(tf.constant(0, tf.int64))),
     )
     image = image[corner[0] : corner[0] + crop[0], corner[1] : corner[1] + crop[1]]
-    rows = _crop_rows(rows, corner, crop)
+    moved, kept = _crop(rows, corner, crop)
+    if masks is not None:
+        shift = tf.cast(tf.stack([corner[1], corner[0], corner[1], corner[0]]), tf.float32)
+        masks = resample_box_masks(masks, rows[:, :4] - shift, moved[:, :4])
+        masks = tf.boolean_mask(masks, kept)
+    rows = tf.boolean_mask(moved, kept)
     width = tf.cast(crop[1], tf.float32)
     flipped = tf.concat(
         [
@@ -645,40 +710,58 @@ def augment_detection_example(
     rows = tf.cond(flip, lambda: flipped, lambda: rows)
     if augment.photometric:
         image = photometric_distortion(image, seed)
-    return tf.image.pad_to_bounding_box(image, 0, 0, size, size), rows, scale
+    image = tf.image.pad_to_bounding_box(image, 0, 0, size, size)
+    if masks is None:
+        return image, rows, scale
+    return image, rows, scale, tf.cond(flip, lambda: tf.reverse(masks, [2]), lambda: masks)
 
 
 def letterbox_example(
-    image: tf.Tensor, rows: tf.Tensor, size: int
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    image: tf.Tensor, rows: tf.Tensor, size: int, masks: tf.Tensor | None = None
+) -> tuple[tf.Tensor, ...]:
     """Resizes an image to fit in size x size keeping its aspect ratio, pads it, moves its boxes.
 
     Args:
         image: float (H, W, 3).
         rows: float32 (n, 7) boxes (x1, y1, x2, y2 first) in the image's pixels.
         size: the output size S.
+        masks: box-local instance masks, returned as they are (they move
+            with their boxes). Default None.
 
     Returns:
         (image (S, S, 3) padded at the bottom and right with 0, rows with
-        boxes in its pixels, the scale: output pixels per input pixel).
+        boxes in its pixels, the scale: output pixels per input pixel), then
+        `masks` when given.
     """
     new, scale = letterbox_shape(tf.shape(image), size)
     image = tf.image.resize(image, new, method="bilinear")
     rows = tf.concat([rows[:, :4] * scale, rows[:, 4:]], 1)
-    return tf.image.pad_to_bounding_box(image, 0, 0, size, size), rows, scale
+    image = tf.image.pad_to_bounding_box(image, 0, 0, size, size)
+    return (image, rows, scale) if masks is None else (image, rows, scale, masks)
 
 
-def _targets(rows: tf.Tensor, scale: tf.Tensor, max_boxes: int) -> tf.Tensor:
-    """(max_boxes, 8) targets: the largest `max_boxes` rows by area, then padding rows."""
-    order = tf.argsort(rows[:, 6], direction="DESCENDING", stable=True)
-    rows = tf.gather(rows, order)[:max_boxes]
+def _targets(
+    rows: tf.Tensor, scale: tf.Tensor, max_boxes: int, masks: tf.Tensor | None = None
+) -> tf.Tensor | dict[str, tf.Tensor]:
+    """(max_boxes, 8) targets: the largest `max_boxes` rows by area, then padding rows.
+
+    With `masks` (n, M, M): {"boxes": the targets, "masks": (max_boxes, M, M)
+    those rows' masks, zeros for padding}.
+    """
+    order = tf.argsort(rows[:, 6], direction="DESCENDING", stable=True)[:max_boxes]
+    rows = tf.gather(rows, order)
     count = tf.shape(rows)[0]
     rows = tf.concat([rows, tf.fill([count, 1], scale)], 1)
     padding = tf.tile(
         tf.stack([0.0, 0.0, 0.0, 0.0, float(PADDING_CLASS), 0.0, 0.0, scale])[None],
         [max_boxes - count, 1],
     )
-    return tf.ensure_shape(tf.concat([rows, padding], 0), (max_boxes, len(TARGET_COLUMNS)))
+    boxes = tf.ensure_shape(tf.concat([rows, padding], 0), (max_boxes, len(TARGET_COLUMNS)))
+    if masks is None:
+        return boxes
+    size = int(masks.shape[-1])
+    masks = tf.pad(tf.gather(masks, order), [[0, max_boxes - count], [0, 0], [0, 0]])
+    return {"boxes": boxes, "masks": tf.ensure_shape(masks, (max_boxes, size, size))}
 
 
 def load_detection_dataset(
@@ -734,6 +817,47 @@ def load_detection_dataset(
         >>> images.shape, targets.shape
         (TensorShape([4, 64, 64, 3]), TensorShape([4, 100, 8]))
     """
+    return box_pipeline(
+        source,
+        split,
+        image_size=image_size,
+        batch_size=batch_size,
+        training=training,
+        augment=augment,
+        max_boxes=max_boxes,
+        data_dir=data_dir,
+        shuffle_buffer=shuffle_buffer,
+        drop_remainder=drop_remainder,
+        seed=seed,
+        on_bad_image=on_bad_image,
+    )
+
+
+def box_pipeline(
+    source: str,
+    split: str,
+    *,
+    image_size: int,
+    batch_size: int,
+    training: bool | None,
+    augment: DetectionAugment | None,
+    max_boxes: int,
+    data_dir: str | None,
+    shuffle_buffer: int,
+    drop_remainder: bool | None,
+    seed: int,
+    on_bad_image: str,
+    masks: Callable[[tf.Tensor], tf.Tensor] | None = None,
+) -> tf.data.Dataset:
+    """`load_detection_dataset`'s pipeline; with `masks`, instance masks moved with the boxes.
+
+    Args:
+        masks: position -> float32 (n, M, M) box-local masks of the n box
+            rows of the example at that position of the split (its canvas or
+            COCO image index, as `_raw_examples` gives it). The targets are
+            then {"boxes": ..., "masks": (B, max_boxes, M, M)}. Default None.
+        (the others): as `load_detection_dataset`'s.
+    """
     check_image_size(image_size)
     for name, value in (("batch_size", batch_size), ("max_boxes", max_boxes)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -748,6 +872,13 @@ def load_detection_dataset(
             f"to train on. Received: split={split!r}"
         )
     check_split_size(source, split, count, batch_size, drop_remainder)
+    if masks is None:
+        dataset = dataset.map(lambda image, rows, position: (image, rows))
+    else:
+        dataset = dataset.map(
+            lambda image, rows, position: (image, rows, masks(position)),
+            num_parallel_calls=AUTOTUNE,
+        )
     dataset = transform_examples(
         dataset,
         training=training,
@@ -755,14 +886,14 @@ def load_detection_dataset(
         seed=seed,
         augment=augment
         and (
-            lambda image, rows, key: augment_detection_example(
-                image, rows, key, image_size, augment
+            lambda image, rows, *more: augment_detection_example(
+                image, rows, more[-1], image_size, augment, *more[:-1]
             )
         ),
-        evaluate=lambda image, rows: letterbox_example(image, rows, image_size),
+        evaluate=lambda image, rows, *more: letterbox_example(image, rows, image_size, *more),
     )
     dataset = dataset.map(
-        lambda image, rows, scale: (image, _targets(rows, scale, max_boxes)),
+        lambda image, rows, scale, *more: (image, _targets(rows, scale, max_boxes, *more)),
         num_parallel_calls=AUTOTUNE,
     )
     return batch_in_order(dataset, batch_size, drop_remainder)

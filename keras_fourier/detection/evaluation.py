@@ -147,6 +147,116 @@ def _index(coco_class, dataset: dict):
     return coco
 
 
+def paste_mask(mask: np.ndarray, box: Sequence[float], height: int, width: int) -> np.ndarray:
+    """A box-frame mask pasted into its image and binarised, as mmdetection's ``_do_paste_mask``.
+
+    Each image pixel (centre ``x + 0.5``) inside the box reads the mask
+    bilinearly at ``(x + 0.5 - x1) / (x2 - x1) * M - 0.5`` (and so for y),
+    zero beyond its edge cells, then ``>= 0.5``; only the box's pixels are
+    computed (:func:`keras_fourier.detection.paste_masks` is the same in
+    ``keras.ops`` for whole batches).
+
+    Args:
+        mask: (M, M) probabilities in the box's frame.
+        box: x1, y1, x2, y2 in the image's pixels.
+        height: the image's height.
+        width: the image's width.
+
+    Returns:
+        bool (height, width).
+
+    Example:
+        >>> int(paste_mask(np.ones((28, 28)), (2, 2, 6, 4), 6, 8).sum())
+        8
+    """
+    pasted = np.zeros((height, width), bool)
+    x1, y1, x2, y2 = (float(value) for value in box)
+    top, left = max(int(np.floor(y1)), 0), max(int(np.floor(x1)), 0)
+    bottom, right = min(int(np.ceil(y2)), height), min(int(np.ceil(x2)), width)
+    if bottom <= top or right <= left or x2 <= x1 or y2 <= y1:
+        return pasted
+    size = mask.shape[-1]
+    cells = np.arange(size)
+
+    def weights(low: float, high: float, start: int, stop: int) -> np.ndarray:
+        where = (np.arange(start, stop) + 0.5 - low) / (high - low) * size - 0.5
+        return np.maximum(1.0 - np.abs(where[:, None] - cells[None]), 0.0)
+
+    rows, columns = weights(y1, y2, top, bottom), weights(x1, x2, left, right)
+    pasted[top:bottom, left:right] = rows @ np.asarray(mask, np.float64) @ columns.T >= 0.5
+    return pasted
+
+
+def _ground_truth(ground_truth: Sequence[np.ndarray], detections: Sequence[np.ndarray]):
+    """COCO's images and annotations (bbox in original pixels) and each image's scale."""
+    images, annotations, scales = [], [], []
+    for index, array in enumerate(ground_truth):
+        rows = _rows(array, 8, f"ground_truth[{index}]")
+        scales.append(_image_scale(rows, index, len(detections[index]) > 0))
+        images.append({"id": index})
+        for row in rows[rows[:, _CLASS] >= 0]:
+            x1, y1, x2, y2 = row[:4] / scales[-1]
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,  # COCOeval matches on ids > 0
+                    "image_id": index,
+                    "category_id": int(row[_CLASS]) + 1,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": float(row[_AREA]),
+                    "iscrowd": int(row[_CROWD]),
+                }
+            )
+    if not annotations:
+        raise ValueError(
+            f"The ground truth of these {len(images)} images holds no box: COCO AP is "
+            "undefined. Received: boxes=0"
+        )
+    return images, annotations, scales
+
+
+def _run_coco_eval(
+    images: list[dict],
+    annotations: list[dict],
+    results: list[dict],
+    class_names: Sequence[str],
+    iou_type: str,
+) -> dict[str, float]:
+    """COCOeval's summary and per-class AP of in-memory ground truth and results."""
+    coco_class, coco_eval_class = _coco_module()
+    categories = [{"id": index + 1, "name": name} for index, name in enumerate(class_names)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        truth = _index(
+            coco_class,
+            {"images": images, "annotations": annotations, "categories": categories},
+        )
+        found = _index(
+            coco_class, {"images": images, "annotations": results, "categories": categories}
+        )
+        evaluation = coco_eval_class(truth, found, iouType=iou_type)
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    metrics = {name: float(evaluation.stats[index]) for name, index in COCO_STATS.items()}
+    # precision: (IoU thresholds, recall points, classes, area ranges, max detections); area
+    # "all" and 100 detections, as stats[0].
+    precision = evaluation.eval["precision"][:, :, :, 0, -1]
+    for index, name in enumerate(class_names):
+        values = precision[:, :, index]
+        values = values[values > -1]
+        metrics[f"ap/{name}"] = float(values.mean()) if values.size else -1.0
+    return {name: (float("nan") if value < 0 else value) for name, value in metrics.items()}
+
+
+def _box_results(detections: Sequence[np.ndarray], class_names: Sequence[str], scales):
+    results = coco_results(
+        detections, range(len(detections)), range(1, len(class_names) + 1), scales
+    )
+    for number, result in enumerate(results, 1):  # as COCO.loadRes completes them
+        width, height = result["bbox"][2:]
+        result.update(id=number, area=width * height, iscrowd=0)
+    return results
+
+
 def coco_evaluate(
     ground_truth: Sequence[np.ndarray],
     detections: Sequence[np.ndarray],
@@ -186,52 +296,107 @@ def coco_evaluate(
             "ground_truth and detections must have one entry per image. Received: "
             f"{len(ground_truth)} ground_truth, {len(detections)} detections"
         )
-    coco_class, coco_eval_class = _coco_module()
-    categories = [{"id": index + 1, "name": name} for index, name in enumerate(class_names)]
-    images, annotations, scales = [], [], []
-    for index, array in enumerate(ground_truth):
-        rows = _rows(array, 8, f"ground_truth[{index}]")
-        scales.append(_image_scale(rows, index, len(detections[index]) > 0))
-        images.append({"id": index})
-        for row in rows[rows[:, _CLASS] >= 0]:
-            x1, y1, x2, y2 = row[:4] / scales[-1]
-            annotations.append(
-                {
-                    "id": len(annotations) + 1,  # COCOeval matches on ids > 0
-                    "image_id": index,
-                    "category_id": int(row[_CLASS]) + 1,
-                    "bbox": [x1, y1, x2 - x1, y2 - y1],
-                    "area": float(row[_AREA]),
-                    "iscrowd": int(row[_CROWD]),
-                }
-            )
-    if not annotations:
+    images, annotations, scales = _ground_truth(ground_truth, detections)
+    results = _box_results(detections, class_names, scales)
+    return _run_coco_eval(images, annotations, results, class_names, "bbox")
+
+
+def _encoded(masks: np.ndarray) -> dict:
+    """The COCO RLE (counts as str) of a bool (H, W) mask."""
+    mask_api = _mask_module()
+    rle = mask_api.encode(np.asfortranarray(masks.astype(np.uint8)))
+    return {"size": [int(value) for value in rle["size"]], "counts": rle["counts"].decode("ascii")}
+
+
+def _mask_module():
+    try:
+        from pycocotools import mask
+    except ImportError as error:
+        raise ImportError(
+            "COCO mask evaluation needs pycocotools: pip install 'keras-fourier[detection]' "
+            "(or pip install pycocotools)"
+        ) from error
+    return mask
+
+
+def mask_results(
+    detections: np.ndarray, masks: np.ndarray, height: int, width: int
+) -> list[tuple[dict, float]]:
+    """Each detection's mask pasted into an image of (height, width), as (COCO RLE, area).
+
+    Args:
+        detections: (K, 6) ``[x1, y1, x2, y2, score, class]`` in the
+            image's pixels.
+        masks: (K, M, M) probabilities in each detection's box frame.
+        height: the image's height.
+        width: the image's width.
+
+    Returns:
+        One (``{"size": [height, width], "counts": str}``, pixel count) per detection.
+    """
+    encoded = []
+    for row, mask in zip(detections, masks, strict=True):
+        pasted = paste_mask(mask, row[:4], height, width)
+        encoded.append((_encoded(pasted), float(pasted.sum())))
+    return encoded
+
+
+def coco_evaluate_instances(
+    ground_truth: Sequence[np.ndarray],
+    ground_truth_masks: Sequence[np.ndarray],
+    detections: Sequence[np.ndarray],
+    detection_masks: Sequence[np.ndarray],
+    class_names: Sequence[str],
+) -> dict[str, float]:
+    """COCO box AP and mask AP of a whole split, by pycocotools' COCOeval ("bbox" and "segm").
+
+    The boxes are scored as :func:`coco_evaluate` scores them. For "segm",
+    every ground-truth and detected mask is pasted (:func:`paste_mask`) into
+    its image in original pixels (as large as the image's boxes reach) and
+    RLE-encoded; a ground-truth mask is thus its box-frame target resampled,
+    exact where its box is at most M pixels wide and tall.
+
+    Args:
+        ground_truth: per image, its (N, 8) target rows (see :func:`coco_evaluate`).
+        ground_truth_masks: per image, (N, M, M) masks in the rows' box frames.
+        detections: per image, (K, 6) ``[x1, y1, x2, y2, score, class]``
+            in the model-input frame.
+        detection_masks: per image, (K, M', M') probabilities in the
+            detections' box frames.
+        class_names: the class names, in class index order.
+
+    Returns:
+        :func:`coco_evaluate`'s values of the boxes, then the same of the
+        masks with the prefix ``mask_`` (``mask_map``, ``mask_map50``, ...,
+        ``mask_ap/<class name>``).
+
+    Raises:
+        ValueError: lists of different lengths, a malformed array, or a
+            ground truth without any box.
+    """
+    count = len(ground_truth)
+    if not count == len(ground_truth_masks) == len(detections) == len(detection_masks):
         raise ValueError(
-            f"The ground truth of these {len(images)} images holds no box: COCO AP is "
-            "undefined. Received: boxes=0"
+            "ground_truth, ground_truth_masks, detections and detection_masks must have one "
+            f"entry per image. Received: {len(ground_truth)}, {len(ground_truth_masks)}, "
+            f"{len(detections)}, {len(detection_masks)}"
         )
-    results = coco_results(detections, range(len(images)), range(1, len(class_names) + 1), scales)
-    for number, result in enumerate(results, 1):  # as COCO.loadRes completes them
-        width, height = result["bbox"][2:]
-        result.update(id=number, area=width * height, iscrowd=0)
-    with contextlib.redirect_stdout(io.StringIO()):
-        truth = _index(
-            coco_class,
-            {"images": images, "annotations": annotations, "categories": categories},
-        )
-        found = _index(
-            coco_class, {"images": images, "annotations": results, "categories": categories}
-        )
-        evaluation = coco_eval_class(truth, found, iouType="bbox")
-        evaluation.evaluate()
-        evaluation.accumulate()
-        evaluation.summarize()
-    metrics = {name: float(evaluation.stats[index]) for name, index in COCO_STATS.items()}
-    # precision: (IoU thresholds, recall points, classes, area ranges, max detections); area
-    # "all" and 100 detections, as stats[0].
-    precision = evaluation.eval["precision"][:, :, :, 0, -1]
-    for index, name in enumerate(class_names):
-        values = precision[:, :, index]
-        values = values[values > -1]
-        metrics[f"ap/{name}"] = float(values.mean()) if values.size else -1.0
-    return {name: (float("nan") if value < 0 else value) for name, value in metrics.items()}
+    images, annotations, scales = _ground_truth(ground_truth, detections)
+    results = _box_results(detections, class_names, scales)
+    values = _run_coco_eval(images, annotations, results, class_names, "bbox")
+    numbers, ordered = iter(annotations), iter(results)  # both image by image, in order
+    for index, scale in enumerate(scales):
+        rows = np.asarray(ground_truth[index], np.float64)
+        kept = rows[:, _CLASS] >= 0
+        truth = rows[kept, :4] / scale
+        found = _rows(detections[index], 6, f"detections[{index}]").copy()
+        found[:, :4] /= scale
+        corners = np.concatenate([truth[:, 2:], found[:, 2:4], np.ones((1, 2))])
+        width, height = (int(value) for value in np.ceil(corners.max(0)))
+        images[index].update(height=height, width=width)
+        for box, mask in zip(truth, np.asarray(ground_truth_masks[index])[kept], strict=True):
+            next(numbers)["segmentation"] = _encoded(paste_mask(mask, box, height, width))
+        for rle, area in mask_results(found, np.asarray(detection_masks[index]), height, width):
+            next(ordered).update(segmentation=rle, area=area)
+    masks = _run_coco_eval(images, annotations, results, class_names, "segm")
+    return {**values, **{f"mask_{name}": value for name, value in masks.items()}}

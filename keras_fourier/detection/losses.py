@@ -20,37 +20,67 @@ from keras_fourier.validation import check_rate
 BOX_LOSSES = ("l1", "smooth_l1", "giou")
 
 
-def assign_anchors(anchors, targets, positive_iou: float = 0.5, negative_iou: float = 0.4):
-    """mmdetection's ``MaxIoUAssigner`` of RetinaNet: each anchor's ground-truth box, or none.
+def assign_anchors(
+    anchors,
+    targets,
+    positive_iou: float = 0.5,
+    negative_iou: float = 0.4,
+    *,
+    min_positive_iou: float = 0.0,
+    match_low_quality: bool = True,
+    valid=None,
+):
+    """mmdetection 2.x's ``MaxIoUAssigner``: each anchor's (or RoI's) ground-truth box, or none.
 
     An anchor whose best IoU with a (non-crowd, non-padding) box is at least
     `positive_iou` is a positive of that box; below `negative_iou` a
-    negative; between, ignored. Every box also claims the anchors of its
-    highest IoU (if above 0) as positives, so that no box goes unmatched
-    (``min_pos_iou=0``, ``gt_max_assign_all=True``). Crowd boxes take no
-    anchors.
+    negative; between, ignored. With `match_low_quality`, every box then
+    claims the anchors of its highest IoU as positives if that IoU is at
+    least `min_positive_iou` and above 0 (``gt_max_assign_all=True``: all the
+    anchors tied at that IoU; an anchor claimed by several boxes goes to the
+    last, as mmdetection's loop over boxes). Crowd and padding boxes take no
+    anchors (mmdetection's ``ignore_iof_thr=-1``: COCO's crowd boxes are left
+    out); an image without boxes makes every anchor a negative. Anchors
+    outside `valid` are neither positive nor negative and claim nothing
+    (mmdetection's anchors across the image border, ``allowed_border=0``).
+
+    The one difference from mmdetection: a box whose best IoU is 0 claims no
+    anchors (with ``min_pos_iou=0``, mmdetection's would claim every anchor).
 
     Args:
-        anchors: (B, A, 4) "xyxy".
+        anchors: (B, A, 4) "xyxy" anchors or proposals.
         targets: (B, M, 8) ground-truth rows.
         positive_iou: default 0.5.
         negative_iou: default 0.4.
+        min_positive_iou: the least IoU of a low-quality match. Default 0.0.
+        match_low_quality: whether boxes claim their best anchors. Default True.
+        valid: (B, A) bool, the anchors to assign. Default None: all.
 
     Returns:
         (positive, negative, matched): (B, A) float masks and the (B, A)
-        int32 index of each anchor's box.
+        int32 index of each anchor's box (0 for an anchor of no box).
     """
     boxes = targets[..., :4]
-    valid = ops.logical_and(targets[..., 4] >= 0, targets[..., 5] < 0.5)
-    iou = ops.where(valid[:, None, :], pairwise_iou(anchors, boxes), -1.0)
+    real = ops.logical_and(targets[..., 4] >= 0, targets[..., 5] < 0.5)
+    valid = ops.ones(ops.shape(anchors)[:2], "bool") if valid is None else ops.cast(valid, "bool")
+    iou = ops.where(
+        ops.logical_and(real[:, None, :], valid[:, :, None]), pairwise_iou(anchors, boxes), 0.0
+    )
     best_iou = ops.max(iou, axis=2)
     matched = ops.argmax(iou, axis=2)
-    box_best = ops.max(iou, axis=1)
-    claims = ops.logical_and(iou == box_best[:, None, :], box_best[:, None, :] > 0)
-    claimed = ops.any(claims, axis=2)
-    matched = ops.where(claimed, ops.argmax(ops.cast(claims, "float32"), axis=2), matched)
-    positive = ops.logical_or(best_iou >= positive_iou, claimed)
-    negative = ops.logical_and(best_iou < negative_iou, ops.logical_not(positive))
+    positive = ops.logical_and(best_iou >= positive_iou, valid)
+    if match_low_quality:
+        box_best = ops.max(ops.where(valid[:, :, None], iou, -1.0), axis=1)[:, None, :]
+        quality = ops.logical_and(box_best >= min_positive_iou, box_best > 0)
+        claims = ops.logical_and(ops.logical_and(iou == box_best, quality), real[:, None, :])
+        claimed = ops.logical_and(ops.any(claims, axis=2), valid)
+        number = ops.cast(ops.arange(ops.shape(boxes)[1]), "float32")[None, None, :] + 1.0
+        last = ops.cast(ops.max(ops.cast(claims, "float32") * number, axis=2), "int32") - 1
+        matched = ops.where(claimed, last, matched)
+        positive = ops.logical_or(positive, claimed)
+    negative = ops.logical_and(
+        ops.logical_and(best_iou < negative_iou, ops.logical_not(positive)), valid
+    )
     return (
         ops.cast(positive, "float32"),
         ops.cast(negative, "float32"),
@@ -65,6 +95,24 @@ def sigmoid_focal_loss(labels, logits, alpha: float = 0.25, gamma: float = 2.0):
     p_t = probability * labels + (1 - probability) * (1 - labels)
     alpha_t = alpha * labels + (1 - alpha) * (1 - labels)
     return alpha_t * ops.power(1 - p_t, gamma) * cross_entropy
+
+
+def delta_error(deltas, target, box_loss: str = "l1", beta: float = 1.0 / 9.0):
+    """Per-box L1 (or smooth L1 of `beta`) error of box deltas, summed over the 4 coordinates.
+
+    Args:
+        deltas: (..., 4) predicted deltas.
+        target: (..., 4) target deltas.
+        box_loss: "l1" (default) or "smooth_l1".
+        beta: the smooth L1's transition point. Default 1/9 (mmdetection's RPN and RetinaNet).
+
+    Returns:
+        (...,) the error of each box.
+    """
+    error = ops.abs(deltas - target)
+    if box_loss == "smooth_l1":
+        error = ops.where(error < beta, 0.5 * error * error / beta, error - 0.5 * beta)
+    return ops.sum(error, axis=-1)
 
 
 def generalized_iou(boxes1, boxes2):
@@ -174,11 +222,7 @@ class RetinaNetLoss(keras.losses.Loss):
         if self.box_loss == "giou":
             per_anchor = 1.0 - generalized_iou(decode_boxes(anchors, deltas), boxes)
         else:
-            error = ops.abs(deltas - encode_boxes(anchors, boxes))
-            if self.box_loss == "smooth_l1":
-                beta = 1.0 / 9.0
-                error = ops.where(error < beta, 0.5 * error * error / beta, error - 0.5 * beta)
-            per_anchor = ops.sum(error, axis=-1)
+            per_anchor = delta_error(deltas, encode_boxes(anchors, boxes), self.box_loss)
         box = ops.sum(per_anchor * positive, axis=1)
         count = ops.maximum(ops.sum(positive), 1.0)
         return (ops.sum(focal, axis=(1, 2)) + self.box_weight * box) / count

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_fourier.detection.evaluation import coco_evaluate
+from keras_fourier.detection.evaluation import coco_evaluate, coco_evaluate_instances
 from keras_fourier.layers.detection import RAW_BOX_COLUMNS, DetectionDecoder
 
 # Images a metric stores by default: COCO's val2017 split.
@@ -36,6 +36,10 @@ TARGET_WIDTH = 8
 SCALE_COLUMN = 7
 # The values of COCOeval's summary a metric may report (keys of coco_evaluate).
 KEYS = ("map", "map50", "map75", "map_small", "map_medium", "map_large", "ar100")
+# ... and of an instance segmenter's: the boxes', then the masks' (coco_evaluate_instances).
+INSTANCE_KEYS = KEYS + tuple(f"mask_{key}" for key in KEYS)
+# The side of the masks an instance metric stores per box (uint8, in the box's frame).
+STORED_MASK_SIZE = 28
 # Evaluations kept for metrics of the same state (digest -> values).
 _CACHE: dict[str, dict[str, float]] = {}
 _CACHE_SIZE = 4
@@ -80,6 +84,8 @@ class COCOMeanAP(keras.metrics.Metric):
         >>> metric = COCOMeanAP()
     """
 
+    keys = KEYS
+
     def __init__(
         self,
         num_classes: int | None = None,
@@ -91,8 +97,8 @@ class COCOMeanAP(keras.metrics.Metric):
         name: str | None = None,
         dtype=None,
     ):
-        if key not in KEYS:
-            raise ValueError(f"`key` must be one of {KEYS}. Received: key={key!r}")
+        if key not in self.keys:
+            raise ValueError(f"`key` must be one of {self.keys}. Received: key={key!r}")
         super().__init__(name=name or key, dtype=dtype)
         self.key = key
         self.num_classes = None if num_classes is None else int(num_classes)
@@ -174,20 +180,29 @@ class COCOMeanAP(keras.metrics.Metric):
             )
         if not count:
             raise ValueError(f"The {self.name!r} metric scored no image: the split is empty.")
-        detections = ops.convert_to_numpy(self.detections)[:count]
-        ground_truth = ops.convert_to_numpy(self.ground_truth)[:count]
+        stored = self._stored(count)
         names = self.class_names or [str(index) for index in range(self.num_classes or 0)]
         digest = hashlib.sha256(
-            detections.tobytes() + ground_truth.tobytes() + json.dumps(names).encode()
+            b"".join(array.tobytes() for array in stored) + json.dumps(names).encode()
         ).hexdigest()
         if digest not in _CACHE:
             while len(_CACHE) >= _CACHE_SIZE:
                 del _CACHE[next(iter(_CACHE))]
-            _CACHE[digest] = coco_evaluate(
-                list(ground_truth), [d[d[:, 5] >= 0] for d in detections], names
-            )
+            _CACHE[digest] = self._score(stored, names)
         self._evaluation = _CACHE[digest]
         return self._evaluation
+
+    def _stored(self, count: int) -> list[np.ndarray]:
+        """The state of the `count` scored images, as NumPy arrays (what `_score` reads)."""
+        return [
+            ops.convert_to_numpy(self.detections)[:count],
+            ops.convert_to_numpy(self.ground_truth)[:count],
+        ]
+
+    def _score(self, stored: list[np.ndarray], names: list[str]) -> dict[str, float]:
+        """The COCO values of the stored state."""
+        detections, ground_truth = stored
+        return coco_evaluate(list(ground_truth), [d[d[:, 5] >= 0] for d in detections], names)
 
     def result(self):
         count = _concrete(self.count)
@@ -196,7 +211,7 @@ class COCOMeanAP(keras.metrics.Metric):
         return ops.convert_to_tensor(self.evaluation()[self.key], "float32")
 
     def reset_state(self):
-        for variable in (self.detections, self.ground_truth, self.count, self.dropped):
+        for variable in self.variables:
             variable.assign(ops.zeros(variable.shape, variable.dtype))
         self._evaluation = None
 
@@ -211,3 +226,141 @@ class COCOMeanAP(keras.metrics.Metric):
             "name": self.name,
             "dtype": self.dtype,
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class COCOInstanceAP(COCOMeanAP):
+    """A COCO box or mask AP of an instance segmenter (a two-stage detector) over a whole split.
+
+    Stores each scored image's detections (boxes, scores, classes) and their
+    masks, and the ground truth's rows and masks, as :class:`COCOMeanAP`
+    does; the masks as uint8 (M x M, M = `STORED_MASK_SIZE`, 28) in their
+    boxes' frames: ``capacity * (max_detections + max_boxes) * 784`` bytes.
+    The split is scored by pycocotools' COCOeval, "bbox" and "segm"
+    (:func:`~keras_fourier.detection.evaluation.coco_evaluate_instances`).
+
+    Args:
+        num_classes: the detector's classes. Default None: `class_names`'s count.
+        class_names: their names, for the per-class AP. Default None: "0", "1", ...
+        capacity: the most images one split may hold (build it with the
+            split's size). Default 5000.
+        max_boxes: ground-truth rows per image of the targets. Default 100.
+        max_detections: detections per image of the model's output. Default 100.
+        key: the value reported: a box value of :data:`KEYS` or the same of
+            the masks, "mask_map" (default), "mask_map50", ...
+        name: the metric's name. Default `key`.
+        dtype: the metric's dtype. Default None.
+
+    Call arguments (``update_state``):
+        y_true: {"boxes": (B, max_boxes, 8) rows (see
+            :data:`keras_fourier.data.detection.TARGET_COLUMNS`), "masks":
+            (B, max_boxes, M', M') box-local masks, M' a multiple of 28}.
+        y_pred: a :class:`~keras_fourier.detection.TwoStageDetector`'s
+            detections: {"boxes", "scores", "classes", "masks", ...}.
+
+    Returns:
+        ``result()``: the split's `key` value.
+
+    Example:
+        >>> metric = COCOInstanceAP(num_classes=10, capacity=200)
+    """
+
+    keys = INSTANCE_KEYS
+
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        class_names: Sequence[str] | None = None,
+        capacity: int = DEFAULT_CAPACITY,
+        max_boxes: int = 100,
+        max_detections: int = 100,
+        key: str = "mask_map",
+        name: str | None = None,
+        dtype=None,
+    ):
+        if num_classes is None and class_names is not None:
+            num_classes = len(class_names)
+        super().__init__(
+            num_classes, class_names, capacity, max_boxes, max_detections, key, name, dtype
+        )
+        size = STORED_MASK_SIZE
+        self.detection_masks = self.add_variable(
+            (self.capacity, self.max_detections, size, size), "zeros", "uint8", name="det_masks"
+        )
+        self.truth_masks = self.add_variable(
+            (self.capacity, self.max_boxes, size, size), "zeros", "uint8", name="truth_masks"
+        )
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        del sample_weight
+        targets = ops.cast(y_true["boxes"], "float32")
+        truth = ops.cast(y_true["masks"], "float32")
+        size = STORED_MASK_SIZE
+        shapes = {
+            "y_true['boxes']": (tuple(targets.shape[1:]), (self.max_boxes, TARGET_WIDTH)),
+            "y_pred['boxes']": (tuple(y_pred["boxes"].shape[1:]), (self.max_detections, 4)),
+            "y_pred['masks']": (
+                tuple(y_pred["masks"].shape[1:]),
+                (self.max_detections, size, size),
+            ),
+        }
+        for what, (shape, expected) in shapes.items():
+            if shape != expected:
+                raise ValueError(
+                    f"{self.name!r} takes {what} of shape (B, {', '.join(map(str, expected))}). "
+                    f"Received: {what}.shape={shape}"
+                )
+        factor = int(truth.shape[-1]) // size
+        if truth.shape[-1] != factor * size or truth.shape[-2] != truth.shape[-1]:
+            raise ValueError(
+                f"{self.name!r} takes y_true['masks'] of (B, {self.max_boxes}, M, M), M a "
+                f"multiple of {size}. Received: y_true['masks'].shape={tuple(truth.shape)}"
+            )
+        batch = ops.shape(targets)[0]
+        truth = ops.mean(
+            ops.reshape(truth, (batch, self.max_boxes, size, factor, size, factor)), axis=(3, 5)
+        )
+        detections = ops.concatenate(
+            [
+                ops.cast(y_pred["boxes"], "float32"),
+                ops.cast(y_pred["scores"], "float32")[..., None],
+                ops.cast(y_pred["classes"], "float32")[..., None],
+            ],
+            axis=-1,
+        )
+        scored = ops.sum(ops.cast(targets[:, 0, SCALE_COLUMN] > 0, "int32"))
+        start = ops.maximum(ops.minimum(self.count, self.capacity - batch), 0)
+        for variable, value in (
+            (self.detections, detections),
+            (self.ground_truth, targets),
+            (self.detection_masks, _as_bytes(y_pred["masks"])),
+            (self.truth_masks, _as_bytes(truth)),
+        ):
+            corner = (start,) + (0,) * (len(variable.shape) - 1)
+            variable.assign(ops.slice_update(variable, corner, value))
+        kept = ops.minimum(scored, ops.maximum(self.capacity - self.count, 0))
+        self.dropped.assign(self.dropped + scored - kept)
+        self.count.assign(self.count + kept)
+
+    def _stored(self, count: int) -> list[np.ndarray]:
+        return [
+            *super()._stored(count),
+            ops.convert_to_numpy(self.detection_masks)[:count],
+            ops.convert_to_numpy(self.truth_masks)[:count],
+        ]
+
+    def _score(self, stored: list[np.ndarray], names: list[str]) -> dict[str, float]:
+        detections, ground_truth, detection_masks, truth_masks = stored
+        found = [rows[:, 5] >= 0 for rows in detections]
+        return coco_evaluate_instances(
+            list(ground_truth),
+            list(truth_masks / 255.0),
+            [rows[kept] for rows, kept in zip(detections, found, strict=True)],
+            [masks[kept] / 255.0 for masks, kept in zip(detection_masks, found, strict=True)],
+            names,
+        )
+
+
+def _as_bytes(masks) -> object:
+    """Probabilities in [0, 1] as uint8 0-255."""
+    return ops.cast(ops.round(ops.clip(ops.cast(masks, "float32"), 0.0, 1.0) * 255.0), "uint8")

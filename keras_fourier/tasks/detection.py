@@ -107,19 +107,25 @@ def _draw(image: np.ndarray, detections: np.ndarray, names: Sequence[str]) -> np
     return np.asarray(canvas)
 
 
-class Detection(Task):
-    """Object detection with RetinaNet on the run's backbone."""
+class BoxTask(Task):
+    """What detection and instance segmentation share: box data, its splits, labels, input size.
 
-    name = "detection"
+    A subclass sets `what` (the task in messages), `recipe` (the default
+    job's on "digits"), `is_source` and `load` (its data's test and
+    pipeline, `load_detection_dataset`'s arguments), and the model, loss,
+    metrics and results.
+    """
+
     modality = "image"
-    sources = "'digits', 'coco:<path>', 'tfds:coco/2017' or 'tfds:voc/2007'"
     fields = ("image_size", "eval_split", "validation_split")
-    selection_metric = "map"
     selection_mode = "max"
-    outputs = "classes (RetinaNet, 9 anchors a location)"
+    what: str
+    recipe: Mapping[str, Any]
+    is_source: Callable[[str], bool]
+    load: Callable[..., tf.data.Dataset]
 
     def accepts(self, data: str) -> bool:
-        return is_detection_source(data)
+        return self.is_source(data)
 
     def image_size(self, config: TrainConfig) -> int:
         """The run's input size: `image_size`, else 64."""
@@ -129,12 +135,12 @@ class Detection(Task):
         size = self.image_size(config)
         if size % 32:
             raise ValueError(
-                f"`{name('image_size')}` of a detection run must be a multiple of 32 (the "
+                f"`{name('image_size')}` of a {self.what} run must be a multiple of 32 (the "
                 f"backbone's stride). Received: {name('image_size')}={size}"
             )
         if config.weights is not None:
             raise ValueError(
-                f"A detection run starts from random weights; `{name('weights')}` is not "
+                f"A {self.what} run starts from random weights; `{name('weights')}` is not "
                 f"supported yet. Received: {name('weights')}={config.weights!r}"
             )
 
@@ -143,8 +149,8 @@ class Detection(Task):
         return values
 
     def recipe_defaults(self, config: TrainConfig) -> dict[str, Any]:
-        """The default job on "digits" trains in minutes: `DIGITS_RECIPE`; others: none."""
-        return dict(DIGITS_RECIPE) if config.data == DIGIT_CANVAS else {}
+        """The default job on "digits" trains in minutes: `recipe`; others: none."""
+        return dict(self.recipe) if config.data == DIGIT_CANVAS else {}
 
     def num_classes(self, data: str, data_dir: str | None = None) -> int:
         return detection_num_classes(data, data_dir)
@@ -161,24 +167,15 @@ class Detection(Task):
     def model_options(self, config: TrainConfig) -> dict[str, Any]:
         return {"image_size": self.image_size(config)}
 
-    def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
-        """RetinaNet on `config.model` at the run's size, with the runs' head width."""
-        size = self.image_size(config)
-        return RetinaNet(
-            backbone(config, size),
-            num_classes,
-            input_shape=(size, size, 3),
-            channels=HEAD_CHANNELS,
-            stacked_convs=HEAD_CONVS,
-            anchor_scale=DIGITS_ANCHOR_SCALE if config.data == DIGIT_CANVAS else 4.0,
-            drop_path_rate=config.drop_path_rate,
-        )
-
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
         return "x".join(str(size) for size in model.input_shape[1:])
 
+    def _unscored(self, targets):
+        """Training targets with scale 0: their augmented boxes are not scored (COCOMeanAP)."""
+        return targets * tf.constant([1.0] * 7 + [0.0])
+
     def _pipeline(self, config: TrainConfig, split: str, training: bool) -> tf.data.Dataset:
-        data = load_detection_dataset(
+        data = self.load(
             config.data,
             split,
             image_size=self.image_size(config),
@@ -191,9 +188,7 @@ class Detection(Task):
         )
         if not training:
             return data
-        # Training targets carry scale 0: their augmented boxes are not scored (COCOMeanAP).
-        keep = tf.constant([1.0] * 7 + [0.0])
-        return data.map(lambda images, targets: (images, targets * keep))
+        return data.map(lambda images, targets: (images, self._unscored(targets)))
 
     def datasets(self, config: TrainConfig, names: Mapping[str, str] | None = None) -> TaskData:
         train_split, validation_split = run_splits(
@@ -207,8 +202,8 @@ class Detection(Task):
         return TaskData(train, validation, self.num_classes(config.data, config.data_dir), splits)
 
     def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
-        size = image_input_size(model, request.data, "detection", DEFAULT_IMAGE_SIZE)
-        return load_detection_dataset(
+        size = image_input_size(model, request.data, self.what, DEFAULT_IMAGE_SIZE)
+        return self.load(
             request.data,
             request.split,
             image_size=size,
@@ -217,6 +212,61 @@ class Detection(Task):
             max_boxes=MAX_BOXES,
             data_dir=request.data_dir,
             on_bad_image=request.on_bad_image,
+        )
+
+    @staticmethod
+    def size_lines(metrics: Mapping[str, float], prefix: str, title: str) -> list[str]:
+        """The line of ``<prefix>/<size>`` values, when there is one: "<title> by size: ..."."""
+        if not any(f"{prefix}/{size}" in metrics for size in SIZES):
+            return []
+        sizes = ", ".join(
+            f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
+            for size in SIZES
+            for key in [f"{prefix}/{size}"]
+        )
+        return [f"{title} by size: {sizes}"]
+
+    @staticmethod
+    def class_lines(metrics: Mapping[str, float], prefix: str, title: str) -> list[str]:
+        """The ``<prefix>/<class>`` values as a compact table under "<title>:", when any."""
+        start = len(prefix) + 1
+        values = {
+            key[start:]: value for key, value in metrics.items() if key[:start] == prefix + "/"
+        }
+        if not values:
+            return []
+        width = min(max(len(name) for name in values), DETAILS_NAME_WIDTH)
+        cells = [f"{name[:width]:<{width}} {value:.4f}" for name, value in values.items()]
+        per_line = max(1, DETAILS_LINE_WIDTH // (width + 10))
+        return [f"{title}:"] + [
+            "  " + "   ".join(cells[start : start + per_line])
+            for start in range(0, len(cells), per_line)
+        ]
+
+
+class Detection(BoxTask):
+    """Object detection with RetinaNet on the run's backbone."""
+
+    name = "detection"
+    what = "detection"
+    sources = "'digits', 'coco:<path>', 'tfds:coco/2017' or 'tfds:voc/2007'"
+    selection_metric = "map"
+    outputs = "classes (RetinaNet, 9 anchors a location)"
+    recipe = DIGITS_RECIPE
+    is_source = staticmethod(is_detection_source)
+    load = staticmethod(load_detection_dataset)
+
+    def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
+        """RetinaNet on `config.model` at the run's size, with the runs' head width."""
+        size = self.image_size(config)
+        return RetinaNet(
+            backbone(config, size),
+            num_classes,
+            input_shape=(size, size, 3),
+            channels=HEAD_CHANNELS,
+            stacked_convs=HEAD_CONVS,
+            anchor_scale=DIGITS_ANCHOR_SCALE if config.data == DIGIT_CANVAS else 4.0,
+            drop_path_rate=config.drop_path_rate,
         )
 
     def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:
@@ -287,23 +337,9 @@ class Detection(Task):
             >>> TASK.details({"map/small": 0.2, "map/medium": 0.5, "ap/cat": 0.1})
             ['mAP by size: small 0.2000, medium 0.5000, large -', 'per-class AP:', '  cat 0.1000']
         """
-        lines = []
-        if any(f"map/{size}" in metrics for size in SIZES):
-            sizes = ", ".join(
-                f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
-                for size in SIZES
-                for key in [f"map/{size}"]
-            )
-            lines.append(f"mAP by size: {sizes}")
-        values = {key[3:]: value for key, value in metrics.items() if key.startswith("ap/")}
-        if not values:
-            return lines
-        width = min(max(len(name) for name in values), DETAILS_NAME_WIDTH)
-        cells = [f"{name[:width]:<{width}} {value:.4f}" for name, value in values.items()]
-        per_line = max(1, DETAILS_LINE_WIDTH // (width + 10))
-        return [*lines, "per-class AP:"] + [
-            "  " + "   ".join(cells[start : start + per_line])
-            for start in range(0, len(cells), per_line)
+        return [
+            *self.size_lines(metrics, "map", "mAP"),
+            *self.class_lines(metrics, "ap", "per-class AP"),
         ]
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:

@@ -1,0 +1,431 @@
+"""Instance segmentation input pipelines: the detection pipelines with a mask per box.
+
+`load_instance_dataset` returns the batches of
+:func:`keras_fourier.data.detection.load_detection_dataset` (same sources,
+splits, letterbox, augmentation and box rows), with targets
+``{"boxes": (B, max_boxes, 8), "masks": (B, max_boxes, M, M)}``: each box
+row's instance mask in ITS BOX's frame (box-local, M = `MASK_CROP` = 56:
+mask pixel (i, j) covers the box's (i / M, j / M) to ((i + 1) / M,
+(j + 1) / M)), float32 in [0, 1] (the area of the instance's pixels in it),
+zeros for padding rows. Box-local masks move with their boxes: resizing
+leaves them as they are, a flip mirrors them, a crop resamples them into
+the clipped boxes (bilinear), and a row dropped drops its mask.
+
+Sources:
+
+* ``"digits"`` (the default): the detection task's digit canvases, each
+  digit's mask its own pasted pixels inside its box;
+* ``"coco:<path>"``: a COCO instances JSON (the layouts of
+  :mod:`keras_fourier.data.detection`) whose annotations have a
+  ``segmentation``: polygons (a list of ``[x1, y1, x2, y2, ...]`` lists
+  in pixels, rasterised in the box's frame by pycocotools' mask API) or
+  RLE (``{"size": [height, width], "counts": ...}``, compressed string or
+  uncompressed list, decoded for the box's columns only).
+
+TFDS's ``coco/2017`` holds boxes only (its builder keeps no segmentation),
+so a ``tfds:`` source is refused in one line naming the ``coco:`` layout.
+
+Every segmentation is checked before anything is decoded, and a bad one is
+one `ValueError` line naming the file and the annotation: a polygon of
+fewer than 3 points (or not of finite numbers), a point more than
+`OUTSIDE_TOLERANCE` pixels outside the image, an RLE whose size is not the
+image's or whose counts do not cover it, an annotation without a
+segmentation. Memory is bounded: each instance is decoded on its own,
+within its box (polygons straight into the M x M frame; RLE for the box's
+columns), and an image whose masks would decode to more than
+`MAX_MASK_PIXELS` pixels is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from keras_fourier.data.coco_json import CocoAnnotations, short_repr
+from keras_fourier.data.detection import (
+    DetectionAugment,
+    _coco_examples,
+    _digit_boxes,
+    _parse_source,
+    box_pipeline,
+    is_detection_source,
+)
+from keras_fourier.data.segmentation import DIGIT_CANVAS
+
+# The side of the box-local instance masks of the targets.
+MASK_CROP = 56
+# Pixels a polygon's point may lie outside its image (COCO's polygons touch the border).
+OUTSIDE_TOLERANCE = 1.0
+# Pixels the masks of one image may decode to (RLE windows of height x box columns, M x M
+# per polygon): past it the image is refused. COCO's images hold a few million at most.
+MAX_MASK_PIXELS = 100_000_000
+# COCO's compressed RLE: 6-bit groups, ASCII 48 + value.
+_RLE_ALPHABET = range(48, 48 + 64)
+
+
+def is_instance_source(source: str) -> bool:
+    """Whether `source` names instance segmentation data ("digits" or "coco:<path>").
+
+    Example:
+        >>> is_instance_source("coco:/data/coco"), is_instance_source("tfds:voc/2007")
+        (True, False)
+    """
+    return is_detection_source(source) and _parse_source(source)[0] != "tfds"
+
+
+# ----------------------------------------------------------------------------- box frames
+
+
+def box_frame(
+    region: np.ndarray, top: int, left: int, box: Sequence[float], size: int = MASK_CROP
+) -> np.ndarray:
+    """A mask's pixels resampled into a box's size x size frame, by area.
+
+    Args:
+        region: bool or float (h, w): the mask over pixels ``top .. top + h``
+            and ``left .. left + w`` of its image (covering the box).
+        top: the region's first row in the image.
+        left: the region's first column.
+        box: x1, y1, x2, y2 of the box in the image's pixels.
+        size: the frame's side. Default 56.
+
+    Returns:
+        float32 (size, size): each frame pixel's covered fraction.
+
+    Example:
+        >>> box_frame(np.ones((2, 4), bool), 0, 0, (0, 0, 4, 2), size=2).tolist()
+        [[1.0, 1.0], [1.0, 1.0]]
+    """
+    x1, y1, x2, y2 = (float(value) for value in box)
+    rows = _area_weights(y1, y2, top, region.shape[0], size)
+    columns = _area_weights(x1, x2, left, region.shape[1], size)
+    return (rows @ region.astype(np.float32) @ columns.T).astype(np.float32)
+
+
+def _area_weights(low: float, high: float, start: int, count: int, size: int) -> np.ndarray:
+    """(size, count): the share of each of `size` equal spans of [low, high) in each pixel."""
+    step = max(high - low, 1e-6) / size
+    edges = low + step * np.arange(size + 1)
+    pixels = start + np.arange(count + 1, dtype=np.float64)
+    overlap = np.minimum(edges[1:, None], pixels[None, 1:]) - np.maximum(
+        edges[:-1, None], pixels[None, :-1]
+    )
+    return (np.maximum(overlap, 0.0) / step).astype(np.float32)
+
+
+def _window(box: Sequence[float], height: int, width: int) -> tuple[int, int, int, int]:
+    """The whole pixels (top, left, bottom, right) a box covers, within the image."""
+    x1, y1, x2, y2 = box
+    top, left = max(math.floor(y1), 0), max(math.floor(x1), 0)
+    bottom, right = min(math.ceil(y2), height), min(math.ceil(x2), width)
+    return top, left, max(bottom, top + 1), max(right, left + 1)
+
+
+# ----------------------------------------------------------------------------- COCO segmentations
+
+
+def _mask_api():
+    try:
+        from pycocotools import mask
+    except ImportError as error:  # pragma: no cover - the detection extra installs it
+        raise ImportError(
+            "COCO masks need pycocotools: pip install 'keras-fourier[detection]'"
+        ) from error
+    return mask
+
+
+def rle_counts(counts: str | bytes) -> np.ndarray:
+    """The run lengths of a compressed COCO RLE string (pycocotools' ``rleFrString``).
+
+    Raises:
+        ValueError: a character outside COCO's alphabet, or a run that does
+            not end in the string.
+
+    Example:
+        >>> rle_counts("52203").tolist()
+        [5, 2, 2, 2, 5]
+    """
+    data = counts.encode("ascii", "replace") if isinstance(counts, str) else bytes(counts)
+    if any(byte not in _RLE_ALPHABET for byte in data):
+        raise ValueError("a character outside COCO's RLE alphabet")
+    values: list[int] = []
+    position = 0
+    while position < len(data):
+        value, shift, more = 0, 0, True
+        while more:
+            if position >= len(data):
+                raise ValueError("a run that does not end")
+            group = data[position] - 48
+            value |= (group & 0x1F) << shift
+            more = bool(group & 0x20)
+            position += 1
+            shift += 5
+            if not more and group & 0x10:
+                value |= -1 << shift
+        if len(values) > 2:
+            value += values[-2]
+        values.append(value)
+    return np.array(values, np.int64)
+
+
+def _rle_columns(counts: np.ndarray, height: int, left: int, right: int) -> np.ndarray:
+    """Columns left..right of a column-major RLE, decoded alone: bool (height, right - left)."""
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    low, high = left * height, right * height
+    foreground = (np.arange(len(counts)) % 2 == 1) & (ends > low) & (starts < high)
+    edges = np.zeros(high - low + 1, np.int8)
+    np.add.at(edges, np.clip(starts[foreground], low, high) - low, 1)
+    np.add.at(edges, np.clip(ends[foreground], low, high) - low, -1)
+    inside = np.cumsum(edges[:-1], dtype=np.int8) > 0
+    return inside.reshape(right - left, height).T
+
+
+class _Refusal:
+    def __init__(self, file: str):
+        self.file = file
+
+    def __call__(self, where: str, problem: str, received: str) -> ValueError:
+        return ValueError(f"COCO JSON {self.file!r}: {where} {problem}. Received: {received}")
+
+
+def _polygons(segmentation: list, where: str, size: tuple[int, int], refuse) -> list[np.ndarray]:
+    """The checked polygons of an annotation, each a float64 (k, 2) array of points."""
+    height, width = size
+    polygons = []
+    for polygon in segmentation:
+        if not isinstance(polygon, list) or not all(
+            isinstance(value, (int, float)) and not isinstance(value, bool) for value in polygon
+        ):
+            raise refuse(where, "has a polygon that is not a list of numbers", short_repr(polygon))
+        points = np.asarray(polygon, np.float64)
+        if len(points) % 2 or len(points) < 6 or not np.isfinite(points).all():
+            raise refuse(
+                where,
+                "has a polygon of fewer than 3 points (x, y pairs of finite numbers)",
+                f"polygon={short_repr(polygon)}",
+            )
+        points = points.reshape(-1, 2)
+        outside = (
+            (points < -OUTSIDE_TOLERANCE) | (points > np.array([width, height]) + OUTSIDE_TOLERANCE)
+        ).any(1)
+        if outside.any():
+            x, y = points[outside][0]
+            raise refuse(
+                where, f"has a polygon reaching outside its {width}x{height} image", f"({x}, {y})"
+            )
+        polygons.append(points)
+    return polygons
+
+
+def _rle(segmentation: dict, where: str, size: tuple[int, int], refuse) -> np.ndarray:
+    """The checked run lengths of an RLE annotation (covering its image exactly)."""
+    height, width = size
+    shape = segmentation.get("size")
+    if shape != [height, width]:
+        raise refuse(
+            where,
+            f"has an RLE of size {short_repr(shape)}, not its image's [{height}, {width}] "
+            "(height, width)",
+            f"size={short_repr(shape)}",
+        )
+    counts = segmentation.get("counts")
+    if isinstance(counts, (str, bytes)):
+        try:
+            runs = rle_counts(counts)
+        except ValueError as error:
+            raise refuse(where, f"has RLE counts with {error}", short_repr(counts)) from None
+    elif isinstance(counts, list) and all(
+        isinstance(value, int) and not isinstance(value, bool) for value in counts
+    ):
+        runs = np.asarray(counts, np.int64)
+    else:
+        raise refuse(
+            where, "has RLE counts that are neither a string nor a list of ints", short_repr(counts)
+        )
+    if (runs < 0).any() or int(runs.sum()) != height * width:
+        raise refuse(
+            where,
+            f"has RLE counts covering {int(runs.sum()):,} pixels, not its {height}x{width} image "
+            "(or a negative run)",
+            f"counts={short_repr(counts)}",
+        )
+    return runs
+
+
+class CocoMasks:
+    """The checked segmentations of a split of a COCO JSON, decoded per image on demand.
+
+    Args:
+        annotations: the split's JSON (read by `read_coco_json`).
+        positions: the image index (in `annotations`) of each example position.
+
+    Call arguments:
+        position: an example position.
+
+    Returns:
+        float32 (n, M, M): the box-local masks of the image's n box rows.
+    """
+
+    def __init__(self, annotations: CocoAnnotations, positions: Sequence[int]):
+        refuse = _Refusal(annotations.file)
+        self.instances: list[list[tuple]] = []
+        for index in positions:
+            size = tuple(int(value) for value in annotations.sizes[index])
+            rows, segments = annotations.rows[index], annotations.segments[index]
+            instances, pixels = [], 0
+            for row, (where, segmentation) in zip(rows, segments, strict=True):
+                box = tuple(float(value) for value in row[:4])
+                if isinstance(segmentation, list) and segmentation:
+                    instances.append(
+                        ("polygons", box, _polygons(segmentation, where, size, refuse))
+                    )
+                    pixels += MASK_CROP * MASK_CROP
+                elif isinstance(segmentation, dict):
+                    runs = _rle(segmentation, where, size, refuse)
+                    _, left, _, right = _window(box, *size)
+                    instances.append(("rle", box, runs, size))
+                    pixels += size[0] * (right - left)
+                else:
+                    raise refuse(
+                        where,
+                        "has no segmentation (polygons or RLE), which instance segmentation needs",
+                        f"segmentation={short_repr(segmentation)}",
+                    )
+            if pixels > MAX_MASK_PIXELS:
+                raise refuse(
+                    f"image {annotations.image_ids[index]}",
+                    f"has masks that decode to {pixels:,} pixels, more than {MAX_MASK_PIXELS:,}",
+                    f"pixels={pixels}",
+                )
+            self.instances.append(instances)
+
+    def __call__(self, position) -> np.ndarray:
+        masks = [_decode(*instance) for instance in self.instances[int(position)]]
+        return np.stack(masks) if masks else np.zeros((0, MASK_CROP, MASK_CROP), np.float32)
+
+
+def _decode(kind: str, box: tuple[float, ...], *data) -> np.ndarray:
+    """One instance's box-local mask (see `CocoMasks`)."""
+    if kind == "rle":
+        runs, (height, width) = data
+        top, left, bottom, right = _window(box, height, width)
+        region = _rle_columns(runs, height, left, right)[top:bottom]
+        return box_frame(region, top, left, box)
+    mask = _mask_api()
+    x1, y1, x2, y2 = box
+    scale = np.array([MASK_CROP / max(x2 - x1, 1e-6), MASK_CROP / max(y2 - y1, 1e-6)])
+    local = [((points - [x1, y1]) * scale).ravel().tolist() for points in data[0]]
+    rles = mask.frPyObjects(local, MASK_CROP, MASK_CROP)
+    return mask.decode(mask.merge(rles)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- digit canvases
+
+
+class DigitMasks:
+    """The box-local masks of the digit canvases of a split (each digit's own pixels).
+
+    Call arguments:
+        position: a canvas index.
+
+    Returns:
+        float32 (n, M, M) for the canvas's n digits, in box row order.
+    """
+
+    def __init__(self, split: str):
+        _, rows, self.pixels = _digit_boxes(split)
+        self.boxes = [boxes[:, :4] for boxes in rows]
+
+    def __call__(self, position) -> np.ndarray:
+        index = int(position)
+        masks = [
+            box_frame(pixels, int(box[1]), int(box[0]), box)
+            for box, pixels in zip(self.boxes[index], self.pixels[index], strict=True)
+        ]
+        return np.stack(masks) if masks else np.zeros((0, MASK_CROP, MASK_CROP), np.float32)
+
+
+# ----------------------------------------------------------------------------- pipeline
+
+
+def instance_masks(source: str, split: str):
+    """The position -> box-local masks function of a split of an instance source.
+
+    Raises:
+        ValueError: a TFDS source (no masks), or a bad segmentation (one line).
+    """
+    kind, value = _parse_source(source)
+    if kind == DIGIT_CANVAS:
+        return DigitMasks(split)
+    if kind == "tfds":
+        raise ValueError(
+            f"Instance segmentation source {source!r}: TFDS's {value} holds boxes only (its "
+            "builder keeps no segmentation); use COCO's annotations as 'coco:<path>' "
+            f"(annotations/instances_<split>.json and the image folders). Received: {source!r}"
+        )
+    examples = _coco_examples(value, split)
+    return CocoMasks(examples.annotations, examples.positions)
+
+
+def load_instance_dataset(
+    source: str = DIGIT_CANVAS,
+    split: str = "train",
+    *,
+    image_size: int = 64,
+    batch_size: int = 16,
+    training: bool | None = None,
+    augment: DetectionAugment | None = None,
+    max_boxes: int = 100,
+    data_dir: str | None = None,
+    shuffle_buffer: int = 1000,
+    drop_remainder: bool | None = None,
+    seed: int = 0,
+    on_bad_image: str = "error",
+) -> tf.data.Dataset:
+    """Build a batched instance segmentation pipeline (see the module docstring).
+
+    Args:
+        source: "digits" or "coco:<path>". Default "digits".
+        split: "train", "validation" or "test". Default "train".
+        (the others): as :func:`keras_fourier.data.detection.load_detection_dataset`'s.
+
+    Returns:
+        A `tf.data.Dataset` of (images (B, S, S, 3) float32, {"boxes":
+        (B, max_boxes, 8) float32, "masks": (B, max_boxes, 56, 56) float32})
+        batches.
+
+    Raises:
+        ValueError: a bad argument or source, a bad COCO JSON or segmentation,
+            an image missing from its folder, or an empty split: one line.
+
+    Example:
+        >>> data = load_instance_dataset("digits", "test", batch_size=4)
+        >>> images, targets = next(iter(data))
+        >>> targets["boxes"].shape, targets["masks"].shape
+        (TensorShape([4, 100, 8]), TensorShape([4, 100, 56, 56]))
+    """
+    masks = instance_masks(source, split)
+
+    def decode(position: tf.Tensor) -> tf.Tensor:
+        decoded = tf.numpy_function(masks, [position], tf.float32, stateful=False)
+        return tf.ensure_shape(decoded, (None, MASK_CROP, MASK_CROP))
+
+    return box_pipeline(
+        source,
+        split,
+        image_size=image_size,
+        batch_size=batch_size,
+        training=training,
+        augment=augment,
+        max_boxes=max_boxes,
+        data_dir=data_dir,
+        shuffle_buffer=shuffle_buffer,
+        drop_remainder=drop_remainder,
+        seed=seed,
+        on_bad_image=on_bad_image,
+        masks=decode,
+    )

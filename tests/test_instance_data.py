@@ -1,0 +1,183 @@
+"""Instance segmentation pipelines: box-local masks of digits, COCO polygons and RLE; refusals."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from pycocotools import mask as mask_api
+
+from keras_fourier.data.detection import PADDING_CLASS, DetectionAugment
+from keras_fourier.data.instances import (
+    MASK_CROP,
+    MAX_MASK_PIXELS,
+    is_instance_source,
+    load_instance_dataset,
+    rle_counts,
+)
+from keras_fourier.data.segmentation import DIGIT_CANVAS_THRESHOLD
+
+
+def _pasted(boxes, masks, height, width):
+    """The union of box-local masks pasted at their boxes (nearest pixel centre), bool (H, W)."""
+    canvas = np.zeros((height, width), bool)
+    ys, xs = np.mgrid[0:height, 0:width] + 0.5
+    for (x1, y1, x2, y2, klass, *_), mask in zip(boxes, masks, strict=True):
+        if klass == PADDING_CLASS:
+            continue
+        inside = (xs >= x1) & (xs < x2) & (ys >= y1) & (ys < y2)
+        i = np.clip(((ys - y1) / (y2 - y1) * MASK_CROP).astype(int), 0, MASK_CROP - 1)
+        j = np.clip(((xs - x1) / (x2 - x1) * MASK_CROP).astype(int), 0, MASK_CROP - 1)
+        canvas |= inside & (mask[i, j] > 0.5)
+    return canvas
+
+
+def _iou(a, b):
+    return (a & b).sum() / max((a | b).sum(), 1)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_digit_masks_are_the_digits_own_pixels_and_move_with_their_boxes(training):
+    # training: random resize (x1.5-2, so crops cut digits) and flips, no photometric change
+    augment = DetectionAugment(ratio_range=(1.5, 2.0), flip_prob=0.5, photometric=False)
+    data = load_instance_dataset(
+        "digits", "test", batch_size=8, training=training, augment=augment, max_boxes=4
+    )
+    images, targets = next(iter(data))
+    assert targets["boxes"].shape == (8, 4, 8) and targets["masks"].shape == (8, 4, 56, 56)
+    masks, boxes = targets["masks"].numpy(), targets["boxes"].numpy()
+    assert masks.min() >= 0 and masks.max() <= 1
+    assert (masks[boxes[..., 4] == PADDING_CLASS] == 0).all()
+    for image, rows, instance in zip(images.numpy(), boxes, masks, strict=True):
+        digits = image[..., 0] >= DIGIT_CANVAS_THRESHOLD
+        pasted = _pasted(rows, instance, *digits.shape)
+        assert _iou(pasted, digits) > (0.8 if training else 0.95), _iou(pasted, digits)
+
+
+# A 40x48 image: a polygon (a triangle and a square of one instance), a compressed RLE and an
+# uncompressed RLE; categories "a" and "b".
+HEIGHT, WIDTH = 40, 48
+
+
+def _instance_masks():
+    triangle = np.zeros((HEIGHT, WIDTH), np.uint8)
+    triangle[4:14, 4:20] = 1  # the polygons' pixels, rasterised by pycocotools below
+    blob = np.zeros((HEIGHT, WIDTH), np.uint8)
+    blob[20:36, 10:30] = 1
+    blob[24:30, 14:20] = 0  # a hole: only RLE holds it
+    bar = np.zeros((HEIGHT, WIDTH), np.uint8)
+    bar[2:38, 36:44] = 1
+    return triangle, blob, bar
+
+
+def _document():
+    _, blob, bar = _instance_masks()
+    compressed = mask_api.encode(np.asfortranarray(blob))
+    counts = [int(run) for run in rle_counts(mask_api.encode(np.asfortranarray(bar))["counts"])]
+    polygons = [[4, 4, 20, 4, 20, 14, 4, 14]]
+    annotations = [
+        {"segmentation": polygons, "bbox": [4, 4, 16, 10], "category_id": 1},
+        {
+            "segmentation": {"size": [HEIGHT, WIDTH], "counts": compressed["counts"].decode()},
+            "bbox": [10, 20, 20, 16],
+            "category_id": 2,
+        },
+        {
+            "segmentation": {"size": [HEIGHT, WIDTH], "counts": counts},
+            "bbox": [36, 2, 8, 36],
+            "category_id": 1,
+            "iscrowd": 1,
+        },
+    ]
+    for number, annotation in enumerate(annotations, 1):
+        annotation.update(id=number, image_id=1, area=float(annotation["bbox"][2] * 10))
+    return {
+        "images": [{"id": 1, "file_name": "a.png", "height": HEIGHT, "width": WIDTH}],
+        "annotations": annotations,
+        "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],
+    }
+
+
+def _write(root, document):
+    folder = root / "valid"
+    folder.mkdir(parents=True, exist_ok=True)
+    pixels = np.full((HEIGHT, WIDTH, 3), 90, np.uint8)
+    (folder / "a.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    path = folder / "_annotations.coco.json"
+    path.write_text(json.dumps(document))
+    return f"coco:{root}", str(path)
+
+
+def test_coco_polygons_and_rle_become_the_instances_pixels(tmp_path):
+    source, _ = _write(tmp_path / "coco", _document())
+    assert is_instance_source(source) and not is_instance_source("tfds:voc/2007")
+    # the letterbox of 40x48 in 96x96: scale 2
+    data = load_instance_dataset(source, "validation", image_size=96, batch_size=1, max_boxes=5)
+    _, targets = next(iter(data))
+    boxes, masks = targets["boxes"].numpy()[0], targets["masks"].numpy()[0]
+    # rows sorted by area (the bar's 80, the blob's 200 > the triangle's 160)
+    assert boxes[:3, 4].tolist() == [1, 0, 0] and (boxes[3:, 4] == PADDING_CLASS).all()
+    assert boxes[:, 7].tolist() == [2.0] * 5 and boxes[2, 5] == 1  # the bar is a crowd
+    expected = dict(zip((1, 0, 2), _instance_masks(), strict=True))
+    for row in range(3):
+        full = expected[row].astype(bool)
+        upscaled = np.kron(full, np.ones((2, 2), bool))
+        pasted = _pasted(boxes[row : row + 1], masks[row : row + 1], 2 * HEIGHT, 2 * WIDTH)
+        assert _iou(pasted, upscaled) > 0.97, (row, _iou(pasted, upscaled))
+    # the blob's hole is in its box-local mask: (24..30, 14..20) of the box (10, 20, 30, 36)
+    hole = masks[0, (26 - 20) * 56 // 16 : (28 - 20) * 56 // 16, (16 - 10) * 56 // 20]
+    assert (hole == 0).all()
+
+
+def _mutated(change):
+    document = copy.deepcopy(_document())
+    change(document)
+    return document
+
+
+def _segment(index, value):
+    return lambda document: document["annotations"][index].update(segmentation=value)
+
+
+BAD_SEGMENTATIONS = [
+    (_segment(0, [[4, 4, 20, 4]]), "annotations[0] (id 1) has a polygon of fewer than 3 points"),
+    (_segment(0, [[4, 4, 20, 4, 20, "x"]]), "annotations[0] (id 1) has a polygon that is not"),
+    (_segment(0, [[4, 4, 90, 4, 20, 14]]), "has a polygon reaching outside its 48x40 image"),
+    (_segment(1, {"size": [20, 48], "counts": "PP"}), "annotations[1] (id 2) has an RLE of size"),
+    (_segment(2, {"size": [HEIGHT, WIDTH], "counts": [5, 7]}), "covering 12 pixels, not its"),
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": "5 2"}), "outside COCO's RLE alphabet"),
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": {"a": 1}}), "neither a string nor"),
+    (_segment(0, []), "annotations[0] (id 1) has no segmentation (polygons or RLE)"),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), BAD_SEGMENTATIONS)
+def test_a_bad_segmentation_is_refused_in_one_line_naming_file_and_annotation(
+    tmp_path, change, expected
+):
+    source, path = _write(tmp_path / "bad", _mutated(change))
+    with pytest.raises(ValueError) as caught:
+        load_instance_dataset(source, "validation", batch_size=1)
+    message = str(caught.value)
+    assert "\n" not in message and path in message and expected in message, message
+
+
+def test_hostile_masks_are_refused_before_decoding_and_tfds_coco_holds_none(tmp_path):
+    # a 20,000 x 20,000 image (its file is small: the JSON declares the size) whose RLE would
+    # decode to 400 million pixels: refused from the JSON alone, in bounded time and memory
+    side = 20_000
+    document = _document()
+    document["images"][0].update(height=side, width=side)
+    document["annotations"] = document["annotations"][2:]
+    document["annotations"][0].update(
+        segmentation={"size": [side, side], "counts": [0, side * side]}, bbox=[0, 0, side, side]
+    )
+    source, path = _write(tmp_path / "huge", document)
+    with pytest.raises(ValueError) as caught:
+        load_instance_dataset(source, "validation", batch_size=1)
+    message = str(caught.value)
+    assert path in message and f"more than {MAX_MASK_PIXELS:,}" in message, message
+    assert f"pixels={side * side}" in message and "image 1 " in message
+    with pytest.raises(ValueError, match=r"TFDS's coco/2017 holds boxes only .* 'coco:<path>'"):
+        load_instance_dataset("tfds:coco/2017", "validation", batch_size=1)
