@@ -116,7 +116,7 @@ class TwoStageDetector(keras.Model):
             "rpn": self.get_layer("rpn").output,
         }
         # The trunk shares the layers; it is not tracked (its weights are the model's).
-        object.__setattr__(self, "_trunk", keras.Model(self.inputs, outputs, name="trunk"))
+        object.__setattr__(self, "_trunk", keras.Model(self.input, outputs, name="trunk"))
 
     @property
     def roi_head(self) -> CascadeRoIHead:
