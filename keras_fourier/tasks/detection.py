@@ -214,28 +214,31 @@ class BoxTask(Task):
             on_bad_image=request.on_bad_image,
         )
 
-    def details(self, metrics: dict[str, float]) -> list[str]:
-        """mAP per object size, then the per-class AP of `breakdown` as a compact table.
+    @staticmethod
+    def size_lines(metrics: Mapping[str, float], prefix: str, title: str) -> list[str]:
+        """The line of ``<prefix>/<size>`` values, when there is one: "<title> by size: ..."."""
+        if not any(f"{prefix}/{size}" in metrics for size in SIZES):
+            return []
+        sizes = ", ".join(
+            f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
+            for size in SIZES
+            for key in [f"{prefix}/{size}"]
+        )
+        return [f"{title} by size: {sizes}"]
 
-        Example:
-            >>> TASK.details({"map/small": 0.2, "map/medium": 0.5, "ap/cat": 0.1})
-            ['mAP by size: small 0.2000, medium 0.5000, large -', 'per-class AP:', '  cat 0.1000']
-        """
-        lines = []
-        if any(f"map/{size}" in metrics for size in SIZES):
-            sizes = ", ".join(
-                f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
-                for size in SIZES
-                for key in [f"map/{size}"]
-            )
-            lines.append(f"mAP by size: {sizes}")
-        values = {key[3:]: value for key, value in metrics.items() if key.startswith("ap/")}
+    @staticmethod
+    def class_lines(metrics: Mapping[str, float], prefix: str, title: str) -> list[str]:
+        """The ``<prefix>/<class>`` values as a compact table under "<title>:", when any."""
+        start = len(prefix) + 1
+        values = {
+            key[start:]: value for key, value in metrics.items() if key[:start] == prefix + "/"
+        }
         if not values:
-            return lines
+            return []
         width = min(max(len(name) for name in values), DETAILS_NAME_WIDTH)
         cells = [f"{name[:width]:<{width}} {value:.4f}" for name, value in values.items()]
         per_line = max(1, DETAILS_LINE_WIDTH // (width + 10))
-        return [*lines, "per-class AP:"] + [
+        return [f"{title}:"] + [
             "  " + "   ".join(cells[start : start + per_line])
             for start in range(0, len(cells), per_line)
         ]
@@ -326,6 +329,18 @@ class Detection(BoxTask):
             if math.isfinite(value):
                 result[f"ap/{name}"] = float(value)
         return result
+
+    def details(self, metrics: dict[str, float]) -> list[str]:
+        """mAP per object size, then the per-class AP of `breakdown` as a compact table.
+
+        Example:
+            >>> TASK.details({"map/small": 0.2, "map/medium": 0.5, "ap/cat": 0.1})
+            ['mAP by size: small 0.2000, medium 0.5000, large -', 'per-class AP:', '  cat 0.1000']
+        """
+        return [
+            *self.size_lines(metrics, "map", "mAP"),
+            *self.class_lines(metrics, "ap", "per-class AP"),
+        ]
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
         """Writes ``<stem>_detections.json`` (COCO results) and ``<stem>_boxes.png`` per image."""
