@@ -42,6 +42,7 @@ from keras import ops
 
 from keras_fourier.detection.losses import assign_anchors, delta_error, generalized_iou
 from keras_fourier.layers.detection import decode_boxes, encode_boxes, image_size, split_raw
+from keras_fourier.layers.roi_heads import class_deltas, decode_rois
 
 # The smooth L1's beta of the RPN (the HorNet cascade's ``SmoothL1Loss(beta=1/9)``).
 RPN_BETA = 1.0 / 9.0
@@ -251,11 +252,6 @@ def _labels(sample, targets, num_classes: int):
     return ops.where(sample["positive"] > 0, classes, num_classes)
 
 
-def _class_deltas(deltas, labels):
-    """(B, K, 4) deltas of each RoI's class from class-specific (B, K, C, 4) deltas."""
-    return ops.take_along_axis(deltas, labels[..., None, None], axis=2)[:, :, 0]
-
-
 def rcnn_losses(
     logits,
     deltas,
@@ -295,7 +291,7 @@ def rcnn_losses(
     cls = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     cls = _mean(ops.sum(cls * weight), count)
     stds = ops.convert_to_tensor(stds, "float32")
-    predicted = _class_deltas(deltas, ops.where(positive > 0, labels, 0)) * stds
+    predicted = class_deltas(deltas, ops.where(positive > 0, labels, 0)) * stds
     boxes = _gather(targets[..., :4], sample["matched"])
     if box_loss == "giou":
         error = 1.0 - generalized_iou(decode_boxes(sample["rois"], predicted), boxes)
@@ -329,10 +325,7 @@ def refine_rois(logits, deltas, sample, targets, stds, images):
     labels = _labels(sample, ops.cast(targets, "float32"), logits.shape[-1] - 1)
     best = ops.cast(ops.argmax(logits[..., :-1], axis=-1), "int32")
     labels = ops.where(sample["positive"] > 0, labels, best)
-    predicted = _class_deltas(deltas, labels) * ops.convert_to_tensor(stds, "float32")
-    width, height = image_size(None, images, 2)
-    limit = ops.stack([width, height, width, height])
-    rois = ops.minimum(ops.maximum(decode_boxes(sample["rois"], predicted), 0.0), limit)
+    rois = decode_rois(sample["rois"], class_deltas(deltas, labels), stds, images)
     taken = ops.logical_and(sample["positive"] + sample["negative"] > 0, sample["is_gt"] < 0.5)
     return ops.stop_gradient(rois), taken
 
@@ -409,6 +402,22 @@ def mask_loss(mask_logits, labels, targets, positive):
     loss = ops.binary_crossentropy(targets, logit, from_logits=True)
     cells = targets.shape[-1] * targets.shape[-2]
     return _mean(ops.sum(ops.sum(loss, axis=(2, 3)) * positive), ops.sum(positive) * cells)
+
+
+def loss_part_names(num_stages: int, with_mask: bool) -> list[str]:
+    """The names of :func:`two_stage_losses`' parts for a head of `num_stages` stages.
+
+    Args:
+        num_stages: the RoI head's stages (1: Mask R-CNN, 3: the cascade).
+        with_mask: whether it has mask heads.
+
+    Returns:
+        ["rpn_cls", "rpn_box", "s0_cls", "s0_box"(, "s0_mask"), "s1_cls", ...].
+    """
+    names = ["rpn_cls", "rpn_box"]
+    for stage in range(num_stages):
+        names += [f"s{stage}_cls", f"s{stage}_box"] + ([f"s{stage}_mask"] if with_mask else [])
+    return names
 
 
 def two_stage_losses(rpn, roi_head, levels, raw, images, y, seed) -> dict:
