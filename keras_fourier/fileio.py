@@ -18,6 +18,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from importlib import resources
 from typing import Any
 
 
@@ -100,6 +101,33 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
         warn(f"ignoring unreadable {path} ({type(error).__name__}: {error})")
         return None
     return value
+
+
+def read_class_names(package: str, file_name: str, count: int) -> tuple[str, ...]:
+    """The class names a text file shipped in `package` lists, one a line, "#" lines skipped.
+
+    Args:
+        package: the package holding the file, e.g. "keras_fourier.detection".
+        file_name: its name, e.g. "coco_classes.txt".
+        count: how many names it must hold.
+
+    Returns:
+        The names, in file order.
+
+    Raises:
+        ValueError: the file holds another number of names.
+
+    Example:
+        >>> read_class_names("keras_fourier.detection", "coco_classes.txt", 80)[:2]
+        ('person', 'bicycle')
+    """
+    text = resources.files(package).joinpath(file_name).read_text("utf-8")
+    names = tuple(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+    if len(names) != count:
+        raise ValueError(f"{file_name} holds {len(names)} names, not {count}.")
+    return names
 
 
 def remove_stale_temporaries(directory: str | os.PathLike) -> None:

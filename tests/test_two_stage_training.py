@@ -234,7 +234,7 @@ def test_rcnn_losses_refinement_and_mask_loss_on_a_hand_made_case():
     mask_logits = np.zeros((1, 2, 4, 4, 2), "float32")
     mask_logits[..., 0] = 9.0  # class 0's channel: not the labels' (1)
     mask_logits[0, 1] = -50.0  # a negative RoI: no part in the loss
-    labels = np.array([[1, 2]], "int32")
+    labels = np.array([[1, 0]], "int32")
     target = np.ones((1, 2, 4, 4), "float32")
     loss = _run(lambda: tsl.mask_loss(mask_logits, labels, target, sample["positive"][:, 1:]))
     np.testing.assert_allclose(float(loss), math.log(2), rtol=1e-5)

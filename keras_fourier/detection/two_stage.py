@@ -32,16 +32,17 @@ import os
 import keras
 from keras import ops
 
-from keras_fourier.detection.models import NECKS, _check_weights
+from keras_fourier.detection.checkpoints import (
+    built_size,
+    check_weights_argument,
+    load_detection_weights,
+)
+from keras_fourier.detection.models import COCO_CLASSES, NECKS
 from keras_fourier.layers import AnchorBoxes, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.layers.roi_heads import CASCADE_STDS, CascadeRoIHead
 from keras_fourier.models.pyramid import image_inputs, pyramid_maps
-from keras_fourier.models.vision import BUILT_SIZE
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
-from keras_fourier.weights.saved import load_saved_weights
 
-# COCO's 80 classes, the papers' benchmark.
-COCO_CLASSES = 80
 # The pyramid: P2 (stride 4) to P6 (stride 64); RoIs are pooled from P2-P5.
 MIN_LEVEL = 2
 NUM_LEVELS = 5
@@ -61,7 +62,7 @@ TWO_STAGE_ARCHS: dict[str, dict] = {
             "box_loss": "l1",
             "box_loss_weight": 1.0,
         },
-        "rpn": {"train_max_proposals": 1000, "box_loss": "l1"},
+        "rpn": {"train_max_proposals": 1000, "box_loss": "l1", "allowed_border": -1.0},
     },
     "cascade_mask_rcnn": {
         "roi_head": {
@@ -73,7 +74,7 @@ TWO_STAGE_ARCHS: dict[str, dict] = {
             "box_loss": "giou",
             "box_loss_weight": 10.0,
         },
-        "rpn": {"train_max_proposals": 2000, "box_loss": "smooth_l1"},
+        "rpn": {"train_max_proposals": 2000, "box_loss": "smooth_l1", "allowed_border": 0.0},
     },
 }
 # The outputs of a trunk (training) call.
@@ -171,9 +172,14 @@ def two_stage_detector(
         num_classes: object classes (no background). Default 80 (COCO).
         neck: "fpn" (default, mmdetection's FPN) or HorNet's "horfpn_7x7",
             "horfpn_gf" (:data:`~keras_fourier.detection.NECKS`).
-        weights: None (default, random initialisation) or a `.weights.h5`
-            or `.keras` file saved by keras_fourier for the same
-            architecture (all or nothing).
+        weights: None (default, random initialisation), "coco" (the
+            official HorNet Cascade Mask R-CNN 3x checkpoint of the
+            backbone, :data:`~keras_fourier.detection.coco.RELEASES`:
+            downloaded once, converted once; needs `num_classes=80` and
+            ``neck="fpn"``), an mmdetection `.pth` checkpoint (converted by
+            :func:`~keras_fourier.detection.checkpoints.mmdet_key_map`), or a
+            `.weights.h5` or `.keras` file saved by keras_fourier for the
+            same architecture; all or nothing.
         input_shape: (height, width, 3), multiples of 32, or None for any
             such size. Default (None, None, 3).
         channels: the width of the neck, the RPN and the box heads' convs.
@@ -204,9 +210,11 @@ def two_stage_detector(
     fc_channels = check_positive_int("fc_channels", fc_channels)
     mask_channels = check_positive_int("mask_channels", mask_channels)
     max_proposals = check_positive_int("max_proposals", max_proposals)
-    _check_weights(weights)
+    check_weights_argument(weights, arch, backbone, num_classes, neck)
     inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
-    maps = pyramid_maps(backbone, x, tuple(input_shape), drop_path_rate, fft_impl, BUILT_SIZE)
+    maps = pyramid_maps(
+        backbone, x, tuple(input_shape), drop_path_rate, fft_impl, built_size(backbone)
+    )
     levels = DetectionFPN(
         channels,
         num_outputs=NUM_LEVELS,
@@ -252,7 +260,7 @@ def two_stage_detector(
     backbone_name = backbone.name if isinstance(backbone, keras.Model) else backbone
     model = TwoStageDetector(inputs, detections, name=name or f"{arch}_{backbone_name}")
     if weights is not None:
-        load_saved_weights(model, os.fspath(weights))
+        load_detection_weights(model, weights, backbone)
     return model
 
 
@@ -337,8 +345,9 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
         masks: (B, D, M, M) probabilities (a :class:`TwoStageDetector`'s
             "masks").
         boxes: (B, D, 4) "xyxy" boxes in the image's pixels.
-        height: the image's height.
-        width: the image's width.
+        height: the image's height: an int, or a scalar int tensor in a
+            traced function (an export's sent images).
+        width: the image's width, likewise.
         threshold: masks are ``probability >= threshold`` (mmdet's
             ``mask_thr_binary``). Default 0.5; None: the probabilities.
 
@@ -349,11 +358,13 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
     Example:
         >>> masks = keras.ops.ones((1, 1, 28, 28))
         >>> boxes = keras.ops.convert_to_tensor([[[2.0, 2.0, 6.0, 4.0]]])
-        >>> keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum()
+        >>> int(keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum())
         8
     """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
+    if not ops.is_tensor(height):
+        height = check_positive_int("height", height)
+    if not ops.is_tensor(width):
+        width = check_positive_int("width", width)
     if threshold is not None:
         threshold = check_rate("threshold", threshold)
     masks = ops.cast(masks, "float32")

@@ -98,8 +98,9 @@ def random_sample(positive, negative, num: int, positive_fraction: float, seed):
 
 def _gather(values, index):
     """``values[b, index[b, k]]`` of (B, N, ...) values and (B, K) indices."""
-    extra = len(values.shape) - 2
-    return ops.take_along_axis(values, ops.reshape(index, (*index.shape, *([1] * extra))), axis=1)
+    for _ in range(len(values.shape) - 2):
+        index = ops.expand_dims(index, -1)
+    return ops.take_along_axis(values, index, axis=1)
 
 
 def _mean(total, count):
@@ -252,8 +253,7 @@ def _labels(sample, targets, num_classes: int):
 
 def _class_deltas(deltas, labels):
     """(B, K, 4) deltas of each RoI's class from class-specific (B, K, C, 4) deltas."""
-    index = ops.minimum(labels, deltas.shape[2] - 1)
-    return ops.take_along_axis(deltas, index[..., None, None], axis=2)[:, :, 0]
+    return ops.take_along_axis(deltas, labels[..., None, None], axis=2)[:, :, 0]
 
 
 def rcnn_losses(
@@ -295,7 +295,7 @@ def rcnn_losses(
     cls = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     cls = _mean(ops.sum(cls * weight), count)
     stds = ops.convert_to_tensor(stds, "float32")
-    predicted = _class_deltas(deltas, labels) * stds
+    predicted = _class_deltas(deltas, ops.where(positive > 0, labels, 0)) * stds
     boxes = _gather(targets[..., :4], sample["matched"])
     if box_loss == "giou":
         error = 1.0 - generalized_iou(decode_boxes(sample["rois"], predicted), boxes)
@@ -395,7 +395,7 @@ def mask_loss(mask_logits, labels, targets, positive):
 
     Args:
         mask_logits: (B, K, S, S, C) mask logits.
-        labels: (B, K) int class of each RoI.
+        labels: (B, K) int class of each RoI (any class for the others).
         targets: (B, K, S, S) 0/1 targets.
         positive: (B, K) 1 for the positive RoIs, else 0.
 
@@ -404,8 +404,8 @@ def mask_loss(mask_logits, labels, targets, positive):
         mmdetection's ``mask_cross_entropy``.
     """
     mask_logits = ops.cast(mask_logits, "float32")
-    channel = ops.minimum(labels, mask_logits.shape[-1] - 1)
-    logit = ops.take_along_axis(mask_logits, channel[:, :, None, None, None], axis=4)[..., 0]
+    channel = ops.cast(labels, "int32")[:, :, None, None, None]
+    logit = ops.take_along_axis(mask_logits, channel, axis=4)[..., 0]
     loss = ops.binary_crossentropy(targets, logit, from_logits=True)
     cells = targets.shape[-1] * targets.shape[-2]
     return _mean(ops.sum(ops.sum(loss, axis=(2, 3)) * positive), ops.sum(positive) * cells)
@@ -488,13 +488,13 @@ def two_stage_losses(rpn, roi_head, levels, raw, images, y, seed) -> dict:
             # Positives come first and take at most `most` slots.
             positive = {key: value[:, :most] for key, value in sample.items()}
             mask_logits = roi_head.mask_logits(levels, positive["rois"], stage, training=True)
-            labels = _labels(positive, targets, mask_logits.shape[-1])
+            labels = _labels(positive, targets, 0)
             target = mask_targets(
                 _gather(masks, positive["matched"]),
                 _gather(targets[..., :4], positive["matched"]),
                 positive["rois"],
                 images,
-                size=mask_logits.shape[2],
+                size=roi_head.mask_size,
             )
             parts[f"s{stage}_mask"] = weight * mask_loss(
                 mask_logits, labels, target, positive["positive"]

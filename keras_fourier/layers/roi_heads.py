@@ -331,6 +331,9 @@ class MaskHead(keras.layers.Layer):
         shape = _check_roi_features("MaskHead", input_shape)
         return (*shape[:2], 2 * shape[2], 2 * shape[3], self.num_classes)
 
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), "float32")
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -377,9 +380,9 @@ def _check_head_config(name: str, config, head: type) -> dict:
         )
     try:
         head(**config)
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         raise ValueError(
-            f"`{name}` has an unknown argument ({error}). Received: {name}={config!r}"
+            f"`{name}` has a bad argument ({error}). Received: {name}={config!r}"
         ) from None
     return dict(config)
 

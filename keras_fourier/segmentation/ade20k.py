@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from importlib import resources
 
+from keras_fourier.fileio import read_class_names
 from keras_fourier.weights.releases import TRAINING_CHECKPOINT, TSINGHUA_CLOUD, Release
 
 # img_norm_cfg of the official ADE20K configs (mmsegmentation's), RGB order, 0-255 pixels.
@@ -38,13 +38,7 @@ def class_names() -> tuple[str, ...]:
         >>> class_names()[:3]
         ('wall', 'building', 'sky')
     """
-    text = resources.files(__package__).joinpath("ade20k_classes.txt").read_text("utf-8")
-    names = tuple(
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
-    )
-    if len(names) != NUM_CLASSES:
-        raise ValueError(f"ade20k_classes.txt holds {len(names)} names, not {NUM_CLASSES}.")
-    return names
+    return read_class_names(__package__, "ade20k_classes.txt", NUM_CLASSES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,7 +134,7 @@ def check_weights_argument(weights, head: str, backbone, num_classes: int) -> No
         num_classes: the builder's `num_classes`.
     """
     if weights == "ade20k":
-        key = _variant_key(backbone)
+        key = variant_key(backbone)
         if head != "upernet" or key not in ade20k.RELEASES:
             raise ValueError(
                 "weights='ade20k' are the official UPerNet checkpoints of HorNet: use "
@@ -154,7 +154,8 @@ def check_weights_argument(weights, head: str, backbone, num_classes: int) -> No
         )
 
 
-def _variant_key(backbone) -> str | None:
+def variant_key(backbone) -> str | None:
+    """The canonical variant key of a backbone name ("hornet_tiny_gf" -> "hornet_t_gf"), or None."""
     if not isinstance(backbone, str):
         return None
     try:
@@ -176,7 +177,7 @@ def load_segmentation_weights(model: keras.Model, weights, backbone: str) -> Non
     Raises:
         ValueError: the file does not fit the model (which is unchanged).
     """
-    key = _variant_key(backbone) or backbone
+    key = variant_key(backbone) or backbone
     key_map = mmseg_key_map(key)
     description = f"model {model.name!r} (backbone {key!r})"
     load_release_or_file(

@@ -11,7 +11,10 @@ was built without). This module does the rest, the same for every family:
 * :func:`convert_tensor` changes one tensor's layout (:data:`TRANSFORMS`):
   Linear (out, in) to Dense (in, out); Conv2d (out, in, kh, kw) to Conv2D
   (kh, kw, in, out); depthwise Conv2d (C, 1, kh, kw) to DepthwiseConv2D
-  (kh, kw, C, 1); a leading axis of 1 dropped; and the resolution-dependent
+  (kh, kw, C, 1); mmdetection's RoI-head fc over a flattened (C, 7, 7) map
+  to a Dense over a flattened (7, 7, C) one (rows permuted); ConvTranspose2d
+  (in, out, kh, kw) to Conv2DTranspose (kh, kw, out, in) is "conv"'s
+  permutation; a leading axis of 1 dropped; and the resolution-dependent
   tensors of vision models resized to the variable's shape
   (:mod:`keras_fourier.weights.resize`);
 * :func:`convert` checks a whole checkpoint against the key map, listing
@@ -42,6 +45,22 @@ from keras_fourier.weights.resize import (
 )
 from keras_fourier.weights.stored import read_bytes
 
+# mmdetection's RoI box heads flatten a (C, 7, 7) RoI map (NCHW) into their first fc.
+ROI_SIZE = 7
+
+
+def _roi_linear(value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A Linear over a flattened (C, 7, 7) map -> a Dense over a flattened (7, 7, C) map."""
+    area = ROI_SIZE * ROI_SIZE
+    if value.shape[1] % area or (value.shape[1], value.shape[0]) != tuple(shape):
+        raise ValueError(
+            f"checkpoint shape {value.shape} is not a Linear over a flattened "
+            f"(C, {ROI_SIZE}, {ROI_SIZE}) map into Keras shape {tuple(shape)}"
+        )
+    rows = value.reshape(value.shape[0], -1, ROI_SIZE, ROI_SIZE)
+    return rows.transpose(2, 3, 1, 0).reshape(shape)
+
+
 KeyMap = Mapping[str, tuple[Any, str]]
 # key_map(model, checkpoint_keys) -> (checkpoint key -> (variable, transform), ignored keys).
 KeyMapFunction = Callable[[keras.Model, Collection[str]], tuple[KeyMap, Collection[str]]]
@@ -52,11 +71,19 @@ TRANSFORMS: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
     "conv": lambda value, shape: value.transpose(2, 3, 1, 0),
     "depthwise": lambda value, shape: value.transpose(2, 3, 0, 1),
     "squeeze_leading": lambda value, shape: value.reshape(value.shape[1:]),
+    "roi_linear": _roi_linear,
     "pos_embed": lambda value, shape: resize_pos_embed(value, shape[1:3]),
     "global_filter": lambda value, shape: resize_global_filter(value, shape[:2]),
     "global_local_filter": lambda value, shape: resize_global_local_filter(value, shape[1:3]),
 }
-_RANKS = {"linear": 2, "conv": 4, "depthwise": 4, "global_filter": 4, "global_local_filter": 4}
+_RANKS = {
+    "linear": 2,
+    "roi_linear": 2,
+    "conv": 4,
+    "depthwise": 4,
+    "global_filter": 4,
+    "global_local_filter": 4,
+}
 # The transforms that resize (a checkpoint of another resolution); the others keep every value.
 RESIZING = frozenset({"pos_embed", "global_filter", "global_local_filter"})
 # What a checkpoint's tensors may need to be read beyond twice their model's float32 weights:

@@ -1,0 +1,246 @@
+"""mmdetection checkpoints of two-stage detectors: key map against NumPy heads, refusals, COCO."""
+
+import io
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_fourier import detection
+from keras_fourier.detection import coco
+from keras_fourier.detection.checkpoints import mmdet_key_map
+from keras_fourier.layers import AnchorBoxes, CascadeRoIHead, DetectionFPN, RPNHead, RPNProposals
+from keras_fourier.weights.convert import load_tensors
+from keras_fourier.weights.pth import read_pth
+from tests.harness import to_numpy
+from tests.test_segmentation_models import _np_conv, _np_conv_module, _save_mmseg
+
+CHANNELS, FC, MASK, CLASSES, STAGES = 8, 16, 8, 3, 3
+BACKBONE_CHANNELS = (4, 6, 8, 10)
+
+
+def _mmdet_state(seed=0) -> dict[str, np.ndarray]:
+    """A random neck/rpn_head/roi_head state dict in mmdetection's CascadeRCNN layout."""
+    rng = np.random.default_rng(seed)
+    sd = {}
+
+    def conv(prefix, cout, cin, k, bias=True):
+        sd[f"{prefix}.weight"] = rng.normal(0, 1 / np.sqrt(cin * k * k), (cout, cin, k, k))
+        if bias:
+            sd[f"{prefix}.bias"] = rng.normal(0, 0.3, cout)
+
+    for i, cin in enumerate(BACKBONE_CHANNELS):
+        conv(f"neck.lateral_convs.{i}.conv", CHANNELS, cin, 1)
+        conv(f"neck.fpn_convs.{i}.conv", CHANNELS, CHANNELS, 3)
+    conv("rpn_head.rpn_conv", CHANNELS, CHANNELS, 3)
+    conv("rpn_head.rpn_cls", 3, CHANNELS, 1)
+    conv("rpn_head.rpn_reg", 12, CHANNELS, 1)
+    for s in range(STAGES):
+        head = f"roi_head.bbox_head.{s}"
+        for i in range(4):
+            conv(f"{head}.shared_convs.{i}.conv", CHANNELS, CHANNELS, 3, bias=False)
+            sd[f"{head}.shared_convs.{i}.bn.weight"] = rng.normal(1, 0.2, CHANNELS)
+            sd[f"{head}.shared_convs.{i}.bn.bias"] = rng.normal(0, 0.2, CHANNELS)
+            sd[f"{head}.shared_convs.{i}.bn.running_mean"] = rng.normal(0, 0.2, CHANNELS)
+            sd[f"{head}.shared_convs.{i}.bn.running_var"] = rng.uniform(0.5, 1.5, CHANNELS)
+            sd[f"{head}.shared_convs.{i}.bn.num_batches_tracked"] = np.array(9)
+        sd[f"{head}.shared_fcs.0.weight"] = rng.normal(0, 0.05, (FC, CHANNELS * 49))
+        sd[f"{head}.shared_fcs.0.bias"] = rng.normal(0, 0.3, FC)
+        sd[f"{head}.fc_cls.weight"] = rng.normal(0, 0.5, (CLASSES + 1, FC))
+        sd[f"{head}.fc_cls.bias"] = rng.normal(0, 0.3, CLASSES + 1)
+        sd[f"{head}.fc_reg.weight"] = rng.normal(0, 0.5, (4 * CLASSES, FC))
+        sd[f"{head}.fc_reg.bias"] = rng.normal(0, 0.3, 4 * CLASSES)
+        mask = f"roi_head.mask_head.{s}"
+        for i in range(4):
+            conv(f"{mask}.convs.{i}.conv", MASK, CHANNELS if i == 0 else MASK, 3)
+        sd[f"{mask}.upsample.weight"] = rng.normal(0, 0.5, (MASK, MASK, 2, 2))  # (in, out, kh, kw)
+        sd[f"{mask}.upsample.bias"] = rng.normal(0, 0.3, MASK)
+        conv(f"{mask}.conv_logits", CLASSES, MASK, 1)
+    return sd
+
+
+def _heads_model() -> keras.Model:
+    """The two-stage detector past its backbone: FPN, RPN, proposals, cascade RoI head."""
+    maps = [keras.Input((64 // 2**i, 64 // 2**i, c)) for i, c in enumerate(BACKBONE_CHANNELS)]
+    images = keras.Input((256, 256, 3))
+    levels = DetectionFPN(
+        CHANNELS, num_outputs=5, start_level=0, add_extra_convs=None, name="neck"
+    )(maps)
+    anchors = AnchorBoxes(min_level=2, anchor_scale=8, scales_per_octave=1)(levels)
+    raw = keras.layers.Concatenate()([anchors, RPNHead(channels=CHANNELS, name="rpn_head")(levels)])
+    proposals = RPNProposals(max_proposals=50, pre_nms=100)(raw, images)
+    roi_head = CascadeRoIHead(
+        CLASSES,
+        bbox_head={"conv_channels": CHANNELS, "fc_channels": FC},
+        mask_head={"channels": MASK},
+        name="roi_head",
+    )
+    detections = roi_head(levels, proposals, images)
+    return keras.Model([*maps, images], detections, name="heads")
+
+
+def _np_bbox_head(features, sd, s):
+    """mmdetection's ConvFCBBoxHead on (N, 7, 7, C) RoI features: the NCHW flatten included."""
+    x = features
+    for i in range(4):
+        x = _np_conv_module(x, sd, f"roi_head.bbox_head.{s}.shared_convs.{i}")
+    x = x.transpose(0, 3, 1, 2).reshape(len(x), -1)  # (N, C, 7, 7) flattened, as PyTorch
+    head = f"roi_head.bbox_head.{s}"
+    x = np.maximum(x @ sd[f"{head}.shared_fcs.0.weight"].T + sd[f"{head}.shared_fcs.0.bias"], 0)
+    logits = x @ sd[f"{head}.fc_cls.weight"].T + sd[f"{head}.fc_cls.bias"]
+    deltas = x @ sd[f"{head}.fc_reg.weight"].T + sd[f"{head}.fc_reg.bias"]
+    return logits, deltas.reshape(len(x), CLASSES, 4)
+
+
+def _np_mask_head(features, sd, s):
+    """mmdetection's FCNMaskHead on (N, 14, 14, C): ConvTranspose2d's (in, out, 2, 2) weight."""
+    head = f"roi_head.mask_head.{s}"
+    x = features
+    for i in range(4):
+        x = np.maximum(
+            _np_conv(x, sd[f"{head}.convs.{i}.conv.weight"], sd[f"{head}.convs.{i}.conv.bias"]), 0
+        )
+    n, h, w, _ = x.shape
+    up = np.einsum("nhwc,coab->nhawbo", x, sd[f"{head}.upsample.weight"]).reshape(
+        n, 2 * h, 2 * w, -1
+    )
+    up = np.maximum(up + sd[f"{head}.upsample.bias"], 0)
+    return _np_conv(up, sd[f"{head}.conv_logits.weight"], sd[f"{head}.conv_logits.bias"])
+
+
+def _np_rpn(levels, sd):
+    """mmdetection's RPNHead: objectness (A,) and deltas (A, 4) per location, levels in order."""
+    logits, deltas = [], []
+    for level in levels:
+        hidden = np.maximum(
+            _np_conv(level, sd["rpn_head.rpn_conv.weight"], sd["rpn_head.rpn_conv.bias"]), 0
+        )
+        logits.append(
+            _np_conv(hidden, sd["rpn_head.rpn_cls.weight"], sd["rpn_head.rpn_cls.bias"]).reshape(
+                len(level), -1
+            )
+        )
+        deltas.append(
+            _np_conv(hidden, sd["rpn_head.rpn_reg.weight"], sd["rpn_head.rpn_reg.bias"]).reshape(
+                len(level), -1, 4
+            )
+        )
+    return np.concatenate(logits, 1), np.concatenate(deltas, 1)
+
+
+def _inputs(seed=1):
+    rng = np.random.default_rng(seed)
+    maps = [
+        rng.normal(size=(1, 64 // 2**i, 64 // 2**i, c)).astype("float32")
+        for i, c in enumerate(BACKBONE_CHANNELS)
+    ]
+    return [*maps, rng.uniform(0, 255, (1, 256, 256, 3)).astype("float32")]
+
+
+def test_mmdet_checkpoint_of_the_heads_matches_numpy_heads(tmp_path):
+    """A .pth in mmdetection's layout, read and converted by the package, against NumPy heads."""
+    sd = _mmdet_state()
+    path = _save_mmseg(tmp_path / "cascade.pth", sd)
+    model = _heads_model()
+    load_tensors(model, read_pth(path), mmdet_key_map("none"), source=str(path))
+    *maps, _ = _inputs()
+    levels = model.get_layer("neck")(maps)
+    logits, deltas = _np_rpn([to_numpy(level).astype(np.float64) for level in levels], sd)
+    raw = to_numpy(model.get_layer("rpn_head")(levels))  # per anchor: 4 deltas, 1 logit
+    np.testing.assert_allclose(raw[..., 4], logits, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(raw[..., :4], deltas, atol=1e-4, rtol=1e-4)
+    roi_head = model.get_layer("roi_head")
+    rng = np.random.default_rng(2)
+    corners = rng.uniform(0, 180, (1, 12, 2))
+    rois = np.concatenate([corners, corners + rng.uniform(8, 76, (1, 12, 2))], -1).astype("float32")
+    for s in range(STAGES):
+        features = to_numpy(roi_head.bbox_roi_align(levels[:4], rois))[0]
+        expected_logits, expected_deltas = _np_bbox_head(features.astype(np.float64), sd, s)
+        actual = roi_head.stage_outputs(levels, rois, s, training=False)
+        np.testing.assert_allclose(
+            to_numpy(actual["logits"])[0], expected_logits, atol=1e-4, rtol=1e-4
+        )
+        np.testing.assert_allclose(
+            to_numpy(actual["deltas"])[0], expected_deltas, atol=1e-4, rtol=1e-4
+        )
+        features = to_numpy(roi_head.mask_roi_align(levels[:4], rois))[0]
+        expected = _np_mask_head(features.astype(np.float64), sd, s)
+        actual = to_numpy(roi_head.mask_logits(levels, rois, s))[0]
+        np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=1e-4)
+        assert np.abs(expected).max() > 1.0 and np.abs(expected_logits).max() > 1.0
+
+
+def test_mismatched_mmdet_checkpoints_are_refused_by_name_and_leave_the_model_unchanged():
+    sd = _mmdet_state()
+    model = _heads_model()
+    before = [variable.numpy().copy() for variable in model.weights]
+    missing = {k: v for k, v in sd.items() if k != "roi_head.mask_head.1.upsample.weight"}
+    extra = {**sd, "roi_head.bbox_head.3.fc_cls.weight": np.zeros((4, FC))}
+    wrong = {**sd, "roi_head.bbox_head.2.shared_fcs.0.weight": np.zeros((FC, CHANNELS * 36))}
+    fc = "roi_head.bbox_head.2.shared_fcs.0.weight -> roi_head/bbox_head_2/shared_fcs_0/kernel"
+    cases = [
+        (missing, "missing keys (1): roi_head.mask_head.1.upsample.weight"),
+        (extra, "unexpected keys (1): roi_head.bbox_head.3.fc_cls.weight"),
+        (wrong, f"wrong shapes (1): {fc}"),
+    ]
+    for state, expected in cases:
+        with pytest.raises(ValueError) as error:
+            load_tensors(model, state, mmdet_key_map("none"), source="cascade.pth")
+        message = str(error.value)
+        assert expected in message and "\n" not in message, message
+        assert "model was left unchanged" in message
+    for variable, value in zip(model.weights, before, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), value)
+
+
+def test_coco_weights_arguments_are_checked_before_building():
+    cases = [
+        ({"num_classes": 3}, "num_classes=3"),
+        ({"backbone": "gfnet_h_ti"}, "backbone='gfnet_h_ti'"),
+        ({"backbone": "hornet_t_gf", "neck": "horfpn_gf"}, "neck='horfpn_gf'"),
+    ]
+    for kwargs, expected in cases:
+        with pytest.raises(ValueError) as error:
+            detection.CascadeMaskRCNN(**{"backbone": "hornet_t_gf", "weights": "coco", **kwargs})
+        assert expected in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="CascadeMaskRCNN"):
+        detection.MaskRCNN("hornet_t_gf", weights="coco")
+
+
+def test_coco_class_names_and_releases_ship_with_the_package():
+    names = coco.class_names()
+    assert len(names) == 80 and len(set(names)) == 80
+    assert (names[0], names[56], names[79]) == ("person", "chair", "toothbrush")
+    assert sorted(coco.RELEASES) == sorted(
+        f"hornet_{size}_{kind}" for size in "tsbl" for kind in ("7x7", "gf")
+    )
+    assert [coco.RELEASES[k].box_ap for k in ("hornet_t_gf", "hornet_l_gf")] == [52.4, 56.0]
+
+
+def test_coco_weights_come_from_the_mirror_and_a_mismatch_is_refused(tmp_path, monkeypatch):
+    """The download path of weights='coco' (a temporary KERAS_HOME, a 127.0.0.1 mirror)."""
+    from tests.release_server import serve
+
+    release = coco.RELEASES["hornet_t_7x7"]
+    buffer = io.BytesIO()
+    _save_mmseg(buffer, _mmdet_state())
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
+    with serve({release.file_name: buffer.getvalue()}) as server:
+        monkeypatch.setenv("KERAS_FOURIER_MIRROR", server.url)
+        with pytest.raises(ValueError) as error:
+            detection.CascadeMaskRCNN(
+                "hornet_t_7x7",
+                weights="coco",
+                channels=CHANNELS,
+                fc_channels=FC,
+                mask_channels=MASK,
+                input_shape=(64, 64, 3),
+            )
+    message = str(error.value)
+    assert "\n" not in message and "model was left unchanged" in message
+    assert "missing keys (" in message and "backbone.downsample_layers.0.0.bias" in message
+    assert "wrong shapes (" in message and "roi_head.bbox_head.0.fc_cls.weight" in message
+    assert server.requests == [f"/{release.file_name}"]
+    cached = tmp_path / "keras_home" / "keras_fourier" / release.file_name
+    assert cached.read_bytes() == buffer.getvalue()
