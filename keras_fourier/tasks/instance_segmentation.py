@@ -20,7 +20,6 @@ image with its masks coloured over it, boxes and class names drawn
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,9 +41,9 @@ from keras_fourier.tasks.detection import (
     CATEGORY_IDS_KEY,
     DEFAULT_IMAGE_SIZE,
     DRAW_SCORE,
-    SIZES,
     BoxTask,
     _draw,
+    image_detections,
 )
 from keras_fourier.tasks.segmentation import backbone, palette
 
@@ -224,22 +223,7 @@ class InstanceSegmentation(BoxTask):
     ) -> dict[str, float]:
         """Box and mask mAP per object size (``map/small``, ``mask_map/small``, ...) and each
         class's mask AP (``mask_ap/<class name>``); values COCO leaves undefined are left out."""
-        meter = next(metric for metric in metrics if isinstance(metric, COCOInstanceAP))
-        values = meter.evaluation()
-        names = list(labels.get(CLASS_NAMES_KEY) or [])
-        result = {
-            f"{prefix}/{size}": float(values[f"{prefix}_{size}"])
-            for prefix in ("map", "mask_map")
-            for size in SIZES
-            if math.isfinite(values[f"{prefix}_{size}"])
-        }
-        count = meter.num_classes or 0
-        for index in range(count):
-            value = values.get(f"mask_ap/{index}", math.nan)
-            name = names[index] if len(names) == count else str(index)
-            if math.isfinite(value):
-                result[f"mask_ap/{name}"] = float(value)
-        return result
+        return self.coco_breakdown(metrics, labels, ("map", "mask_map"), "mask_ap")
 
     def details(self, metrics: dict[str, float]) -> list[str]:
         """Box and mask mAP per object size, then each class's mask AP as a compact table.
@@ -279,19 +263,9 @@ class InstanceSegmentation(BoxTask):
                 tf.cast(image, tf.float32), tf.zeros((0, 7), tf.float32), size
             )
             out = model.predict(fitted[None], verbose=0)
-            count = int(out["num_detections"][0])
-            found = np.concatenate(
-                [
-                    out["boxes"][0, :count] / float(scale),
-                    out["scores"][0, :count, None],
-                    out["classes"][0, :count, None].astype(np.float32),
-                ],
-                axis=1,
-            )
+            found = image_detections(out, scale, image)
             height, width = int(image.shape[0]), int(image.shape[1])
-            found[:, [0, 2]] = np.clip(found[:, [0, 2]], 0, width)
-            found[:, [1, 3]] = np.clip(found[:, [1, 3]], 0, height)
-            masks = out["masks"][0, :count]
+            masks = out["masks"][0, : len(found)]
             results = coco_results([found], [image_id], category_ids)
             encoded = mask_results(found, masks, height, width)
             for result, (rle, area) in zip(results, encoded, strict=True):
