@@ -122,7 +122,7 @@ class TwoStageDetector(keras.Model):
             "rpn": self.get_layer("rpn").output,
         }
         # The trunk shares the layers; it is not tracked (its weights are the model's).
-        object.__setattr__(self, "_trunk", keras.Model(self.inputs, outputs, name="trunk"))
+        object.__setattr__(self, "_trunk", keras.Model(self.input, outputs, name="trunk"))
         # The training loss's random sampling of anchors and RoIs, and the mean of each loss
         # part (rpn_cls, s0_box, ...) that fit and evaluate log.
         self.sampling_seed = keras.random.SeedGenerator(name="sampling_seed")
