@@ -380,12 +380,23 @@ def _cascade_head(rng, **kwargs):
 def test_box_and_mask_heads_are_mmdets_convfc_and_fcn_heads():
     rng = np.random.default_rng(4)
     features = rng.normal(size=(2, 3, 7, 7, 5)).astype("float32")
-    for options in (
-        {"num_shared_convs": 2, "conv_channels": 6, "fc_channels": 8},
-        {"num_shared_convs": 0, "num_shared_fcs": 2, "fc_channels": 8, "norm": None},
+    names = {
+        "shared_convs_0_conv",
+        "shared_convs_0_bn",
+        "shared_convs_1_conv",
+        "shared_convs_1_bn",
+        "shared_fcs_0",
+    }
+    for options, layers in (
+        ({"num_shared_convs": 2, "conv_channels": 6, "fc_channels": 8}, names),
+        (
+            {"num_shared_convs": 0, "num_shared_fcs": 2, "fc_channels": 8, "norm": None},
+            {"shared_fcs_0", "shared_fcs_1"},
+        ),
     ):
         head = BBoxHead(4, **options)
         head.build(features.shape)
+        assert {w.path.split("/")[-2] for w in head.weights} == {*layers, "fc_cls", "fc_reg"}
         _randomise(head, rng)
         out = head(features)
         logits, deltas = _numpy_bbox_head(head, features)
@@ -393,15 +404,6 @@ def test_box_and_mask_heads_are_mmdets_convfc_and_fcn_heads():
         np.testing.assert_allclose(keras.ops.convert_to_numpy(out["logits"]), logits, atol=1e-4)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(out["deltas"]), deltas, atol=1e-4)
         check_config(head)
-    head = BBoxHead(2, num_shared_convs=1, conv_channels=4, fc_channels=8)
-    head.build(features.shape)
-    assert {w.path.split("/")[-2] for w in head.weights} == {
-        "shared_convs_0_conv",
-        "shared_convs_0_bn",
-        "shared_fcs_0",
-        "fc_cls",
-        "fc_reg",
-    }
     mask_head = MaskHead(3, num_convs=2, channels=6)
     masks = rng.normal(size=(2, 3, 14, 14, 5)).astype("float32")
     mask_head.build(masks.shape)
@@ -432,6 +434,7 @@ def test_cascade_roi_head_is_mmdets_simple_test():
     )
     out = {key: keras.ops.convert_to_numpy(value) for key, value in out.items()}
     assert out["masks"].shape == (2, 8, 28, 28) and out["masks"].dtype == np.float32
+    assert head.compute_output_shape([level.shape for level in levels])["masks"] == (2, 8, 28, 28)
     expected = _numpy_cascade(head, levels, proposals, counts, width, height)
     for b, (boxes, scores, classes, masks) in enumerate(expected):
         number = out["num_detections"][b]
