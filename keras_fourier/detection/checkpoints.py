@@ -32,10 +32,7 @@ and the wrong shapes; the model is then unchanged) and, for
 
 from __future__ import annotations
 
-import functools
-import os
 import re
-from collections.abc import Collection
 
 import keras
 
@@ -43,8 +40,13 @@ from keras_fourier.detection import coco
 from keras_fourier.models.keymap import PARAMETERS
 from keras_fourier.models.vision import BUILT_SIZE
 from keras_fourier.models.vision_weights import transform_for
-from keras_fourier.segmentation.checkpoints import mmseg_key, variant_key
-from keras_fourier.weights.convert import KeyMap, KeyMapFunction, map_variables
+from keras_fourier.segmentation.checkpoints import (
+    check_weights_path,
+    mmseg_key,
+    openmmlab_key_map,
+    variant_key,
+)
+from keras_fourier.weights.convert import KeyMapFunction
 from keras_fourier.weights.pipeline import load_release_or_file
 
 _BN_PARAMETERS = {**PARAMETERS, "moving_mean": "running_mean", "moving_variance": "running_var"}
@@ -104,38 +106,18 @@ def _transform(path: str) -> str:
     return "linear" if _HEAD_PART.sub(r"\1", owner) in _LINEAR else "conv"
 
 
-def _key_map(
-    backbone: str, model: keras.Model, checkpoint_keys: Collection[str]
-) -> tuple[KeyMap, set[str]]:
-    keys = map_variables(
-        model,
-        lambda path: mmdet_key(path, backbone),
-        _transform,
-        f"Model {model.name!r} has variables without a counterpart in mmdetection "
-        f"checkpoints of {backbone!r}: ",
-    )
-    ignored = {key for key in checkpoint_keys if key.endswith(".num_batches_tracked")}
-    return keys, ignored
-
-
 def mmdet_key_map(backbone: str) -> KeyMapFunction:
     """The key map of mmdetection checkpoints of two-stage detectors on `backbone`.
 
-    Args:
-        backbone: the backbone's variant key, e.g. "hornet_t_gf" (its
-            classification key map names the ``backbone.*`` keys).
-
-    Returns:
-        ``key_map(model, checkpoint_keys) -> ({key: (variable, transform)},
-        ignored keys)``, as :func:`keras_fourier.weights.convert.convert`
-        takes; it raises ValueError for variables without a key.
+    :func:`~keras_fourier.segmentation.checkpoints.openmmlab_key_map` with
+    :func:`mmdet_key` and the RoI heads' layout changes.
 
     Example:
         >>> keys, _ = mmdet_key_map("hornet_t_gf")(detection.CascadeMaskRCNN(), ())
         >>> keys["roi_head.bbox_head.0.shared_fcs.0.weight"][1]
         'roi_linear'
     """
-    return functools.partial(_key_map, backbone)
+    return openmmlab_key_map(backbone, mmdet_key, _transform, "mmdetection")
 
 
 def built_size(backbone) -> int:
@@ -181,26 +163,23 @@ def check_weights_argument(weights, architecture: str, backbone, num_classes: in
             )
         if neck != "fpn":
             raise ValueError(f"weights='coco' need neck='fpn'. Received: neck={neck!r}")
-        return
-    if not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(weights):
-        raise ValueError(
-            "`weights` must be None, 'coco' or the path of an existing weights file. "
-            f"Received: weights={weights!r}"
-        )
+    check_weights_path(weights, "coco")
 
 
 def load_detection_weights(model: keras.Model, weights, backbone) -> None:
-    """Loads `weights` into a two-stage detector, all or nothing.
+    """Loads "coco" (the release of `backbone`), an mmdetection `.pth` or a saved file, wholly.
+
+    The release is downloaded once (Keras cache, ``$KERAS_FOURIER_MIRROR``)
+    and converted once; the package's own `.weights.h5` and `.keras` files
+    load as saved.
 
     Args:
-        model: the freshly built model.
-        weights: "coco" (downloaded once into the Keras cache, or from
-            ``$KERAS_FOURIER_MIRROR``, converted once), a `.weights.h5` or
-            `.keras` file saved by keras_fourier, or an mmdetection `.pth`.
-        backbone: the backbone's name.
+        model: the freshly built detector.
+        weights: "coco" or a path.
+        backbone: the backbone's name, whose key map reads ``backbone.*``.
 
     Raises:
-        ValueError: the file does not fit the model (which is unchanged).
+        ValueError: weights that do not fit; `model` is left unchanged.
     """
     key = variant_key(backbone) or str(backbone)
     load_release_or_file(

@@ -38,6 +38,7 @@ from keras_fourier.detection.checkpoints import (
     load_detection_weights,
 )
 from keras_fourier.detection.models import COCO_CLASSES, NECKS
+from keras_fourier.detection.two_stage_losses import loss_part_names, two_stage_losses
 from keras_fourier.layers import AnchorBoxes, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.layers.roi_heads import CASCADE_STDS, CascadeRoIHead
 from keras_fourier.models.pyramid import image_inputs, pyramid_maps
@@ -120,6 +121,14 @@ class TwoStageDetector(keras.Model):
         }
         # The trunk shares the layers; it is not tracked (its weights are the model's).
         object.__setattr__(self, "_trunk", keras.Model(self.input, outputs, name="trunk"))
+        # The training loss's random sampling of anchors and RoIs, and the mean of each loss
+        # part (rpn_cls, s0_box, ...) that fit and evaluate log.
+        self.sampling_seed = keras.random.SeedGenerator(name="sampling_seed")
+        head = self.roi_head
+        self.loss_parts = [
+            keras.metrics.Mean(name=name)
+            for name in loss_part_names(head.num_stages, head.with_mask)
+        ]
 
     @property
     def roi_head(self) -> CascadeRoIHead:
@@ -135,6 +144,45 @@ class TwoStageDetector(keras.Model):
         if training:
             return self._trunk(inputs, training=True)
         return super().call(inputs, training=training, mask=mask)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The training loss: the sum of the parts of :func:`two_stage_losses`.
+
+        Args:
+            x: the (B, H, W, 3) images.
+            y: {"boxes": (B, G, 8) ground-truth rows (padding rows of class
+                -1), optionally "masks": (B, G, 56, 56) box-local instance
+                masks}; a bare (B, G, 8) array is taken as "boxes".
+            y_pred: the trunk's outputs ({"levels", "rpn"}, a training call);
+                detections (evaluation) run the trunk on `x` again.
+            sample_weight: not supported (None).
+            training: whether the call is a training step.
+
+        Returns:
+            The float32 scalar loss; its parts update the `loss_parts` means.
+        """
+        if sample_weight is not None:
+            raise ValueError(
+                "TwoStageDetector's loss takes no `sample_weight`. Received: "
+                f"sample_weight={sample_weight!r}"
+            )
+        if not (isinstance(y_pred, dict) and set(TRUNK_OUTPUTS) <= set(y_pred)):
+            y_pred = self._trunk(x, training=False)
+        if not isinstance(y, dict):
+            y = {"boxes": y}
+        parts = two_stage_losses(
+            self.proposals,
+            self.roi_head,
+            y_pred["levels"],
+            y_pred["rpn"],
+            x,
+            y,
+            self.sampling_seed,
+        )
+        for tracker in self.loss_parts:
+            if tracker.name in parts:
+                tracker.update_state(parts[tracker.name])
+        return ops.sum(ops.stack(list(parts.values())))
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """Updates the compiled metrics on detections; training batches (trunk outputs) skip."""

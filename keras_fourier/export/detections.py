@@ -157,7 +157,10 @@ def roi_head(model: keras.Model) -> CascadeRoIHead:
 # format, measured with TensorFlow 2.21 and tf2onnx 1.17: between stages, CascadeRoIHead picks
 # each RoI's class with keras.ops.argmax, which TensorFlow traces with a sign-bit test (Bitcast,
 # BitwiseAnd) that TFLite has no builtin for and tf2onnx does not convert.
-CASCADE_BLOCKERS = {"tflite": ("TFLite", "BitwiseAnd"), "onnx": ("ONNX", "Bitcast, BitwiseAnd")}
+CASCADE_BLOCKERS = {
+    "tflite": ("TFLite", "BitwiseAnd", "TFLite has no builtin for (only Flex)"),
+    "onnx": ("ONNX", "Bitcast and BitwiseAnd", "tf2onnx does not convert (ONNX has no Bitcast)"),
+}
 
 
 def check_convertible(model: keras.Model, export_format: str) -> None:
@@ -180,12 +183,11 @@ def check_convertible(model: keras.Model, export_format: str) -> None:
     if export_format not in CASCADE_BLOCKERS or not is_two_stage(model):
         return
     if roi_head(model).num_stages > 1:
-        runtime, ops = CASCADE_BLOCKERS[export_format]
+        runtime, ops, reason = CASCADE_BLOCKERS[export_format]
         raise ValueError(
             f"{runtime} cannot hold the cascade detector {model.name!r}: keras.ops.argmax "
-            f"between its stages traces TensorFlow's {ops} (a sign-bit test), which {runtime} "
-            "has no builtin for; export its SavedModel (format saved_model). Received: "
-            f"format={export_format!r}"
+            f"between its stages traces TensorFlow's {ops} (a sign-bit test), which {reason}; "
+            f"export its SavedModel (format saved_model). Received: format={export_format!r}"
         )
 
 

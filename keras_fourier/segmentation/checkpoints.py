@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import keras
 
@@ -84,14 +84,18 @@ def mmseg_key(path: str, backbone: str) -> str | None:
 
 
 def _key_map(
-    backbone: str, model: keras.Model, checkpoint_keys: Collection[str]
+    backbone: str,
+    key_of: Callable[[str, str], str | None],
+    transform_of: Callable[[str], str],
+    library: str,
+    model: keras.Model,
+    checkpoint_keys: Collection[str],
 ) -> tuple[KeyMap, set[str]]:
     keys = map_variables(
         model,
-        lambda path: mmseg_key(path, backbone),
-        # Head convolutions are "conv", the gnConv head's dwconv/dw "depthwise", as the backbone's.
-        transform_for,
-        f"Model {model.name!r} has variables without a counterpart in mmsegmentation "
+        lambda path: key_of(path, backbone),
+        transform_of,
+        f"Model {model.name!r} has variables without a counterpart in {library} "
         f"checkpoints of {backbone!r}: ",
     )
     has_auxiliary = any(layer.name == "auxiliary_head" for layer in model.layers)
@@ -104,24 +108,66 @@ def _key_map(
     return keys, ignored
 
 
-def mmseg_key_map(backbone: str) -> KeyMapFunction:
-    """The key map of mmsegmentation checkpoints of models on `backbone`.
+def openmmlab_key_map(
+    backbone: str,
+    key_of: Callable[[str, str], str | None] = mmseg_key,
+    transform_of: Callable[[str], str] = transform_for,
+    library: str = "mmsegmentation",
+) -> KeyMapFunction:
+    """The key map of OpenMMLab checkpoints (mmsegmentation, mmdetection) of models on `backbone`.
 
     Args:
         backbone: the backbone's variant key, e.g. "hornet_t_gf" (its
             classification key map names the ``backbone.*`` keys).
+        key_of: ``(variable path, backbone) -> checkpoint key`` or None.
+            Default :func:`mmseg_key`.
+        transform_of: a variable path -> its layout change. Default the
+            vision models' (head convolutions "conv", the gnConv head's
+            dwconv/dw "depthwise", as the backbone's).
+        library: names the checkpoints in the message for unmapped
+            variables. Default "mmsegmentation".
 
     Returns:
         ``key_map(model, checkpoint_keys) -> ({key: (variable, transform)},
         ignored keys)``, as :func:`keras_fourier.weights.convert.convert`
-        takes; it raises ValueError for variables without a key.
+        takes; it raises ValueError for variables without a key. BatchNorm's
+        ``num_batches_tracked`` are ignored, and ``auxiliary_head.*`` when
+        the model has no auxiliary head.
 
     Example:
-        >>> keys, _ = mmseg_key_map("hornet_t_gf")(keras_fourier.segmentation.UPerNet(), ())
+        >>> keys, _ = openmmlab_key_map("hornet_t_gf")(keras_fourier.segmentation.UPerNet(), ())
         >>> keys["decode_head.conv_seg.weight"][1]
         'conv'
     """
-    return functools.partial(_key_map, backbone)
+    return functools.partial(_key_map, backbone, key_of, transform_of, library)
+
+
+def mmseg_key_map(backbone: str) -> KeyMapFunction:
+    """The key map of mmsegmentation checkpoints of models on `backbone`.
+
+    Args:
+        backbone: the backbone's variant key, e.g. "hornet_t_gf".
+
+    Returns:
+        :func:`openmmlab_key_map` with :func:`mmseg_key`.
+    """
+    return openmmlab_key_map(backbone)
+
+
+def check_weights_path(weights, release_name: str) -> None:
+    """Refuses `weights` that are neither `release_name` nor an existing file (one-line ValueError).
+
+    Args:
+        weights: the builder's `weights` (not None).
+        release_name: the name of the family's releases, e.g. "ade20k".
+    """
+    if weights == release_name:
+        return
+    if not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(weights):
+        raise ValueError(
+            f"`weights` must be None, {release_name!r} or the path of an existing weights "
+            f"file. Received: weights={weights!r}"
+        )
 
 
 def check_weights_argument(weights, head: str, backbone, num_classes: int) -> None:
@@ -147,11 +193,7 @@ def check_weights_argument(weights, head: str, backbone, num_classes: int) -> No
                 f"Received: num_classes={num_classes}"
             )
         return
-    if not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(weights):
-        raise ValueError(
-            "`weights` must be None, 'ade20k' or the path of an existing weights file. "
-            f"Received: weights={weights!r}"
-        )
+    check_weights_path(weights, "ade20k")
 
 
 def variant_key(backbone) -> str | None:
