@@ -500,3 +500,24 @@ def run_model_checks(
         maps = _numpy_outputs(features(model), inputs)
         assert maps, model.name
         assert all(np.all(np.isfinite(value)) for value in maps)
+
+
+def export_run_model(model: keras.Model, root, task: str, formats: str) -> tuple[str, str]:
+    """`keras-fourier export` of `model` saved as a `task` run's ROOT/model.keras into ROOT/models.
+
+    Returns:
+        (the output folder, what the command printed); the command must exit 0.
+    """
+    import contextlib
+    import io
+
+    from keras_fourier import cli
+    from keras_fourier.model_record import TASK_KEY
+    from keras_fourier.training.callbacks import save_model
+
+    path, out = os.path.join(root, "model.keras"), os.path.join(root, "models")
+    save_model(model, path, {TASK_KEY: task})
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert cli.main(["export", path, "--format", formats, "--out", out]) == 0
+    return out, buffer.getvalue()

@@ -52,23 +52,36 @@ def _models(task: Task, config: TrainConfig, num_classes: int) -> tuple[keras.Mo
     return trained, task.inference_model(trained)
 
 
+def _numpy(structure):
+    """Tensors (or a dict of them) as NumPy arrays."""
+    return keras.tree.map_structure(keras.ops.convert_to_numpy, structure)
+
+
+def _concatenate(parts):
+    """Batches (arrays or dicts of arrays) concatenated along the batch axis."""
+    return keras.tree.map_structure(lambda *arrays: np.concatenate(arrays), *parts)
+
+
 def _batches(model: keras.Model, dataset: tf.data.Dataset) -> list[tuple]:
-    """(targets, predictions) of the first batch of `dataset`, as NumPy arrays."""
+    """(inputs, targets, predictions) of the first batch of `dataset`, as NumPy arrays."""
     inputs, targets = next(iter(select_model_inputs(dataset, model)))
-    return [(np.asarray(targets), keras.ops.convert_to_numpy(model(inputs, training=False)))]
+    return [(inputs, _numpy(targets), _numpy(model(inputs, training=False)))]
 
 
 def _uneven_batches(model: keras.Model, dataset: tf.data.Dataset) -> list[tuple]:
     """(targets, predictions) of the whole of `dataset` in batches of 1, 2, 3, ... examples."""
     batches = list(select_model_inputs(dataset, model))
     inputs = tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *(x for x, _ in batches))
-    targets = np.concatenate([np.asarray(y) for _, y in batches])
+    targets = _concatenate([_numpy(y) for _, y in batches])
+    count = len(keras.tree.flatten(targets)[0])
     pairs, start, size = [], 0, 1
-    while start < len(targets):
-        end = min(start + size, len(targets))
+    while start < count:
+        end = min(start + size, count)
         chunk = tf.nest.map_structure(lambda x, a=start, b=end: x[a:b], inputs)
-        predictions = keras.ops.convert_to_numpy(model(chunk, training=False))
-        pairs.append((targets[start:end], predictions))
+        predictions = _numpy(model(chunk, training=False))
+        pairs.append(
+            (keras.tree.map_structure(lambda y, a=start, b=end: y[a:b], targets), predictions)
+        )
         start, size = end, size + 1
     return pairs
 
@@ -96,9 +109,14 @@ def check_outputs_and_losses(task: Task, config: TrainConfig) -> tuple:
     with pytest.raises(ValueError, match=other.name) as refused:
         task.check_outputs(other, data.num_classes, "data")
     assert "\n" not in str(refused.value)
-    (targets, predictions), *_ = _batches(trained, data.train)
+    (inputs, targets, predictions), *_ = _batches(trained, data.train)
     for loss in (task.loss(config), task.loss()):
-        value = float(keras.ops.convert_to_numpy(loss(targets, predictions)))
+        if loss is None:  # the model computes its loss itself, from its training outputs
+            outputs = trained(inputs, training=True)
+            value = trained.compute_loss(x=inputs, y=targets, y_pred=outputs, training=True)
+        else:
+            value = loss(targets, predictions)
+        value = float(keras.ops.convert_to_numpy(value))
         assert math.isfinite(value), (loss, value)
     return trained, model, data
 
@@ -108,8 +126,8 @@ def check_whole_split_metrics(task: Task, trained: keras.Model, model: keras.Mod
     for training, scored in ((False, model), (True, trained)):
         pairs = _uneven_batches(scored, data.validation)
         assert len(pairs) > 2, "the split is too small"
-        whole_targets = np.concatenate([targets for targets, _ in pairs])
-        whole_predictions = np.concatenate([predictions for _, predictions in pairs])
+        whole_targets = _concatenate([targets for targets, _ in pairs])
+        whole_predictions = _concatenate([predictions for _, predictions in pairs])
         metrics = [task.metrics(data.num_classes, training=training) for _ in range(3)]
         names = [metric.name for metric in metrics[0]]
         assert task.selection_metric in names, (task.selection_metric, names)

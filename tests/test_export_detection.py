@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
+import pathlib
 import re
 
 import keras
@@ -18,8 +17,7 @@ from keras_fourier.detection import RetinaNet, detector
 from keras_fourier.export.parity import ParityError, match_detections
 from keras_fourier.flop_count import flops
 from keras_fourier.layers import DetectionDecoder
-from keras_fourier.model_record import TASK_KEY
-from keras_fourier.training.callbacks import save_model
+from tests.harness import export_run_model
 
 SIZE = 64
 CLASSES = 3
@@ -62,13 +60,8 @@ def exported(tmp_path_factory):
     """The run's model.keras of a tiny detector, exported by `keras-fourier export`."""
     model = _tiny_detector()
     root = tmp_path_factory.mktemp("detector")
-    save_model(model, root / "model.keras", {TASK_KEY: "detection"})
-    out = root / "models"
-    argv = ["export", str(root / "model.keras"), "--format", "saved_model,tflite,onnx"]
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        assert cli.main([*argv, "--out", str(out)]) == 0
-    return model, out, buffer.getvalue()
+    out, printed = export_run_model(model, root, "detection", "saved_model,tflite,onnx")
+    return model, pathlib.Path(out), printed
 
 
 def test_cli_export_of_a_detector_reports_matched_detections(exported):

@@ -74,6 +74,26 @@ def write_tiny_coco(folder) -> None:
         )
 
 
+def write_tiny_instances(folder) -> None:
+    """`write_tiny_coco`'s folder with a polygon mask per box: the box's left-top triangle."""
+    write_tiny_coco(folder)
+    for path in folder.glob("*/_annotations.coco.json"):
+        document = json.loads(path.read_text())
+        for annotation in document["annotations"]:
+            x, y, w, h = annotation["bbox"]
+            annotation["segmentation"] = [[x, y, x + w, y, x, y + h]]
+        path.write_text(json.dumps(document))
+
+
+def _instances(folder):
+    """The tiny COCO folder with masks and a tiny Cascade Mask R-CNN run on it."""
+    write_tiny_instances(folder)
+    config = TrainConfig(
+        model="gfnet_tiny", data=f"coco:{folder}", dims=16, depths=1, image_size=32, batch_size=4
+    )
+    return config, [str(folder / "test" / "test0.png"), str(folder / "test" / "test1.png")]
+
+
 def _boxes(folder):
     """The tiny COCO folder and a tiny RetinaNet run on it."""
     write_tiny_coco(folder)
@@ -111,6 +131,7 @@ TINY_RUNS = {
     "inpainting": _digit_canvas,
     "forecast": _fields,
     "detection": _boxes,
+    "instance_segmentation": _instances,
 }
 
 

@@ -2,14 +2,24 @@
 
 import itertools
 import math
+import re
 
 import keras
 import numpy as np
 import pytest
 
-from keras_fourier.layers import AnchorBoxes, RoIAlign, RPNHead, RPNProposals
+from keras_fourier.detection import CascadeMaskRCNN, MaskRCNN, TwoStageDetector, paste_masks
+from keras_fourier.layers import (
+    AnchorBoxes,
+    BBoxHead,
+    CascadeRoIHead,
+    MaskHead,
+    RoIAlign,
+    RPNHead,
+    RPNProposals,
+)
 from keras_fourier.layers.detection import greedy_nms
-from tests.harness import check_config
+from tests.harness import check_config, check_dtype_policy
 
 pytestmark = pytest.mark.multi_backend
 
@@ -241,3 +251,306 @@ def test_a_model_of_any_input_size_proposes_and_pools_as_the_eager_layers():
         assert boxes[..., 2].max() <= width and boxes[..., 3].max() <= height
         expected = keras.ops.convert_to_numpy(RoIAlign(7, max_sampling_ratio=2)(maps, boxes))
         np.testing.assert_allclose(features, expected, rtol=1e-4, atol=1e-5)
+
+
+# ---- RoI heads: NumPy references of mmdetection's ConvFCBBoxHead, FCNMaskHead, CascadeRoIHead
+
+
+def _conv3x3(x, conv):
+    """A 3x3 "same" convolution of (N, H, W, C) `x` with a Keras Conv2D's weights."""
+    kernel, *bias = (np.asarray(w, "float64") for w in conv.get_weights())
+    height, width = x.shape[1:3]
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = sum(
+        padded[:, i : i + height, j : j + width] @ kernel[i, j]
+        for i, j in itertools.product(range(3), range(3))
+    )
+    return out + (bias[0] if bias else 0.0)
+
+
+def _numpy_bbox_head(head, features):
+    """ConvFCBBoxHead: convs (+ BN eval) + ReLU, NHWC flatten, fcs + ReLU, fc_cls and fc_reg."""
+    batch, count = features.shape[:2]
+    x = features.reshape(-1, *features.shape[2:]).astype("float64")
+    for i, conv in enumerate(head.shared_convs):
+        x = _conv3x3(x, conv)
+        if head.shared_bns:
+            gamma, beta, mean, var = (np.asarray(w, "float64") for w in head.shared_bns[i].weights)
+            x = (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+        x = np.maximum(x, 0)
+    x = x.reshape(batch, count, -1)
+    for fc in head.shared_fcs:
+        x = np.maximum(x @ fc.kernel.numpy() + fc.bias.numpy(), 0)
+    logits = x @ head.fc_cls.kernel.numpy() + head.fc_cls.bias.numpy()
+    deltas = x @ head.fc_reg.kernel.numpy() + head.fc_reg.bias.numpy()
+    return logits, deltas.reshape(batch, count, -1, 4)
+
+
+def _numpy_mask_head(head, features):
+    """FCNMaskHead: 3x3 convs + ReLU, 2x2 stride-2 deconv (PyTorch's) + ReLU, 1x1 logits."""
+    batch, count, size = features.shape[:3]
+    x = features.reshape(-1, size, size, features.shape[-1]).astype("float64")
+    for conv in head.convs:
+        x = np.maximum(_conv3x3(x, conv), 0)
+    kernel, bias = (np.asarray(w, "float64") for w in head.upsample.get_weights())
+    # out[2i + a, 2j + b] = x[i, j] @ kernel[a, b].T (kernel: (kh, kw, out, in), no flip).
+    x = np.einsum("nijc,aboc->niajbo", x, kernel).reshape(len(x), 2 * size, 2 * size, -1) + bias
+    kernel, bias = (np.asarray(w, "float64") for w in head.conv_logits.get_weights())
+    x = np.maximum(x, 0) @ kernel[0, 0] + bias
+    return x.reshape(batch, count, 2 * size, 2 * size, -1)
+
+
+def _randomise(layer, rng, scale=0.3):
+    """Every weight of `layer` drawn anew (BN variances positive), for outputs far from ties."""
+    for weight in layer.weights:
+        values = rng.normal(0, scale, weight.shape)
+        if weight.path.endswith("variance"):
+            values = rng.uniform(0.5, 2.0, weight.shape)
+        weight.assign(values.astype("float32"))
+
+
+def _numpy_decode(rois, deltas, stds, width, height):
+    """mmdet's delta2bbox (means 0, width/height clamp, clipped to the image)."""
+    deltas = deltas * np.asarray(stds)
+    dwh = np.clip(deltas[..., 2:], -abs(math.log(16 / 1000)), abs(math.log(16 / 1000)))
+    centre = (rois[..., :2] + rois[..., 2:]) / 2 + deltas[..., :2] * (rois[..., 2:] - rois[..., :2])
+    size = (rois[..., 2:] - rois[..., :2]) * np.exp(dwh)
+    boxes = np.concatenate([centre - size / 2, centre + size / 2], -1)
+    return np.clip(boxes, 0, [width, height, width, height])
+
+
+def _numpy_cascade(head, levels, proposals, counts, width, height):
+    """mmdet 2.x CascadeRoIHead.simple_test per image (rescale=False), masks before pasting."""
+    stds = head.stage_stds
+    results = []
+    for b, count in enumerate(counts):
+        maps = [level[b : b + 1] for level in levels[:4]]
+        rois = proposals[b : b + 1, :count].astype("float64")
+        logits_sum = 0.0
+        for s, bbox_head in enumerate(head.bbox_heads):
+            features = _numpy_roi_align(maps, rois, 7, cap=2)
+            logits, deltas = _numpy_bbox_head(bbox_head, features)
+            logits_sum = logits_sum + logits
+            if s < len(stds) - 1:
+                label = logits[0, :, :-1].argmax(-1)
+                picked = deltas[0, np.arange(count), label]
+                rois = _numpy_decode(rois[0], picked, stds[s], width, height)[None]
+        logits = logits_sum[0] / len(stds)
+        scores = np.exp(logits - logits.max(-1, keepdims=True))
+        scores = (scores / scores.sum(-1, keepdims=True))[:, :-1]
+        boxes = _numpy_decode(rois[0][:, None], deltas[0], stds[-1], width, height)
+        # multiclass_nms: score > thr, NMS within each class, the max_per_img best.
+        kept = []
+        for k in range(scores.shape[1]):
+            order = [i for i in np.argsort(-scores[:, k], kind="stable") if scores[i, k] > 0.05]
+            chosen = []
+            for i in order:
+                if all(_numpy_iou(boxes[j, k], boxes[i, k]) <= 0.5 for j in chosen):
+                    chosen.append(i)
+            kept.extend((scores[i, k], k, boxes[i, k]) for i in chosen)
+        kept = sorted(kept, key=lambda row: -row[0])[: head.max_detections]
+        det_boxes = np.array([row[2] for row in kept])
+        det_classes = np.array([row[1] for row in kept])
+        probabilities = 0.0
+        for mask_head in head.mask_heads:
+            features = _numpy_roi_align(maps, det_boxes[None], 14, cap=2)
+            probabilities = probabilities + 1 / (1 + np.exp(-_numpy_mask_head(mask_head, features)))
+        masks = (probabilities[0] / len(stds))[np.arange(len(kept)), ..., det_classes]
+        results.append((det_boxes, np.array([row[0] for row in kept]), det_classes, masks))
+    return results
+
+
+def _cascade_head(rng, **kwargs):
+    head = CascadeRoIHead(
+        3,
+        bbox_head={"num_shared_convs": 1, "conv_channels": 6, "fc_channels": 12},
+        mask_head={"num_convs": 1, "channels": 6},
+        max_detections=8,
+        max_sampling_ratio=2,
+        **kwargs,
+    )
+    levels = [
+        rng.normal(size=(2, 96 // 2**i, 128 // 2**i, 4)).astype("float32") for i in range(2, 7)
+    ]
+    head.build([level.shape for level in levels])
+    _randomise(head, rng)
+    return head, levels
+
+
+def test_box_and_mask_heads_are_mmdets_convfc_and_fcn_heads():
+    rng = np.random.default_rng(4)
+    features = rng.normal(size=(2, 3, 7, 7, 5)).astype("float32")
+    names = {
+        "shared_convs_0_conv",
+        "shared_convs_0_bn",
+        "shared_convs_1_conv",
+        "shared_convs_1_bn",
+        "shared_fcs_0",
+    }
+    for options, layers in (
+        ({"num_shared_convs": 2, "conv_channels": 6, "fc_channels": 8}, names),
+        (
+            {"num_shared_convs": 0, "num_shared_fcs": 2, "fc_channels": 8, "norm": None},
+            {"shared_fcs_0", "shared_fcs_1"},
+        ),
+    ):
+        head = BBoxHead(4, **options)
+        head.build(features.shape)
+        assert {w.path.split("/")[-2] for w in head.weights} == {*layers, "fc_cls", "fc_reg"}
+        _randomise(head, rng)
+        out = head(features)
+        logits, deltas = _numpy_bbox_head(head, features)
+        assert tuple(out["deltas"].shape) == (2, 3, 4, 4) and logits.shape == (2, 3, 5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(out["logits"]), logits, atol=1e-4)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(out["deltas"]), deltas, atol=1e-4)
+        check_config(head)
+    mask_head = MaskHead(3, num_convs=2, channels=6)
+    masks = rng.normal(size=(2, 3, 14, 14, 5)).astype("float32")
+    mask_head.build(masks.shape)
+    _randomise(mask_head, rng)
+    out = keras.ops.convert_to_numpy(mask_head(masks))
+    assert out.shape == (2, 3, 28, 28, 3)
+    np.testing.assert_allclose(out, _numpy_mask_head(mask_head, masks), atol=1e-4)
+    check_config(mask_head)
+    check_dtype_policy(lambda dtype: MaskHead(3, num_convs=1, channels=4, dtype=dtype), masks)
+    check_dtype_policy(
+        lambda dtype: BBoxHead(3, num_shared_convs=1, conv_channels=4, fc_channels=8, dtype=dtype),
+        features,
+    )
+
+
+def test_cascade_roi_head_is_mmdets_simple_test():
+    rng = np.random.default_rng(8)
+    head, levels = _cascade_head(rng)
+    width, height = 128, 96
+    corners = rng.uniform([0, 0, 8, 8], [80, 60, 60, 50], (2, 12, 4))
+    proposals = np.concatenate([corners[..., :2], corners[..., :2] + corners[..., 2:]], -1)
+    proposals[1, 9:] = 0.0  # past num_proposals: ignored, as RPNProposals' padding rows
+    counts = [12, 9]
+    out = head(
+        levels,
+        {"boxes": proposals.astype("float32"), "num_proposals": np.array(counts, "int32")},
+        np.zeros((2, height, width, 3), "float32"),
+    )
+    out = {key: keras.ops.convert_to_numpy(value) for key, value in out.items()}
+    assert out["masks"].shape == (2, 8, 28, 28) and out["masks"].dtype == np.float32
+    assert head.compute_output_shape([level.shape for level in levels])["masks"] == (2, 8, 28, 28)
+    expected = _numpy_cascade(head, levels, proposals, counts, width, height)
+    for b, (boxes, scores, classes, masks) in enumerate(expected):
+        number = out["num_detections"][b]
+        assert number == len(scores) and number > 2
+        np.testing.assert_allclose(out["scores"][b, :number], scores, rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(out["classes"][b, :number], classes)
+        np.testing.assert_allclose(out["boxes"][b, :number], boxes, atol=1e-3)
+        np.testing.assert_allclose(out["masks"][b, :number], masks, atol=1e-4)
+        assert (out["classes"][b, number:] == -1).all() and not out["masks"][b, number:].any()
+    assert len({c for b in range(2) for c in out["classes"][b, : out["num_detections"][b]]}) > 1
+    check_config(head)
+
+
+def _numpy_paste(mask, box, height, width):
+    """mmdet's _do_paste_mask: grid_sample (bilinear, zero padding) at the pixel centres."""
+    size = mask.shape[0]
+    out = np.zeros((height, width))
+    x1, y1, x2, y2 = box
+    for y, x in itertools.product(range(height), range(width)):
+        v = (y + 0.5 - y1) / (y2 - y1) * size - 0.5
+        u = (x + 0.5 - x1) / (x2 - x1) * size - 0.5
+        total = 0.0
+        for row, col in itertools.product(
+            (math.floor(v), math.floor(v) + 1), (math.floor(u), math.floor(u) + 1)
+        ):
+            if 0 <= row < size and 0 <= col < size:
+                total += (1 - abs(v - row)) * (1 - abs(u - col)) * mask[row, col]
+        out[y, x] = total
+    return out
+
+
+def test_paste_masks_is_mmdets_grid_sample_paste():
+    rng = np.random.default_rng(9)
+    masks = rng.uniform(size=(1, 3, 28, 28)).astype("float32")
+    boxes = np.array([[[3.2, 5.0, 20.7, 14.5], [-4.0, 10.0, 40.0, 30.0], [5.0, 5.0, 5.0, 9.0]]])
+    pasted = keras.ops.convert_to_numpy(paste_masks(masks, boxes, 24, 32, threshold=None))
+    for d in range(2):
+        np.testing.assert_allclose(
+            pasted[0, d], _numpy_paste(masks[0, d], boxes[0, d], 24, 32), atol=1e-5
+        )
+    assert pasted[0, 0].max() > 0.9 and not pasted[0, 2].any()
+    binary = keras.ops.convert_to_numpy(paste_masks(masks, boxes.astype("float32"), 24, 32))
+    np.testing.assert_array_equal(binary, pasted >= 0.5)
+
+
+SIZES = ((64, 64), (64, 96))
+TINY = {"channels": 16, "fc_channels": 32, "mask_channels": 16, "max_proposals": 20}
+
+
+def _check_detections(out, height, width, count=10):
+    assert out["boxes"].shape == (2, count, 4) and out["masks"].shape == (2, count, 28, 28)
+    assert out["classes"].dtype == np.int32 and out["masks"].dtype == np.float32
+    assert (out["num_detections"] > 0).all()
+    assert (out["boxes"][..., 2] <= width).all() and (out["boxes"][..., 3] <= height).all()
+    assert out["masks"].min() >= 0 and out["masks"].max() <= 1
+
+
+def test_a_cascade_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_path):
+    model = CascadeMaskRCNN("gfnet_tiny", num_classes=3, max_detections=10, **TINY)
+    assert isinstance(model, TwoStageDetector) and model.roi_head.num_stages == 3
+    rng = np.random.default_rng(11)
+    images = [rng.uniform(0, 255, (2, 64, width, 3)).astype("float32") for width in (64, 96)]
+    out = model.predict(images[0], verbose=0)
+    _check_detections(out, 64, 64)
+    path = tmp_path / "cascade.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, TwoStageDetector)
+    assert loaded.get_layer("roi_head").get_config() == model.roi_head.get_config()
+    again = loaded.predict(images[0], verbose=0)
+    for key, value in out.items():
+        np.testing.assert_allclose(again[key], value, atol=1e-5)
+    _check_detections(loaded.predict(images[1], verbose=0), 64, 96)
+    model.save_weights(tmp_path / "cascade.weights.h5")
+    restored = CascadeMaskRCNN(
+        "gfnet_tiny", num_classes=3, weights=tmp_path / "cascade.weights.h5", **TINY
+    )
+    for mine, theirs in zip(restored.weights, model.weights, strict=True):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(mine), keras.ops.convert_to_numpy(theirs)
+        )
+
+
+@pytest.mark.single_backend
+def test_mask_rcnn_gives_its_trunk_in_training_and_refuses_bad_arguments():
+    model = MaskRCNN("gfnet_tiny", num_classes=2, input_shape=(64, 96, 3), **TINY)
+    head = model.roi_head
+    assert head.num_stages == 1 and head.box_loss == "l1" and head.match_low_quality
+    assert head.bbox_heads[0].get_config()["num_shared_fcs"] == 2 and not head.bbox_heads[0].norm
+    assert model.proposals.train_max_proposals == 1000 and model.proposals.box_loss == "l1"
+    assert model.proposals.allowed_border == -1
+    images = np.random.default_rng(12).uniform(0, 255, (2, 64, 96, 3)).astype("float32")
+    _check_detections(model.predict(images, verbose=0), 64, 96, count=100)
+    trunk = model(images, training=True)
+    assert sorted(trunk) == ["levels", "rpn"]
+    assert [tuple(level.shape) for level in trunk["levels"]] == [
+        (2, -(-64 // s), -(-96 // s), 16) for s in (4, 8, 16, 32, 64)
+    ]
+    anchors = 3 * sum(-(-64 // s) * -(-96 // s) for s in (4, 8, 16, 32, 64))
+    assert tuple(trunk["rpn"].shape) == (2, anchors, 9)
+    bad = [
+        (lambda: MaskRCNN("gfnet_tiny", num_classes=0), "num_classes=0"),
+        (lambda: CascadeMaskRCNN("gfnet_tiny", neck="bifpn"), "neck='bifpn'"),
+        (lambda: CascadeMaskRCNN("gfnet_tiny", fc_channels=0), "fc_channels=0"),
+        (lambda: CascadeMaskRCNN("gfnet_tiny", weights="missing.h5"), "weights='missing.h5'"),
+        (lambda: CascadeMaskRCNN("gfnet_tiny", input_shape=(60, 64, 3)), "input_shape="),
+        (lambda: CascadeRoIHead(stage_iou_thresholds=(0.5,)), "stage_iou_thresholds=(0.5,)"),
+        (lambda: CascadeRoIHead(stage_stds=((0.1, 0.1),)), "stage_stds="),
+        (lambda: CascadeRoIHead(bbox_head={"width": 3}), "bbox_head={'width': 3}"),
+        (lambda: CascadeRoIHead(box_loss="iou"), "box_loss='iou'"),
+        (lambda: BBoxHead(norm="group_norm"), "norm='group_norm'"),
+        (lambda: MaskHead(num_convs=-1), "num_convs=-1"),
+        (lambda: RPNProposals(negative_iou=0.8), "negative_iou=0.8"),
+        (lambda: paste_masks(np.ones((1, 1, 28, 28)), np.ones((1, 1, 4)), 8, 8, 2.0), "threshold"),
+    ]
+    for make, received in bad:
+        with pytest.raises(ValueError, match=re.escape(received)) as error:
+            make()
+        assert "\n" not in str(error.value), str(error.value)

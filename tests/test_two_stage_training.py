@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_fourier import detection
 from keras_fourier.detection import two_stage_losses as tsl
 from keras_fourier.detection.losses import assign_anchors
 from keras_fourier.layers.detection import encode_boxes
@@ -234,7 +235,85 @@ def test_rcnn_losses_refinement_and_mask_loss_on_a_hand_made_case():
     mask_logits = np.zeros((1, 2, 4, 4, 2), "float32")
     mask_logits[..., 0] = 9.0  # class 0's channel: not the labels' (1)
     mask_logits[0, 1] = -50.0  # a negative RoI: no part in the loss
-    labels = np.array([[1, 2]], "int32")
+    labels = np.array([[1, 0]], "int32")
     target = np.ones((1, 2, 4, 4), "float32")
     loss = _run(lambda: tsl.mask_loss(mask_logits, labels, target, sample["positive"][:, 1:]))
     np.testing.assert_allclose(float(loss), math.log(2), rtol=1e-5)
+
+
+def _tiny_detector(arch):
+    """A tiny two-stage detector with a small training configuration (its layers' arguments)."""
+    build = detection.CascadeMaskRCNN if arch == "cascade_mask_rcnn" else detection.MaskRCNN
+    model = build(
+        "gfnet_tiny", 2, channels=16, fc_channels=32, mask_channels=16, input_shape=(64, 64, 3)
+    )
+    config = model.get_config()
+    for layer in config["layers"]:
+        if layer["name"] == "proposals":
+            layer["config"].update(train_pre_nms=64, train_max_proposals=64, num_samples=64)
+        if layer["name"] == "roi_head":
+            layer["config"].update(num_samples=32, max_sampling_ratio=1)
+    return type(model).from_config(config)
+
+
+def _batch():
+    """Two 64 x 64 images with 2 and 1 objects: (images, {"boxes", "masks"})."""
+    images = np.random.default_rng(0).uniform(0, 255, (2, 64, 64, 3)).astype("float32")
+    boxes = np.full((2, 3, 8), -1.0, "float32")
+    boxes[..., 5:] = 0
+    boxes[0, 0, :5] = [4, 4, 30, 30, 0]
+    boxes[0, 1, :5] = [30, 20, 60, 50, 1]
+    boxes[1, 0, :5] = [10, 8, 40, 50, 1]
+    masks = np.zeros((2, 3, 56, 56), "float32")
+    masks[:, :2, 8:48, 8:48] = 1
+    return images, {"boxes": boxes, "masks": masks}
+
+
+def test_a_tiny_mask_rcnn_fits_one_batch():
+    keras.utils.set_random_seed(0)
+    model = _tiny_detector("mask_rcnn")
+    images, y = _batch()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    history = model.fit(images, y, epochs=5, verbose=0).history
+    names = tsl.loss_part_names(1, True)
+    assert set(history) == {"loss", *names}
+    # At initialisation (the first step's logs) the RPN's logits are near 0: its sigmoid
+    # cross-entropy is ln 2.
+    np.testing.assert_allclose(history["rpn_cls"][0], math.log(2), rtol=0.02)
+    np.testing.assert_allclose(history["loss"][0], sum(history[n][0] for n in names), rtol=1e-5)
+    assert history["loss"][-1] < 0.7 * history["loss"][0], history["loss"]
+    assert history["s0_cls"][-1] < 0.8 * history["s0_cls"][0], history["s0_cls"]
+
+
+@pytest.mark.single_backend
+def test_the_cascades_loss_parts_at_initialisation():
+    keras.utils.set_random_seed(0)
+    model = _tiny_detector("cascade_mask_rcnn")
+    images, y = _batch()
+    trunk = model(images, training=True)
+    parts = tsl.two_stage_losses(
+        model.proposals,
+        model.roi_head,
+        trunk["levels"],
+        trunk["rpn"],
+        images,
+        y,
+        keras.random.SeedGenerator(0),
+    )
+    parts = {name: float(value) for name, value in parts.items()}
+    assert list(parts) == tsl.loss_part_names(3, True)
+    np.testing.assert_allclose(parts["rpn_cls"], math.log(2), rtol=0.02)
+    # Near-zero logits: each stage's softmax cross-entropy is about ln 3, times 1, 0.5, 0.25.
+    for stage, weight in enumerate((1.0, 0.5, 0.25)):
+        np.testing.assert_allclose(parts[f"s{stage}_cls"] / weight, math.log(3), rtol=0.1)
+    assert all(np.isfinite(value) and value >= 0 for value in parts.values())
+    box_only = tsl.two_stage_losses(
+        model.proposals,
+        model.roi_head,
+        trunk["levels"],
+        trunk["rpn"],
+        images,
+        {"boxes": y["boxes"]},
+        keras.random.SeedGenerator(0),
+    )
+    assert list(box_only) == tsl.loss_part_names(3, False)

@@ -778,6 +778,7 @@ def load_detection_dataset(
     drop_remainder: bool | None = None,
     seed: int = 0,
     on_bad_image: str = "error",
+    masks: Callable[[tf.Tensor], tf.Tensor] | None = None,
 ) -> tf.data.Dataset:
     """Build a batched object detection pipeline (see the module docstring).
 
@@ -801,6 +802,12 @@ def load_detection_dataset(
         on_bad_image: a corrupt image file of a ``coco:`` source: "error"
             (the pipeline fails naming it) or "skip" (left out, counted in
             one warning line). Default "error".
+        masks: position -> float32 (n, M, M) box-local masks of the n box
+            rows of the example at that position of the split (its canvas or
+            COCO image index), moved with the boxes; the targets are then
+            {"boxes": ..., "masks": (B, max_boxes, M, M)}
+            (:func:`keras_fourier.data.instances.load_instance_dataset`).
+            Default None.
 
     Returns:
         A `tf.data.Dataset` of (images (B, S, S, 3) float32, targets
@@ -816,47 +823,6 @@ def load_detection_dataset(
         >>> images, targets = next(iter(data))
         >>> images.shape, targets.shape
         (TensorShape([4, 64, 64, 3]), TensorShape([4, 100, 8]))
-    """
-    return box_pipeline(
-        source,
-        split,
-        image_size=image_size,
-        batch_size=batch_size,
-        training=training,
-        augment=augment,
-        max_boxes=max_boxes,
-        data_dir=data_dir,
-        shuffle_buffer=shuffle_buffer,
-        drop_remainder=drop_remainder,
-        seed=seed,
-        on_bad_image=on_bad_image,
-    )
-
-
-def box_pipeline(
-    source: str,
-    split: str,
-    *,
-    image_size: int,
-    batch_size: int,
-    training: bool | None,
-    augment: DetectionAugment | None,
-    max_boxes: int,
-    data_dir: str | None,
-    shuffle_buffer: int,
-    drop_remainder: bool | None,
-    seed: int,
-    on_bad_image: str,
-    masks: Callable[[tf.Tensor], tf.Tensor] | None = None,
-) -> tf.data.Dataset:
-    """`load_detection_dataset`'s pipeline; with `masks`, instance masks moved with the boxes.
-
-    Args:
-        masks: position -> float32 (n, M, M) box-local masks of the n box
-            rows of the example at that position of the split (its canvas or
-            COCO image index, as `_raw_examples` gives it). The targets are
-            then {"boxes": ..., "masks": (B, max_boxes, M, M)}. Default None.
-        (the others): as `load_detection_dataset`'s.
     """
     check_image_size(image_size)
     for name, value in (("batch_size", batch_size), ("max_boxes", max_boxes)):

@@ -40,18 +40,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from keras_fourier.data.coco_json import CocoAnnotations, short_repr
 from keras_fourier.data.detection import (
-    DetectionAugment,
     _coco_examples,
     _digit_boxes,
     _parse_source,
-    box_pipeline,
     is_detection_source,
+    load_detection_dataset,
 )
 from keras_fourier.data.segmentation import DIGIT_CANVAS
 
@@ -372,26 +372,16 @@ def instance_masks(source: str, split: str):
 
 
 def load_instance_dataset(
-    source: str = DIGIT_CANVAS,
-    split: str = "train",
-    *,
-    image_size: int = 64,
-    batch_size: int = 16,
-    training: bool | None = None,
-    augment: DetectionAugment | None = None,
-    max_boxes: int = 100,
-    data_dir: str | None = None,
-    shuffle_buffer: int = 1000,
-    drop_remainder: bool | None = None,
-    seed: int = 0,
-    on_bad_image: str = "error",
+    source: str = DIGIT_CANVAS, split: str = "train", **options: Any
 ) -> tf.data.Dataset:
     """Build a batched instance segmentation pipeline (see the module docstring).
 
     Args:
         source: "digits" or "coco:<path>". Default "digits".
         split: "train", "validation" or "test". Default "train".
-        (the others): as :func:`keras_fourier.data.detection.load_detection_dataset`'s.
+        **options: the keyword arguments of
+            :func:`keras_fourier.data.detection.load_detection_dataset`
+            (image_size, batch_size, training, augment, max_boxes, seed, ...).
 
     Returns:
         A `tf.data.Dataset` of (images (B, S, S, 3) float32, {"boxes":
@@ -414,18 +404,4 @@ def load_instance_dataset(
         decoded = tf.numpy_function(masks, [position], tf.float32, stateful=False)
         return tf.ensure_shape(decoded, (None, MASK_CROP, MASK_CROP))
 
-    return box_pipeline(
-        source,
-        split,
-        image_size=image_size,
-        batch_size=batch_size,
-        training=training,
-        augment=augment,
-        max_boxes=max_boxes,
-        data_dir=data_dir,
-        shuffle_buffer=shuffle_buffer,
-        drop_remainder=drop_remainder,
-        seed=seed,
-        on_bad_image=on_bad_image,
-        masks=decode,
-    )
+    return load_detection_dataset(source, split, masks=decode, **options)

@@ -10,13 +10,20 @@ detections with pycocotools' COCOeval (COCO mAP, mAP50, mAP75, per-size and
 per-class AP), also as the Keras metric :class:`COCOMeanAP`; :func:`coco_results`
 writes detections as COCO results entries. :func:`MaskRCNN` and
 :func:`CascadeMaskRCNN` build the two-stage detectors (:class:`TwoStageDetector`,
-detections and masks; :func:`paste_masks` pastes masks into the image). The data side is
-:mod:`keras_fourier.data.detection`.
+detections and masks; :func:`paste_masks` pastes masks into the image);
+:func:`coco_evaluate_instances` and the metric :class:`COCOInstanceAP` score their boxes and
+masks (COCOeval "bbox" and "segm"). The data side is :mod:`keras_fourier.data.detection`
+and :mod:`keras_fourier.data.instances`.
 """
 
-from keras_fourier.detection.evaluation import COCO_STATS, coco_evaluate, coco_results
+from keras_fourier.detection.evaluation import (
+    COCO_STATS,
+    coco_evaluate,
+    coco_evaluate_instances,
+    coco_results,
+)
 from keras_fourier.detection.losses import RetinaNetLoss
-from keras_fourier.detection.metrics import COCOMeanAP
+from keras_fourier.detection.metrics import COCOInstanceAP, COCOMeanAP
 from keras_fourier.detection.models import NECKS, RetinaNet, detector
 from keras_fourier.detection.two_stage import (
     TWO_STAGE_ARCHS,
@@ -31,6 +38,7 @@ __all__ = [
     "COCO_STATS",
     "NECKS",
     "TWO_STAGE_ARCHS",
+    "COCOInstanceAP",
     "COCOMeanAP",
     "CascadeMaskRCNN",
     "MaskRCNN",
@@ -39,6 +47,7 @@ __all__ = [
     "RetinaNetLoss",
     "TwoStageDetector",
     "coco_evaluate",
+    "coco_evaluate_instances",
     "coco_results",
     "detector",
     "image_encoder",

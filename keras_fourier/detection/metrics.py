@@ -245,7 +245,8 @@ class COCOInstanceAP(COCOMeanAP):
         capacity: the most images one split may hold (build it with the
             split's size). Default 5000.
         max_boxes: ground-truth rows per image of the targets. Default 100.
-        max_detections: detections per image of the model's output. Default 100.
+        max_detections: detections kept per image (COCO's 100); a model's
+            fewer are padded, its more cut (they come best first). Default 100.
         key: the value reported: a box value of :data:`KEYS` or the same of
             the masks, "mask_map" (default), "mask_map50", ...
         name: the metric's name. Default `key`.
@@ -267,22 +268,10 @@ class COCOInstanceAP(COCOMeanAP):
 
     keys = INSTANCE_KEYS
 
-    def __init__(
-        self,
-        num_classes: int | None = None,
-        class_names: Sequence[str] | None = None,
-        capacity: int = DEFAULT_CAPACITY,
-        max_boxes: int = 100,
-        max_detections: int = 100,
-        key: str = "mask_map",
-        name: str | None = None,
-        dtype=None,
-    ):
-        if num_classes is None and class_names is not None:
-            num_classes = len(class_names)
-        super().__init__(
-            num_classes, class_names, capacity, max_boxes, max_detections, key, name, dtype
-        )
+    def __init__(self, *args, key: str = "mask_map", **kwargs):
+        super().__init__(*args, key=key, **kwargs)
+        if self.num_classes is None and self.class_names is not None:
+            self.num_classes = len(self.class_names)
         size = STORED_MASK_SIZE
         self.detection_masks = self.add_variable(
             (self.capacity, self.max_detections, size, size), "zeros", "uint8", name="det_masks"
@@ -296,13 +285,11 @@ class COCOInstanceAP(COCOMeanAP):
         targets = ops.cast(y_true["boxes"], "float32")
         truth = ops.cast(y_true["masks"], "float32")
         size = STORED_MASK_SIZE
+        found = int(y_pred["boxes"].shape[1])
         shapes = {
             "y_true['boxes']": (tuple(targets.shape[1:]), (self.max_boxes, TARGET_WIDTH)),
-            "y_pred['boxes']": (tuple(y_pred["boxes"].shape[1:]), (self.max_detections, 4)),
-            "y_pred['masks']": (
-                tuple(y_pred["masks"].shape[1:]),
-                (self.max_detections, size, size),
-            ),
+            "y_pred['boxes']": (tuple(y_pred["boxes"].shape[1:]), (found, 4)),
+            "y_pred['masks']": (tuple(y_pred["masks"].shape[1:]), (found, size, size)),
         }
         for what, (shape, expected) in shapes.items():
             if shape != expected:
@@ -327,13 +314,18 @@ class COCOInstanceAP(COCOMeanAP):
                 ops.cast(y_pred["classes"], "float32")[..., None],
             ],
             axis=-1,
-        )
+        )[:, : self.max_detections]
+        masks = y_pred["masks"][:, : self.max_detections]
+        if found < self.max_detections:  # rows of class -1: no detection
+            pad = self.max_detections - found
+            detections = ops.pad(detections, ((0, 0), (0, pad), (0, 0)), constant_values=-1.0)
+            masks = ops.pad(masks, ((0, 0), (0, pad), (0, 0), (0, 0)))
         scored = ops.sum(ops.cast(targets[:, 0, SCALE_COLUMN] > 0, "int32"))
         start = ops.maximum(ops.minimum(self.count, self.capacity - batch), 0)
         for variable, value in (
             (self.detections, detections),
             (self.ground_truth, targets),
-            (self.detection_masks, _as_bytes(y_pred["masks"])),
+            (self.detection_masks, _as_bytes(masks)),
             (self.truth_masks, _as_bytes(truth)),
         ):
             corner = (start,) + (0,) * (len(variable.shape) - 1)

@@ -37,14 +37,13 @@ from keras_fourier.detection.checkpoints import (
     check_weights_argument,
     load_detection_weights,
 )
-from keras_fourier.detection.models import NECKS
+from keras_fourier.detection.models import COCO_CLASSES, NECKS
+from keras_fourier.detection.two_stage_losses import loss_part_names, two_stage_losses
 from keras_fourier.layers import AnchorBoxes, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.layers.roi_heads import CASCADE_STDS, CascadeRoIHead
 from keras_fourier.models.pyramid import image_inputs, pyramid_maps
 from keras_fourier.validation import check_choice, check_positive_int, check_rate
 
-# COCO's 80 classes, the papers' benchmark.
-COCO_CLASSES = 80
 # The pyramid: P2 (stride 4) to P6 (stride 64); RoIs are pooled from P2-P5.
 MIN_LEVEL = 2
 NUM_LEVELS = 5
@@ -64,7 +63,7 @@ TWO_STAGE_ARCHS: dict[str, dict] = {
             "box_loss": "l1",
             "box_loss_weight": 1.0,
         },
-        "rpn": {"train_max_proposals": 1000, "box_loss": "l1"},
+        "rpn": {"train_max_proposals": 1000, "box_loss": "l1", "allowed_border": -1.0},
     },
     "cascade_mask_rcnn": {
         "roi_head": {
@@ -76,7 +75,7 @@ TWO_STAGE_ARCHS: dict[str, dict] = {
             "box_loss": "giou",
             "box_loss_weight": 10.0,
         },
-        "rpn": {"train_max_proposals": 2000, "box_loss": "smooth_l1"},
+        "rpn": {"train_max_proposals": 2000, "box_loss": "smooth_l1", "allowed_border": 0.0},
     },
 }
 # The outputs of a trunk (training) call.
@@ -121,7 +120,15 @@ class TwoStageDetector(keras.Model):
             "rpn": self.get_layer("rpn").output,
         }
         # The trunk shares the layers; it is not tracked (its weights are the model's).
-        object.__setattr__(self, "_trunk", keras.Model(self.inputs, outputs, name="trunk"))
+        object.__setattr__(self, "_trunk", keras.Model(self.input, outputs, name="trunk"))
+        # The training loss's random sampling of anchors and RoIs, and the mean of each loss
+        # part (rpn_cls, s0_box, ...) that fit and evaluate log.
+        self.sampling_seed = keras.random.SeedGenerator(name="sampling_seed")
+        head = self.roi_head
+        self.loss_parts = [
+            keras.metrics.Mean(name=name)
+            for name in loss_part_names(head.num_stages, head.with_mask)
+        ]
 
     @property
     def roi_head(self) -> CascadeRoIHead:
@@ -137,6 +144,45 @@ class TwoStageDetector(keras.Model):
         if training:
             return self._trunk(inputs, training=True)
         return super().call(inputs, training=training, mask=mask)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The training loss: the sum of the parts of :func:`two_stage_losses`.
+
+        Args:
+            x: the (B, H, W, 3) images.
+            y: {"boxes": (B, G, 8) ground-truth rows (padding rows of class
+                -1), optionally "masks": (B, G, 56, 56) box-local instance
+                masks}; a bare (B, G, 8) array is taken as "boxes".
+            y_pred: the trunk's outputs ({"levels", "rpn"}, a training call);
+                detections (evaluation) run the trunk on `x` again.
+            sample_weight: not supported (None).
+            training: whether the call is a training step.
+
+        Returns:
+            The float32 scalar loss; its parts update the `loss_parts` means.
+        """
+        if sample_weight is not None:
+            raise ValueError(
+                "TwoStageDetector's loss takes no `sample_weight`. Received: "
+                f"sample_weight={sample_weight!r}"
+            )
+        if not (isinstance(y_pred, dict) and set(TRUNK_OUTPUTS) <= set(y_pred)):
+            y_pred = self._trunk(x, training=False)
+        if not isinstance(y, dict):
+            y = {"boxes": y}
+        parts = two_stage_losses(
+            self.proposals,
+            self.roi_head,
+            y_pred["levels"],
+            y_pred["rpn"],
+            x,
+            y,
+            self.sampling_seed,
+        )
+        for tracker in self.loss_parts:
+            if tracker.name in parts:
+                tracker.update_state(parts[tracker.name])
+        return ops.sum(ops.stack(list(parts.values())))
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """Updates the compiled metrics on detections; training batches (trunk outputs) skip."""
@@ -347,8 +393,9 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
         masks: (B, D, M, M) probabilities (a :class:`TwoStageDetector`'s
             "masks").
         boxes: (B, D, 4) "xyxy" boxes in the image's pixels.
-        height: the image's height.
-        width: the image's width.
+        height: the image's height: an int, or a scalar int tensor in a
+            traced function (an export's sent images).
+        width: the image's width, likewise.
         threshold: masks are ``probability >= threshold`` (mmdet's
             ``mask_thr_binary``). Default 0.5; None: the probabilities.
 
@@ -359,11 +406,13 @@ def paste_masks(masks, boxes, height: int, width: int, threshold: float | None =
     Example:
         >>> masks = keras.ops.ones((1, 1, 28, 28))
         >>> boxes = keras.ops.convert_to_tensor([[[2.0, 2.0, 6.0, 4.0]]])
-        >>> keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum()
+        >>> int(keras.ops.convert_to_numpy(paste_masks(masks, boxes, 6, 8))[0, 0].sum())
         8
     """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
+    if not ops.is_tensor(height):
+        height = check_positive_int("height", height)
+    if not ops.is_tensor(width):
+        width = check_positive_int("width", width)
     if threshold is not None:
         threshold = check_rate("threshold", threshold)
     masks = ops.cast(masks, "float32")

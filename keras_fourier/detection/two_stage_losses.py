@@ -42,6 +42,7 @@ from keras import ops
 
 from keras_fourier.detection.losses import assign_anchors, delta_error, generalized_iou
 from keras_fourier.layers.detection import decode_boxes, encode_boxes, image_size, split_raw
+from keras_fourier.layers.roi_heads import class_deltas, decode_rois
 
 # The smooth L1's beta of the RPN (the HorNet cascade's ``SmoothL1Loss(beta=1/9)``).
 RPN_BETA = 1.0 / 9.0
@@ -98,8 +99,9 @@ def random_sample(positive, negative, num: int, positive_fraction: float, seed):
 
 def _gather(values, index):
     """``values[b, index[b, k]]`` of (B, N, ...) values and (B, K) indices."""
-    extra = len(values.shape) - 2
-    return ops.take_along_axis(values, ops.reshape(index, (*index.shape, *([1] * extra))), axis=1)
+    for _ in range(len(values.shape) - 2):
+        index = ops.expand_dims(index, -1)
+    return ops.take_along_axis(values, index, axis=1)
 
 
 def _mean(total, count):
@@ -250,12 +252,6 @@ def _labels(sample, targets, num_classes: int):
     return ops.where(sample["positive"] > 0, classes, num_classes)
 
 
-def _class_deltas(deltas, labels):
-    """(B, K, 4) deltas of each RoI's class from class-specific (B, K, C, 4) deltas."""
-    index = ops.minimum(labels, deltas.shape[2] - 1)
-    return ops.take_along_axis(deltas, index[..., None, None], axis=2)[:, :, 0]
-
-
 def rcnn_losses(
     logits,
     deltas,
@@ -295,7 +291,7 @@ def rcnn_losses(
     cls = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     cls = _mean(ops.sum(cls * weight), count)
     stds = ops.convert_to_tensor(stds, "float32")
-    predicted = _class_deltas(deltas, labels) * stds
+    predicted = class_deltas(deltas, ops.where(positive > 0, labels, 0)) * stds
     boxes = _gather(targets[..., :4], sample["matched"])
     if box_loss == "giou":
         error = 1.0 - generalized_iou(decode_boxes(sample["rois"], predicted), boxes)
@@ -329,10 +325,7 @@ def refine_rois(logits, deltas, sample, targets, stds, images):
     labels = _labels(sample, ops.cast(targets, "float32"), logits.shape[-1] - 1)
     best = ops.cast(ops.argmax(logits[..., :-1], axis=-1), "int32")
     labels = ops.where(sample["positive"] > 0, labels, best)
-    predicted = _class_deltas(deltas, labels) * ops.convert_to_tensor(stds, "float32")
-    width, height = image_size(None, images, 2)
-    limit = ops.stack([width, height, width, height])
-    rois = ops.minimum(ops.maximum(decode_boxes(sample["rois"], predicted), 0.0), limit)
+    rois = decode_rois(sample["rois"], class_deltas(deltas, labels), stds, images)
     taken = ops.logical_and(sample["positive"] + sample["negative"] > 0, sample["is_gt"] < 0.5)
     return ops.stop_gradient(rois), taken
 
@@ -395,7 +388,7 @@ def mask_loss(mask_logits, labels, targets, positive):
 
     Args:
         mask_logits: (B, K, S, S, C) mask logits.
-        labels: (B, K) int class of each RoI.
+        labels: (B, K) int class of each RoI (any class for the others).
         targets: (B, K, S, S) 0/1 targets.
         positive: (B, K) 1 for the positive RoIs, else 0.
 
@@ -404,11 +397,27 @@ def mask_loss(mask_logits, labels, targets, positive):
         mmdetection's ``mask_cross_entropy``.
     """
     mask_logits = ops.cast(mask_logits, "float32")
-    channel = ops.minimum(labels, mask_logits.shape[-1] - 1)
-    logit = ops.take_along_axis(mask_logits, channel[:, :, None, None, None], axis=4)[..., 0]
+    channel = ops.cast(labels, "int32")[:, :, None, None, None]
+    logit = ops.take_along_axis(mask_logits, channel, axis=4)[..., 0]
     loss = ops.binary_crossentropy(targets, logit, from_logits=True)
     cells = targets.shape[-1] * targets.shape[-2]
     return _mean(ops.sum(ops.sum(loss, axis=(2, 3)) * positive), ops.sum(positive) * cells)
+
+
+def loss_part_names(num_stages: int, with_mask: bool) -> list[str]:
+    """The names of :func:`two_stage_losses`' parts for a head of `num_stages` stages.
+
+    Args:
+        num_stages: the RoI head's stages (1: Mask R-CNN, 3: the cascade).
+        with_mask: whether it has mask heads.
+
+    Returns:
+        ["rpn_cls", "rpn_box", "s0_cls", "s0_box"(, "s0_mask"), "s1_cls", ...].
+    """
+    names = ["rpn_cls", "rpn_box"]
+    for stage in range(num_stages):
+        names += [f"s{stage}_cls", f"s{stage}_box"] + ([f"s{stage}_mask"] if with_mask else [])
+    return names
 
 
 def two_stage_losses(rpn, roi_head, levels, raw, images, y, seed) -> dict:
@@ -488,13 +497,13 @@ def two_stage_losses(rpn, roi_head, levels, raw, images, y, seed) -> dict:
             # Positives come first and take at most `most` slots.
             positive = {key: value[:, :most] for key, value in sample.items()}
             mask_logits = roi_head.mask_logits(levels, positive["rois"], stage, training=True)
-            labels = _labels(positive, targets, mask_logits.shape[-1])
+            labels = _labels(positive, targets, 0)
             target = mask_targets(
                 _gather(masks, positive["matched"]),
                 _gather(targets[..., :4], positive["matched"]),
                 positive["rois"],
                 images,
-                size=mask_logits.shape[2],
+                size=roi_head.mask_size,
             )
             parts[f"s{stage}_mask"] = weight * mask_loss(
                 mask_logits, labels, target, positive["positive"]

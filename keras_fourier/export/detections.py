@@ -32,6 +32,23 @@ compares detections, not arrays: the exported model's and the Keras
 decoder's detections of each image are matched greedily by score, a match
 having the same class and every box coordinate within 1e-3 of the image
 size (:data:`BOX_TOLERANCE`).
+
+A two-stage detector (:class:`keras_fourier.detection.TwoStageDetector`,
+:func:`~keras_fourier.detection.MaskRCNN`,
+:func:`~keras_fourier.detection.CascadeMaskRCNN`) decodes its detections
+itself (its RPN proposals and RoI heads, NMS included, are in the model);
+its SavedModel adds the masks pasted into the image
+(:func:`with_pasted_masks`):
+
+* ``masks`` uint8 (B, 100, H, W): 1 where the detection's mask probability,
+  pasted at the image's size (:func:`keras_fourier.detection.paste_masks`),
+  is at least :data:`MASK_THRESHOLD` (mmdetection's ``mask_thr_binary``);
+* ``mask_probabilities`` float32 (B, 100, 28, 28): the probabilities in each
+  box's frame, as the model gives them.
+
+Matched detections must also agree on their pasted masks: the IoU of the
+matched masks, their intersections over their unions summed over the
+detections, is at least :data:`~keras_fourier.export.parity.MASK_IOU`.
 """
 
 from __future__ import annotations
@@ -39,6 +56,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from keras_fourier.detection.two_stage import paste_masks
 from keras_fourier.layers.detection import (
     RAW_BOX_COLUMNS,
     AnchorBoxes,
@@ -47,12 +65,20 @@ from keras_fourier.layers.detection import (
     has_area,
     split_raw,
 )
+from keras_fourier.layers.roi_heads import CascadeRoIHead
 
 BOXES = "boxes"
 SCORES = "scores"
 CLASSES = "classes"
 NUM_DETECTIONS = "num_detections"
 DETECTION_OUTPUTS = (BOXES, SCORES, CLASSES, NUM_DETECTIONS)
+MASKS = "masks"
+MASK_PROBABILITIES = "mask_probabilities"
+# mmdetection's mask_thr_binary: a pasted mask holds the pixels of at least this probability.
+MASK_THRESHOLD = 0.5
+# The largest sent image (height * width) a two-stage detector's serving_bytes pastes masks
+# into: 100 detections take about 600 bytes per pixel while pasted (2.4 GB at this size).
+MASK_MAX_PIXELS = 4_000_000
 # How far a matched box may be from Keras's, per coordinate, as a fraction of the image size.
 BOX_TOLERANCE = 1e-3
 
@@ -85,6 +111,108 @@ def is_detector(model: keras.Model) -> bool:
         and output[-1] > RAW_BOX_COLUMNS
         and any(isinstance(layer, AnchorBoxes) for layer in model.layers)
     )
+
+
+def is_two_stage(model: keras.Model) -> bool:
+    """Whether `model` is a two-stage detector: images to detections with box-frame masks.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        True for one (B, H, W, 3) input, the outputs {"boxes", "scores",
+        "classes", "num_detections", "masks"} and a
+        :class:`~keras_fourier.layers.CascadeRoIHead` (the models of
+        :func:`keras_fourier.detection.MaskRCNN` and
+        :func:`~keras_fourier.detection.CascadeMaskRCNN`).
+
+    Example:
+        >>> is_two_stage(keras_fourier.detection.MaskRCNN(
+        ...     "gfnet_tiny", num_classes=3, input_shape=(64, 64, 3)))
+        True
+    """
+    if not isinstance(model.output, dict) or len(model.inputs) != 1:
+        return False
+    image = tuple(model.inputs[0].shape)
+    return (
+        len(image) == 4
+        and image[-1] == 3
+        and set(model.output) == {*DETECTION_OUTPUTS, MASKS}
+        and any(isinstance(layer, CascadeRoIHead) for layer in model.layers)
+    )
+
+
+def roi_head(model: keras.Model) -> CascadeRoIHead:
+    """A two-stage detector's RoI head, whose settings (score threshold, detections) parity reads.
+
+    Example:
+        >>> roi_head(two_stage_model).max_detections
+        100
+    """
+    (head,) = [layer for layer in model.layers if isinstance(layer, CascadeRoIHead)]
+    return head
+
+
+# The TensorFlow ops that keep a cascade (two-stage detector of several stages) out of each
+# format, measured with TensorFlow 2.21 and tf2onnx 1.17: between stages, CascadeRoIHead picks
+# each RoI's class with keras.ops.argmax, which TensorFlow traces with a sign-bit test (Bitcast,
+# BitwiseAnd) that TFLite has no builtin for and tf2onnx does not convert.
+CASCADE_BLOCKERS = {
+    "tflite": ("TFLite", "BitwiseAnd", "TFLite has no builtin for (only Flex)"),
+    "onnx": ("ONNX", "Bitcast and BitwiseAnd", "tf2onnx does not convert (ONNX has no Bitcast)"),
+}
+
+
+def check_convertible(model: keras.Model, export_format: str) -> None:
+    """Refuses a cascade detector for TFLite and ONNX, naming the op that blocks it.
+
+    Args:
+        model: the model to export.
+        export_format: "tflite" or "onnx".
+
+    Raises:
+        ValueError: `model` is a two-stage detector of several stages
+            (:func:`keras_fourier.detection.CascadeMaskRCNN`).
+
+    Example:
+        >>> check_convertible(keras_fourier.detection.CascadeMaskRCNN(
+        ...     "gfnet_tiny", num_classes=3, input_shape=(64, 64, 3)), "onnx")
+        Traceback (most recent call last):
+        ValueError: ...
+    """
+    if export_format not in CASCADE_BLOCKERS or not is_two_stage(model):
+        return
+    if roi_head(model).num_stages > 1:
+        runtime, ops, reason = CASCADE_BLOCKERS[export_format]
+        raise ValueError(
+            f"{runtime} cannot hold the cascade detector {model.name!r}: keras.ops.argmax "
+            f"between its stages traces TensorFlow's {ops} (a sign-bit test), which {reason}; "
+            f"export its SavedModel (format saved_model). Received: format={export_format!r}"
+        )
+
+
+def with_pasted_masks(
+    detections: dict[str, tf.Tensor], height: int | tf.Tensor, width: int | tf.Tensor
+) -> dict[str, tf.Tensor]:
+    """A two-stage detector's exported outputs: its detections and their masks in the image.
+
+    Args:
+        detections: the model's outputs, "masks" (B, D, M, M) probabilities
+            in each box's frame.
+        height: the image's height, an int or a scalar int tensor.
+        width: its width.
+
+    Returns:
+        {"boxes", "scores", "classes", "num_detections"} as the model gives
+        them, "masks" uint8 (B, D, height, width) pasted
+        (:func:`keras_fourier.detection.paste_masks`, threshold
+        :data:`MASK_THRESHOLD`) and "mask_probabilities", the model's masks.
+    """
+    outputs = {name: detections[name] for name in DETECTION_OUTPUTS}
+    outputs[MASK_PROBABILITIES] = detections[MASKS]
+    pasted = paste_masks(detections[MASKS], detections[BOXES], height, width, MASK_THRESHOLD)
+    outputs[MASKS] = tf.cast(pasted, tf.uint8)
+    return outputs
 
 
 def export_decoder(model: keras.Model) -> DetectionDecoder:
@@ -183,12 +311,28 @@ def to_image_pixels(
 ) -> dict[str, tf.Tensor]:
     """`detections` at the model's input size with their boxes scaled to each image's own size.
 
+    A two-stage detector's masks (outputs of :func:`with_pasted_masks`) are
+    pasted again, at each image's own size: (B, D, H, W) with H and W the
+    largest of the batch, each image's masks in its top-left (height,
+    width) corner, zero beyond.
+
     Args:
-        detections: outputs of :func:`nms_detections`.
+        detections: outputs of :func:`nms_detections` or :func:`with_pasted_masks`.
         sizes: (B, 2) (height, width) of the sent images.
         height: the model's input height.
         width: its input width.
     """
-    sizes = tf.cast(sizes, tf.float32)
-    scale = tf.stack([sizes[:, 1] / width, sizes[:, 0] / height], axis=-1)
-    return {**detections, BOXES: detections[BOXES] * tf.tile(scale, (1, 2))[:, None, :]}
+    sizes = tf.cast(sizes, tf.int32)
+    extent = tf.cast(sizes, tf.float32)
+    scale = tf.stack([extent[:, 1] / width, extent[:, 0] / height], axis=-1)
+    outputs = {**detections, BOXES: detections[BOXES] * tf.tile(scale, (1, 2))[:, None, :]}
+    if MASK_PROBABILITIES in detections:
+        largest = tf.reduce_max(sizes, axis=0)
+        pasted = with_pasted_masks(
+            {**outputs, MASKS: detections[MASK_PROBABILITIES]}, largest[0], largest[1]
+        )[MASKS]
+        rows = tf.range(largest[0])[None, :, None] < sizes[:, 0, None, None]
+        cols = tf.range(largest[1])[None, None, :] < sizes[:, 1, None, None]
+        inside = tf.cast(tf.logical_and(rows, cols), tf.uint8)
+        outputs[MASKS] = pasted * inside[:, None]
+    return outputs

@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.detections import BOX_TOLERANCE, BOXES, CLASSES, NUM_DETECTIONS, SCORES
+from keras_fourier.export.detections import (
+    BOX_TOLERANCE,
+    BOXES,
+    CLASSES,
+    MASKS,
+    NUM_DETECTIONS,
+    SCORES,
+)
 from keras_fourier.export.signatures import OUTPUTS, ServingModel, as_input_dict, sample_inputs
 
 # The largest max |exported - Keras| each float32 export accepts: a SavedModel runs the same
@@ -35,6 +42,9 @@ DETECTIONS_MATCHED = (
 # Scores this close to a cut (the score threshold, or the last of a full image's detections)
 # may fall on either side of it in another runtime: such detections may go unmatched.
 SCORE_MARGIN = 1e-4
+# The least IoU of a two-stage detector's pasted masks, summed over its matched detections
+# (pixels whose probability is near the 0.5 threshold may fall on either side of it).
+MASK_IOU = 0.99
 
 
 def agreement_name(serving: ServingModel) -> str:
@@ -44,6 +54,8 @@ def agreement_name(serving: ServingModel) -> str:
         >>> agreement_name(serving_model(keras_fourier.GFNetTi(input_shape=(64, 64, 3))))
         'top-1 agreement'
     """
+    if serving.two_stage:
+        return DETECTIONS_MATCHED[:-1] + f"; their pasted masks of IoU at least {MASK_IOU})"
     if serving.detection is not None:
         return DETECTIONS_MATCHED
     return "pixel agreement" if serving.dense else "top-1 agreement"
@@ -192,9 +204,12 @@ def _compare_detections(
                 "nothing was written."
             )
         sizes = np.full(len(images), max(images.shape[1:3]), dtype=np.float64)
+        converted, pairs = f"The {runtime} model", []
         diff, hits, found = match_detections(
-            actual, expected, sizes, reference.detection, f"The {runtime} model", strict
+            actual, expected, sizes, reference.detection, converted, strict, pairs
         )
+        if reference.two_stage:
+            mask_iou(actual, expected, pairs, converted, strict)
         max_diff, matched, total = max(max_diff, diff), matched + hits, total + found
         count += len(images)
     return max_diff, (matched / total if total else 1.0), count
@@ -207,6 +222,7 @@ def match_detections(
     decoder: Any,
     converted: str,
     strict: bool = True,
+    pairs: list[tuple[int, int, int]] | None = None,
 ) -> tuple[float, int, int]:
     """Matches an exported model's detections with Keras's, image by image.
 
@@ -227,6 +243,9 @@ def match_detections(
         converted: the exported model, named in the error ("The LiteRT model").
         strict: raise for a detection without a match. Default True; False
             counts it (a quantized model).
+        pairs: a list to which each match is appended as (image, row of
+            Keras's detection, row of the exported one), for
+            :func:`mask_iou`. Default None.
 
     Returns:
         (max coordinate difference of matched boxes over the image size,
@@ -241,6 +260,7 @@ def match_detections(
         (0.0, 12, 12)
     """
     actual = {key: np.asarray(value) for key, value in actual.items()}
+    pairs = [] if pairs is None else pairs
     worst, matched, total = 0.0, 0, 0
     for image, size in enumerate(sizes):
         mine = _detections(actual, image)
@@ -254,7 +274,8 @@ def match_detections(
             return min(abs(score - cut) for cut in cuts) <= SCORE_MARGIN
 
         free = np.ones(len(mine[SCORES]), bool)
-        for box, label, score in zip(theirs[BOXES], theirs[CLASSES], theirs[SCORES], strict=True):
+        rows = zip(theirs[BOXES], theirs[CLASSES], theirs[SCORES], strict=True)
+        for row, (box, label, score) in enumerate(rows):
             total += 1
             candidates = np.flatnonzero(free & (mine[CLASSES] == label))
             if candidates.size:
@@ -263,6 +284,7 @@ def match_detections(
                 if gaps[best] <= BOX_TOLERANCE:
                     free[candidates[best]] = False
                     worst, matched = max(worst, float(gaps[best])), matched + 1
+                    pairs.append((image, row, int(candidates[best])))
                     continue
             if strict and not marginal(float(score)):
                 raise ParityError(
@@ -279,6 +301,47 @@ def match_detections(
                     "written."
                 )
     return worst, matched, total
+
+
+def mask_iou(
+    actual: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    pairs: list[tuple[int, int, int]],
+    converted: str,
+    strict: bool = True,
+) -> float:
+    """The IoU of matched detections' pasted masks, summed over them, checked against `MASK_IOU`.
+
+    Args:
+        actual: the exported model's outputs, "masks" (B, D, H, W) 0/1.
+        expected: Keras's.
+        pairs: matched detections, from :func:`match_detections`.
+        converted: the exported model, named in the error.
+        strict: raise below :data:`MASK_IOU`. Default True.
+
+    Returns:
+        Their intersections over their unions (1.0 when both are empty).
+
+    Raises:
+        ParityError: the IoU is below :data:`MASK_IOU` (`strict`).
+
+    Example:
+        >>> mask_iou(keras_out, keras_out, [(0, 0, 0)], "The copy")
+        1.0
+    """
+    intersection = union = 0
+    for image, theirs, mine in pairs:
+        a = np.asarray(actual[MASKS][image, mine]) > 0
+        b = np.asarray(expected[MASKS][image, theirs]) > 0
+        intersection += int(np.sum(a & b))
+        union += int(np.sum(a | b))
+    iou = intersection / union if union else 1.0
+    if strict and not iou >= MASK_IOU:
+        raise ParityError(
+            f"{converted}'s masks of the matched detections overlap Keras's by IoU {iou:.4f} "
+            f"< {MASK_IOU}; nothing was written."
+        )
+    return iou
 
 
 def _detections(outputs: dict[str, np.ndarray], image: int) -> dict[str, np.ndarray]:

@@ -15,11 +15,12 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_fourier.data.augment import eval_transform
 from keras_fourier.data.checks import header_image_size
-from keras_fourier.export.detections import to_image_pixels
+from keras_fourier.export.detections import MASK_MAX_PIXELS, to_image_pixels
 from keras_fourier.export.journal import Transaction, recover
 from keras_fourier.export.parity import (
     TOLERANCES,
     check_tolerance,
+    mask_iou,
     match_detections,
     max_abs_diff,
 )
@@ -64,12 +65,15 @@ class SavedModelReport:
             detector, the largest difference of matched boxes over the image size.
         detections: for a detector, {signature name: how many of Keras's
             detections it matched}; else empty.
+        mask_iou: for a two-stage detector, {signature name: the IoU of the
+            matched detections' pasted masks with Keras's}; else empty.
     """
 
     path: str
     signatures: str
     max_abs_diff: dict[str, float]
     detections: dict[str, str] = dataclasses.field(default_factory=dict)
+    mask_iou: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: the version directory written."""
@@ -82,6 +86,7 @@ class SavedModelReport:
                 f"Parity {name}: {self.detections[name]} (same class, boxes within "
                 f"{TOLERANCES['detection']:g} of the image size; max box difference "
                 f"{diff:.3g} of the image size)"
+                + (f", IoU of their masks {self.mask_iou[name]:.4f}" if self.mask_iou else "")
                 for name, diff in self.max_abs_diff.items()
             ]
         return [
@@ -156,7 +161,9 @@ def _add_endpoints(
         transform = eval_transform((height, width), crop_pct)
 
     def serve_bytes(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        outputs = serve(decode_images(image_bytes, transform, height, width, max_pixels))
+        # A two-stage detector pastes 100 masks at the image's size: fewer pixels.
+        limit = min(max_pixels, MASK_MAX_PIXELS) if serving.two_stage else max_pixels
+        outputs = serve(decode_images(image_bytes, transform, height, width, limit))
         if serving.detection is not None:  # boxes in the pixels of each sent image
             sizes = tf.map_fn(header_image_size, image_bytes, fn_output_signature=tf.int64)
             return to_image_pixels(outputs, sizes, height, width)
@@ -183,12 +190,13 @@ def _sample_image_bytes(images: np.ndarray) -> tf.Tensor:
 
 def _check_parity(
     directory: str, serving: ServingModel, transform: keras.layers.Pipeline | None
-) -> tuple[dict[str, float], dict[str, str]]:
+) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
     """Reloads the SavedModel, runs every signature on samples, compares with Keras.
 
     Returns:
         ({signature: max |SavedModel - Keras|}, {signature: detections
-        matched} for a detector, else {}).
+        matched} for a detector, else {}, {signature: IoU of the matched
+        masks} for a two-stage detector, else {}).
     """
     loaded = tf.saved_model.load(directory)
     samples = sample_inputs(serving)
@@ -230,7 +238,7 @@ def _check_parity(
         check_tolerance(
             diff, TOLERANCES["saved_model"], f"reloaded SavedModel's {name!r} signature"
         )
-    return diffs, {}
+    return diffs, {}, {}
 
 
 def _check_detections(
@@ -238,11 +246,12 @@ def _check_detections(
     serving: ServingModel,
     transform: keras.layers.Layer,
     samples: dict[str, np.ndarray],
-) -> tuple[dict[str, float], dict[str, str]]:
-    """A detector's signatures against the Keras decoder: (box differences, detections matched).
+) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
+    """A detector's signatures against Keras: (box differences, detections matched, mask IoUs).
 
     ``serving_default`` on the samples, ``serving_bytes`` on a PNG and a
-    JPEG of them, its boxes compared in the pixels of each sent image.
+    JPEG of them, its boxes (and a two-stage detector's masks) compared in
+    the pixels of each sent image.
     """
     ((name, images),) = samples.items()
     height, width = serving.image_size
@@ -261,14 +270,17 @@ def _check_detections(
             np.max(sizes.numpy(), axis=1),
         ),
     }
-    diffs, matched = {}, {}
+    diffs, matched, masks = {}, {}, {}
     for signature, (actual, expected, extents) in runs.items():
         expected = {key: np.asarray(value) for key, value in expected.items()}
+        converted, pairs = f"The reloaded SavedModel's {signature!r}", []
         diffs[signature], hits, total = match_detections(
-            actual, expected, extents, serving.detection, f"The reloaded SavedModel's {signature!r}"
+            actual, expected, extents, serving.detection, converted, pairs=pairs
         )
         matched[signature] = f"{hits} of {total} Keras detections matched"
-    return diffs, matched
+        if serving.two_stage:
+            masks[signature] = mask_iou(actual, expected, pairs, converted)
+    return diffs, matched, masks
 
 
 def describe_saved_model(path: str | os.PathLike) -> str:
@@ -394,7 +406,9 @@ def saved_model(
         crop_pct: centre-crop fraction of ``serving_bytes``, in (0, 1].
             Default 0.875.
         max_pixels: largest image (height * width) ``serving_bytes``
-            decodes. Default 40 million (`MAX_IMAGE_PIXELS`).
+            decodes. Default 40 million (`MAX_IMAGE_PIXELS`); at most
+            4 million for a two-stage detector, whose masks are pasted at
+            the image's size (`MASK_MAX_PIXELS`).
         sequence_length: the length a text model that takes any length
             (``FNet(sequence_length=None)``) is exported at; None (default)
             for models of fixed input shapes.
@@ -431,7 +445,7 @@ def saved_model(
     try:
         with Transaction(export_dir) as staging:
             archive.write_out(os.path.join(staging.path, "version"), verbose=False)
-            diffs, detections = _check_parity(
+            diffs, detections, masks = _check_parity(
                 os.path.join(staging.path, "version"), serving, transform
             )
             staging.commit([("version", target)], overwrite=overwrite)
@@ -445,6 +459,7 @@ def saved_model(
         signatures=describe_saved_model(target),
         max_abs_diff=diffs,
         detections=detections,
+        mask_iou=masks,
     )
     if verbose:
         print(report.summary())

@@ -38,6 +38,11 @@ model's `keras.Input`\\ s (``images`` for vision models, ``token_ids``,
   (:mod:`keras_fourier.export.detections`), boxes in the input's pixels.
   Its ``serving_bytes`` stretches each image to the model's input size
   (bilinear, no crop) and returns the boxes in the sent image's pixels;
+* the same and ``masks`` (uint8, pasted at the image's size) and
+  ``mask_probabilities`` (box-frame) for a two-stage detector
+  (:class:`keras_fourier.detection.TwoStageDetector`), whose own outputs
+  are detections; from ``serving_bytes``, boxes and masks in each sent
+  image's pixels (:func:`~keras_fourier.export.detections.to_image_pixels`);
 * ``features`` for a single output that is not a Dense head (vision models
   with ``include_top=False``).
 """
@@ -52,7 +57,14 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
-from keras_fourier.export.detections import export_decoder, is_detector, nms_detections
+from keras_fourier.export.detections import (
+    export_decoder,
+    is_detector,
+    is_two_stage,
+    nms_detections,
+    roi_head,
+    with_pasted_masks,
+)
 from keras_fourier.layers import spectral
 from keras_fourier.layers.decode_heads import ResizeToMatch
 from keras_fourier.layers.position import StrideCheck
@@ -210,7 +222,11 @@ class ServingModel:
             ``serving_rollout`` signature. Default False.
         detection: for a one-stage detector, the decoder whose settings the
             exports decode its raw rows with (:func:`nms_detections`);
-            :meth:`keras_detections` runs the decoder itself. Default None.
+            :meth:`keras_detections` runs the decoder itself; for a
+            two-stage detector, its RoI head (whose score threshold and
+            detections the parity check reads). Default None.
+        two_stage: a two-stage detector: its own detections, with masks
+            pasted (:func:`with_pasted_masks`). Default False.
     """
 
     model: keras.Model
@@ -220,6 +236,7 @@ class ServingModel:
     dense: bool = False
     field: bool = False
     detection: keras.layers.Layer | None = None
+    two_stage: bool = False
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -246,6 +263,8 @@ class ServingModel:
         """Runs the model (traceable) on inputs in `input_specs` order; returns named outputs."""
         inputs = keras.tree.pack_sequence_as(self.model.input, list(tensors))
         outputs = self.model(inputs, training=False)
+        if self.two_stage:
+            return with_pasted_masks(outputs, *self.image_size)
         if self.detection is not None:
             return nms_detections(outputs, self.detection, *self.image_size)
         if self.add_softmax:
@@ -260,9 +279,15 @@ class ServingModel:
         return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
     def keras_detections(self, images: np.ndarray) -> dict[str, np.ndarray]:
-        """A detector's detections by the Keras decoder (`detection`), as NumPy arrays."""
-        raw = self.model(images, training=False)
-        outputs = self.detection(raw, images)
+        """A detector's detections by the Keras decoder (`detection`), as NumPy arrays.
+
+        A two-stage detector's are the model's own, with their masks pasted.
+        """
+        outputs = self.model(images, training=False)
+        if self.two_stage:
+            outputs = with_pasted_masks(outputs, *self.image_size)
+        else:
+            outputs = self.detection(outputs, images)
         return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
@@ -375,7 +400,10 @@ def serving_model(
     if _free_length_inputs(model):
         at_sequence_length(model, None)  # raises: the exports take a fixed length
     field = is_field_model(model)
+    two_stage = is_two_stage(model)
     detection = export_decoder(model) if is_detector(model) else None
+    if two_stage:
+        detection = roi_head(model)
     head = classifier_head(model)
     if field:
         output_name, activation, head = NEXT_STATE, None, None
@@ -411,6 +439,7 @@ def serving_model(
         dense=dense,
         field=field,
         detection=detection,
+        two_stage=two_stage,
     )
 
 

@@ -38,7 +38,8 @@ class RoIAlign(keras.layers.Layer):
     most `max_sampling_ratio`; a larger grid is capped to it per axis (its
     samples spread evenly over the bin, as mmcv's fixed ``sampling_ratio``).
     The gathers are flat over one concatenation of the levels, so the cost
-    does not grow with the number of levels.
+    does not grow with the number of levels; the sample slots are one loop
+    (``keras.ops.fori_loop``), so the graph does not grow with them.
 
     Args:
         output_size: bins per side (7 for box heads, 14 for mask heads).
@@ -162,20 +163,29 @@ class RoIAlign(keras.layers.Layer):
             [ops.reshape(feature, (batch, -1, channels)) for feature in features], axis=1
         )
         flat = ops.reshape(flat, (-1, channels))
-        pooled = 0.0
-        for i in range(self.max_sampling_ratio):
+        slots = self.max_sampling_ratio
+
+        def body(k, pooled):
+            i, j = k // slots, k % slots
             rows = [
-                (base + y_low[..., i] * row_width, wy_low[..., i]),
-                (base + y_high[..., i] * row_width, wy_high[..., i]),
+                (base + ops.take(y_low, i, axis=-1) * row_width, ops.take(wy_low, i, axis=-1)),
+                (base + ops.take(y_high, i, axis=-1) * row_width, ops.take(wy_high, i, axis=-1)),
             ]
-            for j in range(self.max_sampling_ratio):
-                cols = [(x_low[..., j], wx_low[..., j]), (x_high[..., j], wx_high[..., j])]
-                for row, row_weight in rows:
-                    for col, col_weight in cols:
-                        index = row[..., :, None] + col[..., None, :]
-                        weight = row_weight[..., :, None] * col_weight[..., None, :] / count
-                        values = ops.take(flat, index, axis=0)
-                        pooled = pooled + values * ops.cast(weight[..., None], values.dtype)
+            cols = [
+                (ops.take(x_low, j, axis=-1), ops.take(wx_low, j, axis=-1)),
+                (ops.take(x_high, j, axis=-1), ops.take(wx_high, j, axis=-1)),
+            ]
+            for row, row_weight in rows:
+                for col, col_weight in cols:
+                    index = row[..., :, None] + col[..., None, :]
+                    weight = row_weight[..., :, None] * col_weight[..., None, :] / count
+                    values = ops.take(flat, index, axis=0)
+                    pooled = pooled + values * ops.cast(weight[..., None], values.dtype)
+            return pooled
+
+        size = self.output_size
+        zeros = ops.zeros((batch, ops.shape(rois)[1], size, size, channels), flat.dtype)
+        pooled = ops.fori_loop(0, slots * slots, body, zeros)
         return pooled
 
     def compute_output_shape(self, features_shape, rois_shape):

@@ -35,6 +35,8 @@ NORMS = ("batch_norm", None)
 BOX_LOSSES = ("giou", "l1")
 # mmdetection's Cascade R-CNN stages: target stds of the box deltas per stage.
 CASCADE_STDS = ((0.1, 0.1, 0.2, 0.2), (0.05, 0.05, 0.1, 0.1), (0.033, 0.033, 0.067, 0.067))
+# The detections' integer outputs (the others are float32).
+INT_OUTPUTS = ("classes", "num_detections")
 # Kaiming normal (fan_out, ReLU gain) of mmcv's ConvModule and FCNMaskHead, and the
 # Xavier uniform of ConvFCBBoxHead's shared fcs.
 KAIMING = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
@@ -331,6 +333,9 @@ class MaskHead(keras.layers.Layer):
         shape = _check_roi_features("MaskHead", input_shape)
         return (*shape[:2], 2 * shape[2], 2 * shape[3], self.num_classes)
 
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), "float32")
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -377,9 +382,9 @@ def _check_head_config(name: str, config, head: type) -> dict:
         )
     try:
         head(**config)
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         raise ValueError(
-            f"`{name}` has an unknown argument ({error}). Received: {name}={config!r}"
+            f"`{name}` has a bad argument ({error}). Received: {name}={config!r}"
         ) from None
     return dict(config)
 
@@ -677,18 +682,25 @@ class CascadeRoIHead(keras.layers.Layer):
         masks = ops.take_along_axis(probabilities, index, axis=-1)[..., 0]
         return masks * ops.cast(kept, "float32")[:, :, None, None]
 
-    def compute_output_spec(self, levels, proposals, images, training=None):
-        batch = levels[0].shape[0]
+    def compute_output_shape(self, levels_shape, proposals_shape=None, images_shape=None):
+        batch = _check_levels("CascadeRoIHead", levels_shape)[0][0]
         shape = (batch, self.max_detections)
-        spec = {
-            "boxes": keras.KerasTensor((*shape, 4), "float32"),
-            "scores": keras.KerasTensor(shape, "float32"),
-            "classes": keras.KerasTensor(shape, "int32"),
-            "num_detections": keras.KerasTensor((batch,), "int32"),
+        shapes = {
+            "boxes": (*shape, 4),
+            "scores": shape,
+            "classes": shape,
+            "num_detections": (batch,),
         }
         if self.with_mask:
-            spec["masks"] = keras.KerasTensor((*shape, self.mask_size, self.mask_size), "float32")
-        return spec
+            shapes["masks"] = (*shape, self.mask_size, self.mask_size)
+        return shapes
+
+    def compute_output_spec(self, levels, proposals, images, training=None):
+        shapes = self.compute_output_shape([tuple(level.shape) for level in levels])
+        return {
+            key: keras.KerasTensor(shape, "int32" if key in INT_OUTPUTS else "float32")
+            for key, shape in shapes.items()
+        }
 
     def get_config(self):
         return {

@@ -134,8 +134,9 @@ class RPNProposals(keras.layers.Layer):
     least `positive_iou` with a ground-truth box are positive, below
     `negative_iou` negative, and each ground truth's best anchors positive
     from `min_positive_iou` (low-quality matches); `num_samples` anchors per
-    image are sampled, at most `positive_fraction` positive; sigmoid cross
-    entropy and `box_loss` on the deltas.
+    image are sampled, at most `positive_fraction` positive, anchors across
+    the border by more than `allowed_border` left out; sigmoid cross entropy
+    and `box_loss` on the deltas.
 
     Args:
         pre_nms: candidates per level before NMS. Default 1000.
@@ -156,6 +157,9 @@ class RPNProposals(keras.layers.Layer):
         positive_fraction: the most positive share of them. Default 0.5.
         box_loss: "smooth_l1" (default, beta 1/9: the HorNet cascade) or
             "l1" (Mask R-CNN) on the deltas.
+        allowed_border: anchors crossing the image border by more than
+            this many pixels are left out of the loss; negative: none left
+            out. Default 0 (the HorNet cascade; Mask R-CNN -1).
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -196,6 +200,7 @@ class RPNProposals(keras.layers.Layer):
         num_samples: int = 256,
         positive_fraction: float = 0.5,
         box_loss: str = "smooth_l1",
+        allowed_border: float = 0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -215,6 +220,7 @@ class RPNProposals(keras.layers.Layer):
             "positive_fraction", positive_fraction, low=0, high=1, low_open=True
         )
         self.box_loss = check_choice("box_loss", box_loss, RPN_BOX_LOSSES)
+        self.allowed_border = check_number("allowed_border", allowed_border)
 
     def _levels(self, anchors):
         """(B, A) int32 level index of each anchor, from its size ``anchor_scale * stride``."""
@@ -282,4 +288,5 @@ class RPNProposals(keras.layers.Layer):
             "num_samples": self.num_samples,
             "positive_fraction": self.positive_fraction,
             "box_loss": self.box_loss,
+            "allowed_border": self.allowed_border,
         }

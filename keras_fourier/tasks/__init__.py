@@ -29,6 +29,7 @@ TASKS: dict[str, str] = {
     "inpainting": "keras_fourier.tasks.inpainting",
     "forecast": "keras_fourier.tasks.forecast",
     "detection": "keras_fourier.tasks.detection",
+    "instance_segmentation": "keras_fourier.tasks.instance_segmentation",
 }
 
 __all__ = [

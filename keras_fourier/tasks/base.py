@@ -341,6 +341,15 @@ class Task(abc.ABC):
         """
         return model
 
+    def scorer(self, model: keras.Model) -> keras.Model:
+        """A model of `model`'s layers that `evaluate` compiles and scores (`model` left as is).
+
+        Default: a functional model from its input to its output.
+        """
+        import keras
+
+        return keras.Model(model.input, model.output, name=f"{model.name}_scorer")
+
     @abc.abstractmethod
     def describe_input(self, config: TrainConfig, model: keras.Model) -> str:
         """The model's input, for the run's header."""
@@ -358,8 +367,12 @@ class Task(abc.ABC):
     # Objective.
 
     @abc.abstractmethod
-    def loss(self, config: TrainConfig | None = None) -> keras.losses.Loss:
-        """The training loss of run `config`, or the evaluation loss when None."""
+    def loss(self, config: TrainConfig | None = None) -> keras.losses.Loss | None:
+        """The training loss of run `config`, or the evaluation loss when None.
+
+        None: the model computes its loss itself (its ``compute_loss``, e.g.
+        a two-stage detector's, from its training outputs and the targets).
+        """
 
     @abc.abstractmethod
     def metrics(self, num_classes: int, *, training: bool = False) -> list[keras.metrics.Metric]:

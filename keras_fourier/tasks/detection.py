@@ -107,6 +107,27 @@ def _draw(image: np.ndarray, detections: np.ndarray, names: Sequence[str]) -> np
     return np.asarray(canvas)
 
 
+def image_detections(outputs: Mapping[str, np.ndarray], scale: float, image: tf.Tensor):
+    """The first image's detections of a detector's `outputs` as (K, 6) rows in its own pixels.
+
+    Rows ``[x1, y1, x2, y2, score, class]``: the boxes divided by the letterbox
+    `scale` and clipped to `image` (H, W, 3).
+    """
+    count = int(outputs["num_detections"][0])
+    found = np.concatenate(
+        [
+            outputs["boxes"][0, :count] / float(scale),
+            outputs["scores"][0, :count, None],
+            outputs["classes"][0, :count, None].astype(np.float32),
+        ],
+        axis=1,
+    )
+    height, width = int(image.shape[0]), int(image.shape[1])
+    found[:, [0, 2]] = np.clip(found[:, [0, 2]], 0, width)
+    found[:, [1, 3]] = np.clip(found[:, [1, 3]], 0, height)
+    return found
+
+
 class BoxTask(Task):
     """What detection and instance segmentation share: box data, its splits, labels, input size.
 
@@ -214,28 +235,57 @@ class BoxTask(Task):
             on_bad_image=request.on_bad_image,
         )
 
-    def details(self, metrics: dict[str, float]) -> list[str]:
-        """mAP per object size, then the per-class AP of `breakdown` as a compact table.
+    @staticmethod
+    def coco_breakdown(
+        metrics: Sequence[keras.metrics.Metric],
+        labels: Mapping[str, Any],
+        size_prefixes: Sequence[str],
+        class_prefix: str,
+    ) -> dict[str, float]:
+        """Values of the split's COCO evaluation: ``<prefix>/<size>`` of each of `size_prefixes`
+        and ``<class_prefix>/<class name>``, those COCO leaves undefined left out."""
+        meter = next(metric for metric in metrics if isinstance(metric, COCOMeanAP))
+        values = meter.evaluation()
+        names = list(labels.get(CLASS_NAMES_KEY) or [])
+        result = {
+            f"{prefix}/{size}": float(values[f"{prefix}_{size}"])
+            for prefix in size_prefixes
+            for size in SIZES
+            if math.isfinite(values[f"{prefix}_{size}"])
+        }
+        count = meter.num_classes or 0
+        for index in range(count):
+            value = values.get(f"{class_prefix}/{index}", math.nan)
+            name = names[index] if len(names) == count else str(index)
+            if math.isfinite(value):
+                result[f"{class_prefix}/{name}"] = float(value)
+        return result
 
-        Example:
-            >>> TASK.details({"map/small": 0.2, "map/medium": 0.5, "ap/cat": 0.1})
-            ['mAP by size: small 0.2000, medium 0.5000, large -', 'per-class AP:', '  cat 0.1000']
-        """
-        lines = []
-        if any(f"map/{size}" in metrics for size in SIZES):
-            sizes = ", ".join(
-                f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
-                for size in SIZES
-                for key in [f"map/{size}"]
-            )
-            lines.append(f"mAP by size: {sizes}")
-        values = {key[3:]: value for key, value in metrics.items() if key.startswith("ap/")}
+    @staticmethod
+    def size_lines(metrics: Mapping[str, float], prefix: str, title: str) -> list[str]:
+        """The line of ``<prefix>/<size>`` values, when there is one: "<title> by size: ..."."""
+        if not any(f"{prefix}/{size}" in metrics for size in SIZES):
+            return []
+        sizes = ", ".join(
+            f"{size} {f'{metrics[key]:.4f}' if key in metrics else '-'}"
+            for size in SIZES
+            for key in [f"{prefix}/{size}"]
+        )
+        return [f"{title} by size: {sizes}"]
+
+    @staticmethod
+    def class_lines(metrics: Mapping[str, float], prefix: str, title: str) -> list[str]:
+        """The ``<prefix>/<class>`` values as a compact table under "<title>:", when any."""
+        start = len(prefix) + 1
+        values = {
+            key[start:]: value for key, value in metrics.items() if key[:start] == prefix + "/"
+        }
         if not values:
-            return lines
+            return []
         width = min(max(len(name) for name in values), DETAILS_NAME_WIDTH)
         cells = [f"{name[:width]:<{width}} {value:.4f}" for name, value in values.items()]
         per_line = max(1, DETAILS_LINE_WIDTH // (width + 10))
-        return [*lines, "per-class AP:"] + [
+        return [f"{title}:"] + [
             "  " + "   ".join(cells[start : start + per_line])
             for start in range(0, len(cells), per_line)
         ]
@@ -311,21 +361,19 @@ class Detection(BoxTask):
 
         Values COCO leaves undefined (no box of that size or class) are left out.
         """
-        meter = next(metric for metric in metrics if isinstance(metric, COCOMeanAP))
-        values = meter.evaluation()
-        names = list(labels.get(CLASS_NAMES_KEY) or [])
-        result = {
-            f"map/{size}": float(values[f"map_{size}"])
-            for size in SIZES
-            if math.isfinite(values[f"map_{size}"])
-        }
-        count = meter.num_classes or 0
-        for index in range(count):
-            value = values.get(f"ap/{index}", math.nan)
-            name = names[index] if len(names) == count else str(index)
-            if math.isfinite(value):
-                result[f"ap/{name}"] = float(value)
-        return result
+        return self.coco_breakdown(metrics, labels, ("map",), "ap")
+
+    def details(self, metrics: dict[str, float]) -> list[str]:
+        """mAP per object size, then the per-class AP of `breakdown` as a compact table.
+
+        Example:
+            >>> TASK.details({"map/small": 0.2, "map/medium": 0.5, "ap/cat": 0.1})
+            ['mAP by size: small 0.2000, medium 0.5000, large -', 'per-class AP:', '  cat 0.1000']
+        """
+        return [
+            *self.size_lines(metrics, "map", "mAP"),
+            *self.class_lines(metrics, "ap", "per-class AP"),
+        ]
 
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
         """Writes ``<stem>_detections.json`` (COCO results) and ``<stem>_boxes.png`` per image."""
@@ -345,19 +393,7 @@ class Detection(BoxTask):
             fitted, _, scale = letterbox_example(
                 tf.cast(image, tf.float32), tf.zeros((0, 7), tf.float32), size
             )
-            out = decoding.predict(fitted[None], verbose=0)
-            count = int(out["num_detections"][0])
-            found = np.concatenate(
-                [
-                    out["boxes"][0, :count] / float(scale),
-                    out["scores"][0, :count, None],
-                    out["classes"][0, :count, None].astype(np.float32),
-                ],
-                axis=1,
-            )
-            height, width = int(image.shape[0]), int(image.shape[1])
-            found[:, [0, 2]] = np.clip(found[:, [0, 2]], 0, width)
-            found[:, [1, 3]] = np.clip(found[:, [1, 3]], 0, height)
+            found = image_detections(decoding.predict(fitted[None], verbose=0), scale, image)
             results = coco_results([found], [image_id], category_ids)
             for result in results:
                 result["file_name"] = os.path.basename(path)

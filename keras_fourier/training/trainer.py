@@ -224,11 +224,13 @@ def evaluate(
         model,
         EvaluationRequest(data, split, batch_size, data_dir, eval_examples, on_bad_image, labels),
     )
-    targets = dataset.element_spec[1].shape  # one-hot (B, classes), else a dense task's
-    classes = targets[-1] if len(targets) == 2 else task.num_classes(data, data_dir)
+    targets = dataset.element_spec[1]  # one-hot (B, classes), else a dense task's (or a dict)
+    one_hot = isinstance(targets, tf.TensorSpec) and len(targets.shape) == 2
+    classes = targets.shape[-1] if one_hot else task.num_classes(data, data_dir)
     task.check_outputs(model, classes, f"data {data!r}")
-    scorer = keras.Model(model.input, model.output, name=f"{model.name}_scorer")
-    task_metrics = task.metrics(model.output_shape[-1])
+    scorer = task.scorer(model)
+    outputs = model.output_shape
+    task_metrics = task.metrics(outputs[-1] if isinstance(outputs, tuple) else classes)
     scorer.compile(loss=task.loss(), metrics=task_metrics)
     try:
         scores = scorer.evaluate(

@@ -1,0 +1,154 @@
+"""Two-stage detector exports by `keras-fourier export`: detections and pasted masks, refusals."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_fourier import cli
+from keras_fourier import export as exports
+from keras_fourier.detection import CascadeMaskRCNN, MaskRCNN, paste_masks
+from keras_fourier.export.parity import mask_iou, match_detections
+from keras_fourier.model_record import TASK_KEY
+from keras_fourier.training.callbacks import save_model
+from tests.harness import export_run_model
+
+SIZE = 64
+CLASSES = 3
+
+
+def _tiny(builder=MaskRCNN) -> keras.Model:
+    """A tiny two-stage detector whose scores differ from RoI to RoI, masks far from 1/2."""
+    keras.utils.set_random_seed(0)
+    model = builder(
+        "gfnet_tiny",
+        num_classes=CLASSES,
+        input_shape=(SIZE, SIZE, 3),
+        channels=16,
+        fc_channels=32,
+        mask_channels=16,
+        max_proposals=32,
+        max_detections=20,
+    )
+    rng = np.random.default_rng(0)
+    head = model.get_layer("roi_head")
+    for layer in head.bbox_heads:  # class logits of RoIs far apart, background's 0
+        kernel = rng.normal(0, 0.03, layer.fc_cls.kernel.shape).astype("float32")
+        kernel[:, -1] = 0.0
+        layer.fc_cls.kernel.assign(kernel)
+    for layer in head.mask_heads:
+        kernel = layer.conv_logits.kernel
+        kernel.assign(rng.normal(0, 1.0, kernel.shape).astype("float32"))
+    return model
+
+
+def _images(batch: int, seed: int, height: int = SIZE, width: int = SIZE) -> np.ndarray:
+    shape = (batch, height, width, 3)
+    return np.round(np.random.default_rng(seed).uniform(0, 255, shape)).astype("float32")
+
+
+def _keras_outputs(model: keras.Model, images: np.ndarray, scale=(1.0, 1.0), size=None) -> dict:
+    """Keras's detections, boxes scaled by (x, y) `scale`, masks pasted at `size` (h, w)."""
+    outputs = {k: keras.ops.convert_to_numpy(v) for k, v in model(images, training=False).items()}
+    outputs["boxes"] = outputs["boxes"] * np.array(scale * 2, "float32")
+    height, width = size or images.shape[1:3]
+    outputs["mask_probabilities"] = outputs["masks"]
+    outputs["masks"] = np.asarray(paste_masks(outputs["masks"], outputs["boxes"], height, width))
+    return outputs
+
+
+def _assert_same(served, expected, size: int, model: keras.Model) -> int:
+    """Every Keras detection matched, their masks the same; the detections' count."""
+    served = {name: np.asarray(value) for name, value in served.items()}
+    np.testing.assert_array_equal(served["num_detections"], expected["num_detections"])
+    sizes = np.full(len(served["num_detections"]), size)
+    head = model.get_layer("roi_head")
+    pairs = []
+    _, matched, total = match_detections(served, expected, sizes, head, "Export", pairs=pairs)
+    assert matched == total
+    assert mask_iou(served, expected, pairs, "Export") == 1.0
+    for image, keras_row, served_row in pairs:
+        np.testing.assert_allclose(
+            served["mask_probabilities"][image, served_row],
+            expected["mask_probabilities"][image, keras_row],
+            atol=1e-5,
+        )
+    return total
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The run's model.keras of a tiny Mask R-CNN, exported by `keras-fourier export`."""
+    model = _tiny()
+    root = tmp_path_factory.mktemp("two_stage")
+    out, printed = export_run_model(model, root, "instance_segmentation", "saved_model")
+    return model, root, pathlib.Path(out), printed
+
+
+def test_cli_export_of_a_two_stage_detector_serves_detections_and_pasted_masks(exported):
+    model, _, out, printed = exported
+    assert sorted(os.listdir(out)) == sorted([model.name, "models.config"])
+    for signature in ("serving_default", "serving_bytes"):
+        line = re.search(
+            rf"Parity {signature}: (\d+) of (\d+) Keras detections matched .*, IoU of their "
+            r"masks (\S+)",
+            printed,
+        )
+        assert line and line[1] == line[2] and int(line[1]) > 0 and line[3] == "1.0000", printed
+    # serving_default's pasted masks at the input's size; serving_bytes' at the sent images'.
+    described = re.findall(r"outputs\['(\w+)'\] tensor_info:\s+dtype: (\w+)\s+shape: (.*)", printed)
+    assert ("masks", "DT_UINT8", f"(-1, 20, {SIZE}, {SIZE})") in described
+    assert ("masks", "DT_UINT8", "(-1, 20, -1, -1)") in described
+    assert ("mask_probabilities", "DT_FLOAT", "(-1, 20, 28, 28)") in described
+    assert ("classes", "DT_INT32", "(-1, 20)") in described
+
+
+def test_saved_model_matches_keras_on_images_and_encoded_images(exported, tmp_path):
+    _, root, out, _ = exported
+    model = keras.saving.load_model(root / "model.keras")
+    loaded = tf.saved_model.load(str(out / model.name / "1"))
+    images = _images(2, seed=5)
+    served = loaded.signatures["serving_default"](images=tf.constant(images))
+    expected = _keras_outputs(model, images)
+    assert _assert_same(served, expected, SIZE, model) > 0
+    assert served["masks"].dtype == tf.uint8 and int(tf.reduce_max(served["masks"])) == 1
+
+    # serving_bytes: a PNG of another size, stretched to the model's input; boxes and masks in
+    # its pixels.
+    height, width = 48, 80
+    pixels = _images(1, seed=6, height=height, width=width)[0]
+    path = tmp_path / "photo.png"
+    path.write_bytes(tf.io.encode_png(pixels.astype(np.uint8)).numpy())
+    served = loaded.signatures["serving_bytes"](image_bytes=tf.constant([path.read_bytes()]))
+    assert served["masks"].shape == (1, 20, height, width)
+    resized = tf.image.resize(pixels[None], (SIZE, SIZE)).numpy()
+    expected = _keras_outputs(model, resized, (width / SIZE, height / SIZE), (height, width))
+    assert _assert_same(served, expected, width, model) > 0
+    # 100 masks pasted at 2001 x 2000 would take gigabytes: refused from the header.
+    large = tf.io.encode_png(tf.zeros((2001, 2000, 3), tf.uint8))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"\[2001\] \[x\] \[2000\] \[> 4000000 pixels"
+    ):
+        loaded.signatures["serving_bytes"](image_bytes=tf.stack([large]))
+
+
+def test_tflite_and_onnx_of_a_cascade_are_refused_naming_the_op(tmp_path, capsys):
+    model = _tiny(CascadeMaskRCNN)
+    save_model(model, tmp_path / "model.keras", {TASK_KEY: "instance_segmentation"})
+    out = tmp_path / "models"
+    argv = ["export", str(tmp_path / "model.keras"), "--format", "saved_model,tflite", "--out"]
+    assert cli.main([*argv, str(out)]) == 2
+    message = capsys.readouterr().err
+    assert "TFLite cannot hold the cascade detector" in message and "BitwiseAnd" in message
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"ONNX cannot hold .* Bitcast and BitwiseAnd"):
+        exports.onnx(model, tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match=r"TFLite cannot hold .* BitwiseAnd"):
+        exports.tflite(model, tmp_path / "model.tflite")
+    assert sorted(os.listdir(tmp_path)) == ["model.keras"]
