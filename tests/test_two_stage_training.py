@@ -9,6 +9,7 @@ import pytest
 from keras_fourier import detection
 from keras_fourier.detection import two_stage_losses as tsl
 from keras_fourier.detection.losses import assign_anchors
+from keras_fourier.layers import RPNProposals
 from keras_fourier.layers.detection import encode_boxes
 
 pytestmark = pytest.mark.multi_backend
@@ -186,11 +187,13 @@ def test_rpn_losses_on_a_hand_made_case():
     targets[0, 0, :6] = [*gt, 1, 0]
     images = np.zeros((1, 64, 64, 3), "float32")
     softplus = lambda v: math.log1p(math.exp(v))  # noqa: E731
-    cls, box = _run(lambda: tsl.rpn_losses(raw, targets, 0, images=images))
+    cls, box = _run(lambda: tsl.rpn_losses(raw, targets, 0, RPNProposals(), images))
     np.testing.assert_allclose(float(cls), (softplus(-2) + softplus(-1)) / 2, rtol=1e-5)
     np.testing.assert_allclose(float(box), 0.5 * 0.01 * 9 / 2, rtol=1e-4)  # smooth L1, beta 1/9
     cls, box = _run(
-        lambda: tsl.rpn_losses(raw, targets, 0, images=images, allowed_border=-1, box_loss="l1")
+        lambda: tsl.rpn_losses(
+            raw, targets, 0, RPNProposals(allowed_border=-1, box_loss="l1"), images
+        )
     )
     np.testing.assert_allclose(
         float(cls), (softplus(-2) + softplus(-1) + softplus(3)) / 3, rtol=1e-5

@@ -12,13 +12,15 @@ Everything runs in the graph with static shapes, in ``keras.ops`` and
   (``allowed_border=0``, the cascade's) or not (``-1``, Mask R-CNN's), MaxIoU
   0.7 / 0.3 (low-quality matches of at least 0.3), 256 anchors, half
   positive; sigmoid cross-entropy and a smooth L1 (beta 1/9) or L1 box loss,
-  both divided by the batch's sampled anchors;
+  both divided by the batch's sampled anchors (the numbers are HorNet's
+  configs, read from the ``RPNProposals`` layer);
 * **R-CNN stages**: :func:`sample_rois` (MaxIoU at the stage's IoU, the
-  ground-truth boxes added as proposals, 512 RoIs, a quarter positive),
+  ground-truth boxes added as proposals, 512 RoIs, a quarter positive: the
+  ``CascadeRoIHead``'s arguments),
   :func:`rcnn_losses` (softmax cross-entropy with the background as the LAST
   class, mmdetection 2.x; a GIoU loss on decoded boxes, ``reg_decoded_bbox``,
-  or an L1 / smooth L1 loss on the deltas over the stage's stds, both divided
-  by the batch's sampled RoIs), :func:`refine_rois` (the next stage's RoIs:
+  or an L1 loss on the deltas over the stage's stds, both divided by the
+  batch's sampled RoIs), :func:`refine_rois` (the next stage's RoIs:
   the sampled RoIs moved by their class's deltas, gradients stopped, the added
   ground-truth boxes dropped), :func:`mask_targets` and :func:`mask_loss`
   (binary cross-entropy on the matched class's channel of the positive RoIs,
@@ -108,52 +110,35 @@ def _mean(total, count):
     return total / ops.maximum(count, 1.0)
 
 
-def rpn_losses(
-    raw,
-    targets,
-    seed,
-    *,
-    images=None,
-    positive_iou: float = 0.7,
-    negative_iou: float = 0.3,
-    min_positive_iou: float = 0.3,
-    num_samples: int = 256,
-    positive_fraction: float = 0.5,
-    box_loss: str = "smooth_l1",
-    allowed_border: float = 0.0,
-):
+def rpn_losses(raw, targets, seed, rpn, images=None):
     """The RPN's classification and box losses on sampled anchors (mmdetection's ``RPNHead.loss``).
 
-    Anchors crossing the image border by more than `allowed_border` pixels
-    take no part (-1: all do); the others are assigned by MaxIoU (with
-    low-quality matches) and `num_samples` of them sampled per image.
+    Anchors crossing the image border by more than ``rpn.allowed_border``
+    pixels take no part (-1: all do); the others are assigned by MaxIoU
+    (``rpn.positive_iou``, ``negative_iou``, low-quality matches from
+    ``min_positive_iou``) and ``rpn.num_samples`` of them sampled per image, at
+    most ``positive_fraction`` positive.
 
     Args:
         raw: the (B, A, 9) raw RPN output (anchors, deltas, objectness).
         targets: (B, G, 8) ground-truth rows.
         seed: a `keras.random.SeedGenerator` for the sampling.
+        rpn: the ``RPNProposals`` layer holding the RPN's training
+            configuration.
         images: the (B, H, W, 3) input, whose size bounds the anchors.
             Default None: the size the anchors cover.
-        positive_iou: default 0.7.
-        negative_iou: default 0.3.
-        min_positive_iou: the least IoU of a low-quality match. Default 0.3.
-        num_samples: anchors sampled per image. Default 256.
-        positive_fraction: their largest positive share. Default 0.5.
-        box_loss: "smooth_l1" (default, beta 1/9: the HorNet cascade's) or
-            "l1" (Mask R-CNN's), on the deltas.
-        allowed_border: default 0 (the cascade's; Mask R-CNN's -1).
 
     Returns:
         (cls, box): sigmoid cross-entropy over the sampled anchors and the
-        box loss over the positive ones, each divided by the batch's sampled
-        anchors.
+        box loss (``rpn.box_loss``: smooth L1 of beta 1/9, or L1) on the
+        positive ones' deltas, each divided by the batch's sampled anchors.
     """
     raw = ops.cast(raw, "float32")
     targets = ops.cast(targets, "float32")
     anchors, deltas, logits = split_raw(raw)
     valid = None
-    if allowed_border >= 0:
-        border = float(allowed_border)
+    if rpn.allowed_border >= 0:
+        border = float(rpn.allowed_border)
         width, height = image_size(anchors, images, 2)
         valid = ops.logical_and(
             ops.logical_and(anchors[..., 0] >= -border, anchors[..., 1] >= -border),
@@ -162,13 +147,13 @@ def rpn_losses(
     positive, negative, matched = assign_anchors(
         anchors,
         targets,
-        positive_iou,
-        negative_iou,
-        min_positive_iou=min_positive_iou,
+        rpn.positive_iou,
+        rpn.negative_iou,
+        min_positive_iou=rpn.min_positive_iou,
         valid=valid,
     )
     index, is_positive, is_negative = random_sample(
-        positive, negative, num_samples, positive_fraction, seed
+        positive, negative, rpn.num_samples, rpn.positive_fraction, seed
     )
     count = ops.sum(is_positive + is_negative)
     logit = _gather(logits[..., 0], index)
@@ -176,7 +161,7 @@ def rpn_losses(
     cls = _mean(ops.sum(cls * (is_positive + is_negative)), count)
     boxes = _gather(targets[..., :4], _gather(matched, index))
     target = encode_boxes(_gather(anchors, index), boxes)
-    error = delta_error(_gather(deltas, index), target, box_loss, RPN_BETA)
+    error = delta_error(_gather(deltas, index), target, rpn.box_loss, RPN_BETA)
     return cls, _mean(ops.sum(error * is_positive), count)
 
 
@@ -450,19 +435,7 @@ def two_stage_losses(rpn, roi_head, levels, raw, images, y, seed) -> dict:
     targets = ops.cast(y["boxes"], "float32")
     masks = y.get("masks") if roi_head.with_mask else None
     parts = {}
-    parts["rpn_cls"], parts["rpn_box"] = rpn_losses(
-        raw,
-        targets,
-        seed,
-        images=images,
-        positive_iou=rpn.positive_iou,
-        negative_iou=rpn.negative_iou,
-        min_positive_iou=rpn.min_positive_iou,
-        num_samples=rpn.num_samples,
-        positive_fraction=rpn.positive_fraction,
-        box_loss=rpn.box_loss,
-        allowed_border=rpn.allowed_border,
-    )
+    parts["rpn_cls"], parts["rpn_box"] = rpn_losses(raw, targets, seed, rpn, images)
     proposals = rpn(ops.stop_gradient(raw), images, training=True)
     rois = ops.stop_gradient(ops.cast(proposals["boxes"], "float32"))
     slots = ops.arange(rois.shape[1], dtype="int32")[None, :]
