@@ -146,6 +146,7 @@ def test_tflite_and_onnx_of_a_cascade_are_refused_naming_the_op(tmp_path, capsys
     assert cli.main([*argv, str(out)]) == 2
     message = capsys.readouterr().err
     assert "TFLite cannot hold the cascade detector" in message and "BitwiseAnd" in message
+    assert "export its SavedModel (--format saved_model). Received: 'tflite' in --format" in message
     assert not out.exists()
     with pytest.raises(ValueError, match=r"ONNX cannot hold .* Bitcast and BitwiseAnd"):
         exports.onnx(model, tmp_path / "model.onnx")

@@ -163,12 +163,14 @@ CASCADE_BLOCKERS = {
 }
 
 
-def check_convertible(model: keras.Model, export_format: str) -> None:
+def check_convertible(model: keras.Model, export_format: str, flag: str = "formats") -> None:
     """Refuses a cascade detector for TFLite and ONNX, naming the op that blocks it.
 
     Args:
         model: the model to export.
         export_format: "tflite" or "onnx".
+        flag: how the message names the formats argument (``--format`` for
+            the command). Default "formats".
 
     Raises:
         ValueError: `model` is a two-stage detector of several stages
@@ -187,7 +189,7 @@ def check_convertible(model: keras.Model, export_format: str) -> None:
         raise ValueError(
             f"{runtime} cannot hold the cascade detector {model.name!r}: keras.ops.argmax "
             f"between its stages traces TensorFlow's {ops} (a sign-bit test), which {reason}; "
-            f"export its SavedModel (format saved_model). Received: format={export_format!r}"
+            f"export its SavedModel ({flag} saved_model). Received: {export_format!r} in {flag}"
         )
 
 

@@ -147,7 +147,9 @@ FORMATS: dict[str, ExportFormat] = {
     "tflite": ExportFormat(
         outputs=_tflite_outputs,
         check=_check_tflite,
-        check_model=lambda model, _: check_convertible(model, "tflite"),
+        check_model=lambda model, options: check_convertible(
+            model, "tflite", options.flag("formats")
+        ),
         write=lambda model, _, options, quantization, staged: litert.tflite(
             model,
             staged,
@@ -162,7 +164,9 @@ FORMATS: dict[str, ExportFormat] = {
     "onnx": ExportFormat(
         outputs=lambda out, name, _, __: [(None, os.path.join(out, f"{name}.onnx"))],
         check=lambda options, _, path: _check_free(options, path),
-        check_model=lambda model, _: check_convertible(model, "onnx"),
+        check_model=lambda model, options: check_convertible(
+            model, "onnx", options.flag("formats")
+        ),
         write=lambda model, _, options, __, staged: onnx_export.onnx(
             model,
             staged,
