@@ -3,6 +3,7 @@
 import copy
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,6 +18,8 @@ from keras_fourier.data.instances import (
     rle_counts,
 )
 from keras_fourier.data.segmentation import DIGIT_CANVAS_THRESHOLD
+from keras_fourier.detection import COCOInstanceAP, paste_masks
+from keras_fourier.detection.evaluation import paste_mask
 
 
 def _pasted(boxes, masks, height, width):
@@ -181,3 +184,50 @@ def test_hostile_masks_are_refused_before_decoding_and_tfds_coco_holds_none(tmp_
     assert f"pixels={side * side}" in message and "image 1 " in message
     with pytest.raises(ValueError, match=r"TFDS's coco/2017 holds boxes only .* 'coco:<path>'"):
         load_instance_dataset("tfds:coco/2017", "validation", batch_size=1)
+
+
+def test_mask_ap_follows_the_coco_tools_and_pasting_is_the_models():
+    # two ground-truth instances (a left-half mask, a full one) and a padding row, scale 1
+    rows = np.zeros((1, 3, 8), np.float32)
+    rows[0, 0] = [0, 0, 20, 20, 0, 0, 200, 1]
+    rows[0, 1] = [30, 30, 50, 40, 1, 0, 200, 1]
+    rows[0, 2] = [0, 0, 0, 0, PADDING_CLASS, 0, 0, 1]
+    truth = np.zeros((1, 3, MASK_CROP, MASK_CROP), np.float32)
+    truth[0, 0, :, : MASK_CROP // 2] = 1
+    truth[0, 1] = 1
+    found = np.zeros((1, 4, 28, 28), np.float32)
+    found[0, 0, :, :14] = 1
+    found[0, 1] = 1
+
+    def scored(masks):
+        metric = COCOInstanceAP(num_classes=2, capacity=2, max_boxes=3, max_detections=4)
+        boxes = np.concatenate([rows[0, :2, :4], np.zeros((2, 4))])[None].astype(np.float32)
+        metric.update_state(
+            {"boxes": rows, "masks": truth},
+            {
+                "boxes": boxes,
+                "scores": np.array([[0.9, 0.8, 0, 0]], np.float32),
+                "classes": np.array([[0, 1, -1, -1]], np.int32),
+                "num_detections": np.array([2], np.int32),
+                "masks": masks,
+            },
+        )
+        return metric.evaluation()
+
+    exact = scored(found)
+    assert exact["map"] == pytest.approx(1) and exact["mask_map"] == pytest.approx(1)
+    # the whole box as the first mask: IoU 0.5 with its half, counted at the 0.5 threshold only
+    whole = found.copy()
+    whole[0, 0] = 1
+    values = scored(whole)
+    assert values["map"] == pytest.approx(1) and values["mask_ap/1"] == pytest.approx(1)
+    assert values["mask_ap/0"] == pytest.approx(0.1) and values["mask_map50"] == pytest.approx(1)
+    # paste_mask (NumPy, within the box) is the model's paste_masks (keras.ops, whole image)
+    rng = np.random.default_rng(0)
+    masks = rng.uniform(size=(1, 5, 28, 28)).astype(np.float32)
+    corners = rng.uniform(0, 40, size=(1, 5, 2, 2)).astype(np.float32)
+    boxes = np.concatenate([corners.min(2), corners.max(2) + 1], -1).reshape(1, 5, 4)
+    expected = keras.ops.convert_to_numpy(paste_masks(masks, boxes, 44, 48))
+    for index in range(5):
+        pasted = paste_mask(masks[0, index], boxes[0, index], 44, 48)
+        assert (pasted != expected[0, index]).sum() <= 2, index  # float ties at 0.5

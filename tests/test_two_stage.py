@@ -492,14 +492,14 @@ def _check_detections(out, height, width, count=10):
     assert out["masks"].min() >= 0 and out["masks"].max() <= 1
 
 
-def test_a_cascade_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_path):
-    model = CascadeMaskRCNN("gfnet_tiny", num_classes=3, max_detections=10, **TINY)
-    assert isinstance(model, TwoStageDetector) and model.roi_head.num_stages == 3
+def test_a_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_path):
+    model = MaskRCNN("gfnet_tiny", num_classes=3, max_detections=10, **TINY)
+    assert isinstance(model, TwoStageDetector) and model.roi_head.num_stages == 1
     rng = np.random.default_rng(11)
     images = [rng.uniform(0, 255, (2, 64, width, 3)).astype("float32") for width in (64, 96)]
     out = model.predict(images[0], verbose=0)
     _check_detections(out, 64, 64)
-    path = tmp_path / "cascade.keras"
+    path = tmp_path / "mask_rcnn.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, TwoStageDetector)
@@ -508,9 +508,9 @@ def test_a_cascade_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_pa
     for key, value in out.items():
         np.testing.assert_allclose(again[key], value, atol=1e-5)
     _check_detections(loaded.predict(images[1], verbose=0), 64, 96)
-    model.save_weights(tmp_path / "cascade.weights.h5")
-    restored = CascadeMaskRCNN(
-        "gfnet_tiny", num_classes=3, weights=tmp_path / "cascade.weights.h5", **TINY
+    model.save_weights(tmp_path / "mask_rcnn.weights.h5")
+    restored = MaskRCNN(
+        "gfnet_tiny", num_classes=3, weights=tmp_path / "mask_rcnn.weights.h5", **TINY
     )
     for mine, theirs in zip(restored.weights, model.weights, strict=True):
         np.testing.assert_array_equal(
@@ -519,13 +519,16 @@ def test_a_cascade_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_pa
 
 
 @pytest.mark.single_backend
-def test_mask_rcnn_gives_its_trunk_in_training_and_refuses_bad_arguments():
-    model = MaskRCNN("gfnet_tiny", num_classes=2, input_shape=(64, 96, 3), **TINY)
+def test_a_cascade_of_fixed_size_detects_gives_its_trunk_in_training_and_refuses_bad_input():
+    model = CascadeMaskRCNN("gfnet_tiny", num_classes=2, input_shape=(64, 96, 3), **TINY)
     head = model.roi_head
-    assert head.num_stages == 1 and head.box_loss == "l1" and head.match_low_quality
-    assert head.bbox_heads[0].get_config()["num_shared_fcs"] == 2 and not head.bbox_heads[0].norm
-    assert model.proposals.train_max_proposals == 1000 and model.proposals.box_loss == "l1"
-    assert model.proposals.allowed_border == -1
+    assert head.num_stages == 3 and head.box_loss == "giou" and not head.match_low_quality
+    assert head.bbox_heads[2].get_config()["num_shared_convs"] == 4 and head.bbox_heads[2].norm
+    assert model.proposals.train_max_proposals == 2000 and model.proposals.allowed_border == 0
+    mask_rcnn = MaskRCNN("gfnet_tiny", num_classes=2, **TINY).roi_head
+    assert mask_rcnn.box_loss == "l1" and mask_rcnn.match_low_quality
+    assert mask_rcnn.bbox_heads[0].get_config()["num_shared_fcs"] == 2
+    assert not mask_rcnn.bbox_heads[0].norm
     images = np.random.default_rng(12).uniform(0, 255, (2, 64, 96, 3)).astype("float32")
     _check_detections(model.predict(images, verbose=0), 64, 96, count=100)
     trunk = model(images, training=True)

@@ -10,6 +10,7 @@ import pytest
 from keras_fourier import detection
 from keras_fourier.detection import coco
 from keras_fourier.detection.checkpoints import mmdet_key_map
+from keras_fourier.detection.two_stage import TWO_STAGE_ARCHS
 from keras_fourier.layers import AnchorBoxes, CascadeRoIHead, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.weights.convert import load_tensors
 from keras_fourier.weights.pth import read_pth
@@ -20,8 +21,12 @@ CHANNELS, FC, MASK, CLASSES, STAGES = 8, 16, 8, 3, 3
 BACKBONE_CHANNELS = (4, 6, 8, 10)
 
 
-def _mmdet_state(seed=0) -> dict[str, np.ndarray]:
-    """A random neck/rpn_head/roi_head state dict in mmdetection's CascadeRCNN layout."""
+def _mmdet_state(seed=0, cascade=True) -> dict[str, np.ndarray]:
+    """A random neck/rpn_head/roi_head state dict of mmdetection's CascadeRCNN or MaskRCNN.
+
+    The cascade's heads are ``ConvFCBBoxHead`` (4 convs with BatchNorm, 1 fc) indexed by
+    stage; Mask R-CNN's one ``Shared2FCBBoxHead`` (2 fcs) is not indexed.
+    """
     rng = np.random.default_rng(seed)
     sd = {}
 
@@ -36,9 +41,9 @@ def _mmdet_state(seed=0) -> dict[str, np.ndarray]:
     conv("rpn_head.rpn_conv", CHANNELS, CHANNELS, 3)
     conv("rpn_head.rpn_cls", 3, CHANNELS, 1)
     conv("rpn_head.rpn_reg", 12, CHANNELS, 1)
-    for s in range(STAGES):
-        head = f"roi_head.bbox_head.{s}"
-        for i in range(4):
+    for s in range(STAGES if cascade else 1):
+        head = f"roi_head.bbox_head.{s}" if cascade else "roi_head.bbox_head"
+        for i in range(4 if cascade else 0):
             conv(f"{head}.shared_convs.{i}.conv", CHANNELS, CHANNELS, 3, bias=False)
             sd[f"{head}.shared_convs.{i}.bn.weight"] = rng.normal(1, 0.2, CHANNELS)
             sd[f"{head}.shared_convs.{i}.bn.bias"] = rng.normal(0, 0.2, CHANNELS)
@@ -47,11 +52,14 @@ def _mmdet_state(seed=0) -> dict[str, np.ndarray]:
             sd[f"{head}.shared_convs.{i}.bn.num_batches_tracked"] = np.array(9)
         sd[f"{head}.shared_fcs.0.weight"] = rng.normal(0, 0.05, (FC, CHANNELS * 49))
         sd[f"{head}.shared_fcs.0.bias"] = rng.normal(0, 0.3, FC)
+        if not cascade:
+            sd[f"{head}.shared_fcs.1.weight"] = rng.normal(0, 0.3, (FC, FC))
+            sd[f"{head}.shared_fcs.1.bias"] = rng.normal(0, 0.3, FC)
         sd[f"{head}.fc_cls.weight"] = rng.normal(0, 0.5, (CLASSES + 1, FC))
         sd[f"{head}.fc_cls.bias"] = rng.normal(0, 0.3, CLASSES + 1)
         sd[f"{head}.fc_reg.weight"] = rng.normal(0, 0.5, (4 * CLASSES, FC))
         sd[f"{head}.fc_reg.bias"] = rng.normal(0, 0.3, 4 * CLASSES)
-        mask = f"roi_head.mask_head.{s}"
+        mask = f"roi_head.mask_head.{s}" if cascade else "roi_head.mask_head"
         for i in range(4):
             conv(f"{mask}.convs.{i}.conv", MASK, CHANNELS if i == 0 else MASK, 3)
         sd[f"{mask}.upsample.weight"] = rng.normal(0, 0.5, (MASK, MASK, 2, 2))  # (in, out, kh, kw)
@@ -60,8 +68,8 @@ def _mmdet_state(seed=0) -> dict[str, np.ndarray]:
     return sd
 
 
-def _heads_model() -> keras.Model:
-    """The two-stage detector past its backbone: FPN, RPN, proposals, cascade RoI head."""
+def _heads_model(cascade=True) -> keras.Model:
+    """The two-stage detector past its backbone: FPN, RPN, proposals, RoI heads."""
     maps = [keras.Input((64 // 2**i, 64 // 2**i, c)) for i, c in enumerate(BACKBONE_CHANNELS)]
     images = keras.Input((256, 256, 3))
     levels = DetectionFPN(
@@ -70,9 +78,10 @@ def _heads_model() -> keras.Model:
     anchors = AnchorBoxes(min_level=2, anchor_scale=8, scales_per_octave=1)(levels)
     raw = keras.layers.Concatenate()([anchors, RPNHead(channels=CHANNELS, name="rpn_head")(levels)])
     proposals = RPNProposals(max_proposals=50, pre_nms=100)(raw, images)
+    row = TWO_STAGE_ARCHS["cascade_mask_rcnn" if cascade else "mask_rcnn"]["roi_head"]
     roi_head = CascadeRoIHead(
         CLASSES,
-        bbox_head={"conv_channels": CHANNELS, "fc_channels": FC},
+        **{**row, "bbox_head": {**row["bbox_head"], "conv_channels": CHANNELS, "fc_channels": FC}},
         mask_head={"channels": MASK},
         name="roi_head",
     )
@@ -80,22 +89,27 @@ def _heads_model() -> keras.Model:
     return keras.Model([*maps, images], detections, name="heads")
 
 
-def _np_bbox_head(features, sd, s):
-    """mmdetection's ConvFCBBoxHead on (N, 7, 7, C) RoI features: the NCHW flatten included."""
+def _np_bbox_head(features, sd, head):
+    """mmdetection's ConvFCBBoxHead `head` on (N, 7, 7, C) RoI features, NCHW flatten included."""
     x = features
-    for i in range(4):
-        x = _np_conv_module(x, sd, f"roi_head.bbox_head.{s}.shared_convs.{i}")
+    i = 0
+    while f"{head}.shared_convs.{i}.conv.weight" in sd:
+        x = _np_conv_module(x, sd, f"{head}.shared_convs.{i}")
+        i += 1
     x = x.transpose(0, 3, 1, 2).reshape(len(x), -1)  # (N, C, 7, 7) flattened, as PyTorch
-    head = f"roi_head.bbox_head.{s}"
-    x = np.maximum(x @ sd[f"{head}.shared_fcs.0.weight"].T + sd[f"{head}.shared_fcs.0.bias"], 0)
+    i = 0
+    while f"{head}.shared_fcs.{i}.weight" in sd:
+        x = np.maximum(
+            x @ sd[f"{head}.shared_fcs.{i}.weight"].T + sd[f"{head}.shared_fcs.{i}.bias"], 0
+        )
+        i += 1
     logits = x @ sd[f"{head}.fc_cls.weight"].T + sd[f"{head}.fc_cls.bias"]
     deltas = x @ sd[f"{head}.fc_reg.weight"].T + sd[f"{head}.fc_reg.bias"]
     return logits, deltas.reshape(len(x), CLASSES, 4)
 
 
-def _np_mask_head(features, sd, s):
-    """mmdetection's FCNMaskHead on (N, 14, 14, C): ConvTranspose2d's (in, out, 2, 2) weight."""
-    head = f"roi_head.mask_head.{s}"
+def _np_mask_head(features, sd, head):
+    """mmdetection's FCNMaskHead `head` on (N, 14, 14, C): ConvTranspose2d's (in, out, 2, 2)."""
     x = features
     for i in range(4):
         x = np.maximum(
@@ -138,12 +152,13 @@ def _inputs(seed=1):
     return [*maps, rng.uniform(0, 255, (1, 256, 256, 3)).astype("float32")]
 
 
-def test_mmdet_checkpoint_of_the_heads_matches_numpy_heads(tmp_path):
+@pytest.mark.parametrize("cascade", [True, False], ids=["cascade_mask_rcnn", "mask_rcnn"])
+def test_mmdet_checkpoint_of_the_heads_matches_numpy_heads(cascade, tmp_path):
     """A .pth in mmdetection's layout, read and converted by the package, against NumPy heads."""
-    sd = _mmdet_state()
-    path = _save_mmseg(tmp_path / "cascade.pth", sd)
-    model = _heads_model()
-    load_tensors(model, read_pth(path), mmdet_key_map("none"), source=str(path))
+    sd = _mmdet_state(cascade=cascade)
+    path = _save_mmseg(tmp_path / "heads.pth", sd)
+    model = _heads_model(cascade)
+    load_tensors(model, read_pth(path), mmdet_key_map("none", cascade), source=str(path))
     *maps, _ = _inputs()
     levels = model.get_layer("neck")(maps)
     logits, deltas = _np_rpn([to_numpy(level).astype(np.float64) for level in levels], sd)
@@ -154,9 +169,10 @@ def test_mmdet_checkpoint_of_the_heads_matches_numpy_heads(tmp_path):
     rng = np.random.default_rng(2)
     corners = rng.uniform(0, 180, (1, 12, 2))
     rois = np.concatenate([corners, corners + rng.uniform(8, 76, (1, 12, 2))], -1).astype("float32")
-    for s in range(STAGES):
-        features = to_numpy(roi_head.bbox_roi_align(levels[:4], rois))[0]
-        expected_logits, expected_deltas = _np_bbox_head(features.astype(np.float64), sd, s)
+    for s in range(roi_head.num_stages):
+        index = f".{s}" if cascade else ""
+        features = to_numpy(roi_head.bbox_roi_align(levels[:4], rois))[0].astype(np.float64)
+        expected_logits, expected_deltas = _np_bbox_head(features, sd, f"roi_head.bbox_head{index}")
         actual = roi_head.stage_outputs(levels, rois, s, training=False)
         np.testing.assert_allclose(
             to_numpy(actual["logits"])[0], expected_logits, atol=1e-4, rtol=1e-4
@@ -165,7 +181,7 @@ def test_mmdet_checkpoint_of_the_heads_matches_numpy_heads(tmp_path):
             to_numpy(actual["deltas"])[0], expected_deltas, atol=1e-4, rtol=1e-4
         )
         features = to_numpy(roi_head.mask_roi_align(levels[:4], rois))[0]
-        expected = _np_mask_head(features.astype(np.float64), sd, s)
+        expected = _np_mask_head(features.astype(np.float64), sd, f"roi_head.mask_head{index}")
         actual = to_numpy(roi_head.mask_logits(levels, rois, s))[0]
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=1e-4)
         assert np.abs(expected).max() > 1.0 and np.abs(expected_logits).max() > 1.0

@@ -32,6 +32,7 @@ and the wrong shapes; the model is then unchanged) and, for
 
 from __future__ import annotations
 
+import functools
 import re
 
 import keras
@@ -57,12 +58,15 @@ _HEAD_PART = re.compile(r"(shared_convs|shared_fcs|convs)_(\d+)(?:_(conv|bn))?")
 _LINEAR = frozenset({"shared_fcs", "fc_cls", "fc_reg"})
 
 
-def mmdet_key(path: str, backbone: str) -> str | None:
+def mmdet_key(path: str, backbone: str, cascade: bool = True) -> str | None:
     """The mmdetection key of the Keras variable at `path` of a two-stage detector.
 
     Args:
         path: a variable path, e.g. ``roi_head/bbox_head_1/shared_convs_0_bn/moving_mean``.
         backbone: the backbone's variant key, e.g. "hornet_t_gf".
+        cascade: whether the heads are a ``CascadeRoIHead``'s, indexed by
+            stage (``bbox_head.1``); False: a ``StandardRoIHead``'s (Mask
+            R-CNN: ``bbox_head``, ``mask_head``). Default True.
 
     Returns:
         The checkpoint key (``roi_head.bbox_head.1.shared_convs.0.bn.running_mean``),
@@ -71,6 +75,8 @@ def mmdet_key(path: str, backbone: str) -> str | None:
     Example:
         >>> mmdet_key("roi_head/mask_head_2/upsample/kernel", "hornet_t_gf")
         'roi_head.mask_head.2.upsample.weight'
+        >>> mmdet_key("roi_head/bbox_head_0/fc_cls/bias", "hornet_t_gf", cascade=False)
+        'roi_head.bbox_head.fc_cls.bias'
     """
     layer, *inner, name = path.split("/")
     if layer == "rpn_head":
@@ -82,7 +88,7 @@ def mmdet_key(path: str, backbone: str) -> str | None:
         stage = _STAGE_HEAD.fullmatch(part)
         listed = _HEAD_PART.fullmatch(part)
         if stage is not None:
-            parts += stage.groups()
+            parts += stage.groups() if cascade else stage.groups()[:1]
         elif listed is not None:
             group, index, module = listed.groups()
             parts += [group, index]
@@ -106,18 +112,20 @@ def _transform(path: str) -> str:
     return "linear" if _HEAD_PART.sub(r"\1", owner) in _LINEAR else "conv"
 
 
-def mmdet_key_map(backbone: str) -> KeyMapFunction:
+def mmdet_key_map(backbone: str, cascade: bool = True) -> KeyMapFunction:
     """The key map of mmdetection checkpoints of two-stage detectors on `backbone`.
 
     :func:`~keras_fourier.segmentation.checkpoints.openmmlab_key_map` with
-    :func:`mmdet_key` and the RoI heads' layout changes.
+    :func:`mmdet_key` (`cascade`: stage-indexed heads, default True; False
+    for Mask R-CNN) and the RoI heads' layout changes.
 
     Example:
         >>> keys, _ = mmdet_key_map("hornet_t_gf")(detection.CascadeMaskRCNN(), ())
         >>> keys["roi_head.bbox_head.0.shared_fcs.0.weight"][1]
         'roi_linear'
     """
-    return openmmlab_key_map(backbone, mmdet_key, _transform, "mmdetection")
+    key_of = functools.partial(mmdet_key, cascade=cascade)
+    return openmmlab_key_map(backbone, key_of, _transform, "mmdetection")
 
 
 def built_size(backbone) -> int:
@@ -185,7 +193,7 @@ def load_detection_weights(model: keras.Model, weights, backbone) -> None:
     load_release_or_file(
         model,
         weights,
-        mmdet_key_map(key),
+        mmdet_key_map(key, cascade=model.get_layer("roi_head").num_stages > 1),
         release_name="coco",
         release=lambda: coco.RELEASES[key],
         label=f"weights='coco' for {key!r}",

@@ -268,10 +268,22 @@ class COCOInstanceAP(COCOMeanAP):
 
     keys = INSTANCE_KEYS
 
-    def __init__(self, *args, key: str = "mask_map", **kwargs):
-        super().__init__(*args, key=key, **kwargs)
-        if self.num_classes is None and self.class_names is not None:
-            self.num_classes = len(self.class_names)
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        class_names: Sequence[str] | None = None,
+        capacity: int = DEFAULT_CAPACITY,
+        max_boxes: int = 100,
+        max_detections: int = 100,
+        key: str = "mask_map",
+        name: str | None = None,
+        dtype=None,
+    ):
+        if num_classes is None and class_names is not None:
+            num_classes = len(class_names)
+        super().__init__(
+            num_classes, class_names, capacity, max_boxes, max_detections, key, name, dtype
+        )
         size = STORED_MASK_SIZE
         self.detection_masks = self.add_variable(
             (self.capacity, self.max_detections, size, size), "zeros", "uint8", name="det_masks"

@@ -357,15 +357,13 @@ def CascadeMaskRCNN(
     stages, masks too.
 
     Args:
-        backbone: as :func:`two_stage_detector`. Default "hornet_t_gf".
-        num_classes: object classes (no background). Default 80 (COCO).
-        **kwargs: the keyword arguments of :func:`two_stage_detector` (neck,
-            weights, input_shape, channels, fc_channels, mask_channels,
-            max_proposals, max_detections, include_preprocessing, drop_path_rate,
-            fft_impl, name).
+        backbone: the backbone, as :func:`MaskRCNN`'s. Default "hornet_t_gf".
+        num_classes: classes without the background. Default 80.
+        **kwargs: as :func:`MaskRCNN`'s (``weights="coco"``: the official
+            HorNet checkpoint of the backbone).
 
     Returns:
-        A :class:`TwoStageDetector` from images to detections and masks.
+        The :class:`TwoStageDetector`.
 
     Example:
         >>> model = CascadeMaskRCNN("gfnet_tiny", num_classes=3, channels=16,

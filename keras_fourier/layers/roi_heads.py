@@ -631,7 +631,9 @@ class CascadeRoIHead(keras.layers.Layer):
             outputs = self.stage_outputs(levels, rois, s, training)
             logits = logits + outputs["logits"]
             if s < self.num_stages - 1:
-                labels = ops.argmax(outputs["logits"][..., :-1], axis=-1)
+                # The best class by top-k, not argmax: TensorFlow traces keras.ops.argmax with a
+                # sign-bit test (Bitcast, BitwiseAnd) that TFLite and tf2onnx cannot convert.
+                labels = ops.top_k(outputs["logits"][..., :-1], 1)[1][..., 0]
                 rois = self.regress_by_class(rois, labels, outputs["deltas"], s, images)
         scores = ops.softmax(logits / self.num_stages, axis=-1)[..., :-1]
         scores = scores * ops.cast(present, "float32")[..., None]
