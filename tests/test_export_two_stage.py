@@ -1,4 +1,4 @@
-"""Two-stage detector exports by `keras-fourier export`: detections and pasted masks, refusals."""
+"""Two-stage detector exports by `keras-fourier export`: detections and pasted masks."""
 
 from __future__ import annotations
 
@@ -11,13 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_fourier import cli
-from keras_fourier import export as exports
-from keras_fourier.detection import CascadeMaskRCNN, paste_masks
+from keras_fourier.detection import paste_masks
 from keras_fourier.export.parity import mask_iou, match_detections
-from keras_fourier.model_record import TASK_KEY
 from keras_fourier.tasks import select_task
-from keras_fourier.training.callbacks import save_model
 from keras_fourier.training.config import TrainConfig
 from tests.harness import export_run_model
 
@@ -25,28 +21,15 @@ SIZE = 64
 CLASSES = 3
 
 
-def _tiny(builder=None) -> keras.Model:
-    """A two-stage detector whose scores differ from RoI to RoI, masks far from 1/2.
+def _tiny() -> keras.Model:
+    """The default job's two-stage detector, its scores apart from RoI to RoI, masks far from 1/2.
 
-    The default job's (the digit canvases' Mask R-CNN of `--task
-    instance_segmentation`) at 64 x 64 with 3 classes; a tiny `builder`
-    (`CascadeMaskRCNN`) otherwise.
+    The digit canvases' Mask R-CNN of `--task instance_segmentation`, at 64
+    x 64 with 3 classes.
     """
     keras.utils.set_random_seed(0)
-    if builder is None:
-        task = select_task("digits", task="instance_segmentation")
-        model = task.build_model(TrainConfig(task="instance_segmentation"), CLASSES)
-    else:
-        model = builder(
-            "gfnet_tiny",
-            num_classes=CLASSES,
-            input_shape=(SIZE, SIZE, 3),
-            channels=16,
-            fc_channels=32,
-            mask_channels=16,
-            max_proposals=32,
-            max_detections=20,
-        )
+    task = select_task("digits", task="instance_segmentation")
+    model = task.build_model(TrainConfig(task="instance_segmentation"), CLASSES)
     rng = np.random.default_rng(0)
     head = model.get_layer("roi_head")
     for layer in head.bbox_heads:  # class logits of RoIs far apart, background's 0
@@ -89,7 +72,7 @@ def _assert_same(served, expected, size: int, model: keras.Model) -> int:
         np.testing.assert_allclose(
             served["mask_probabilities"][image, served_row],
             expected["mask_probabilities"][image, keras_row],
-            atol=1e-5,
+            atol=1e-4,
         )
     return total
 
@@ -155,20 +138,3 @@ def test_saved_model_matches_keras_on_images_and_encoded_images(exported, tmp_pa
         tf.errors.InvalidArgumentError, match=r"\[2001\] \[x\] \[2000\] \[> 4000000 pixels"
     ):
         loaded.signatures["serving_bytes"](image_bytes=tf.stack([large]))
-
-
-def test_tflite_and_onnx_of_a_cascade_are_refused_naming_the_op(tmp_path, capsys):
-    model = _tiny(CascadeMaskRCNN)
-    save_model(model, tmp_path / "model.keras", {TASK_KEY: "instance_segmentation"})
-    out = tmp_path / "models"
-    argv = ["export", str(tmp_path / "model.keras"), "--format", "saved_model,tflite", "--out"]
-    assert cli.main([*argv, str(out)]) == 2
-    message = capsys.readouterr().err
-    assert "TFLite cannot hold the cascade detector" in message and "BitwiseAnd" in message
-    assert "export its SavedModel (--format saved_model). Received: 'tflite' in --format" in message
-    assert not out.exists()
-    with pytest.raises(ValueError, match=r"ONNX cannot hold .* Bitcast and BitwiseAnd"):
-        exports.onnx(model, tmp_path / "model.onnx")
-    with pytest.raises(ValueError, match=r"TFLite cannot hold .* BitwiseAnd"):
-        exports.tflite(model, tmp_path / "model.tflite")
-    assert sorted(os.listdir(tmp_path)) == ["model.keras"]

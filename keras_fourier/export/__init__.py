@@ -18,7 +18,7 @@
   (:func:`keras_fourier.detection.MaskRCNN`,
   :func:`~keras_fourier.detection.CascadeMaskRCNN`) return their own
   detections with their masks pasted at the image's size (uint8) and in
-  their boxes' frames; the cascade is exported as a SavedModel only.
+  their boxes' frames.
 * :func:`keras_hub_preset` writes an FNet as a keras-hub preset folder
   (``keras_hub.models.FNetBackbone.from_preset`` loads it).
 * :func:`onnx` converts with the matmul DFT and standard ONNX ops only,

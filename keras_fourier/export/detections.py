@@ -153,46 +153,6 @@ def roi_head(model: keras.Model) -> CascadeRoIHead:
     return head
 
 
-# The TensorFlow ops that keep a cascade (two-stage detector of several stages) out of each
-# format, measured with TensorFlow 2.21 and tf2onnx 1.17: between stages, CascadeRoIHead picks
-# each RoI's class with keras.ops.argmax, which TensorFlow traces with a sign-bit test (Bitcast,
-# BitwiseAnd) that TFLite has no builtin for and tf2onnx does not convert.
-CASCADE_BLOCKERS = {
-    "tflite": ("TFLite", "BitwiseAnd", "TFLite has no builtin for (only Flex)"),
-    "onnx": ("ONNX", "Bitcast and BitwiseAnd", "tf2onnx does not convert (ONNX has no Bitcast)"),
-}
-
-
-def check_convertible(model: keras.Model, export_format: str, flag: str = "formats") -> None:
-    """Refuses a cascade detector for TFLite and ONNX, naming the op that blocks it.
-
-    Args:
-        model: the model to export.
-        export_format: "tflite" or "onnx".
-        flag: how the message names the formats argument (``--format`` for
-            the command). Default "formats".
-
-    Raises:
-        ValueError: `model` is a two-stage detector of several stages
-            (:func:`keras_fourier.detection.CascadeMaskRCNN`).
-
-    Example:
-        >>> check_convertible(keras_fourier.detection.CascadeMaskRCNN(
-        ...     "gfnet_tiny", num_classes=3, input_shape=(64, 64, 3)), "onnx")
-        Traceback (most recent call last):
-        ValueError: ...
-    """
-    if export_format not in CASCADE_BLOCKERS or not is_two_stage(model):
-        return
-    if roi_head(model).num_stages > 1:
-        runtime, ops, reason = CASCADE_BLOCKERS[export_format]
-        raise ValueError(
-            f"{runtime} cannot hold the cascade detector {model.name!r}: keras.ops.argmax "
-            f"between its stages traces TensorFlow's {ops} (a sign-bit test), which {reason}; "
-            f"export its SavedModel ({flag} saved_model). Received: {export_format!r} in {flag}"
-        )
-
-
 def with_pasted_masks(
     detections: dict[str, tf.Tensor], height: int | tf.Tensor, width: int | tf.Tensor
 ) -> dict[str, tf.Tensor]:

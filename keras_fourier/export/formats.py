@@ -34,7 +34,6 @@ from typing import Any
 import keras
 
 from keras_fourier.export import keras_hub_preset, litert, onnx_export, savedmodel
-from keras_fourier.export.detections import check_convertible
 from keras_fourier.export.journal import Transaction, locked, recover
 from keras_fourier.export.serving_config import merge_models_config, read_models_config
 from keras_fourier.export.signatures import (
@@ -147,9 +146,6 @@ FORMATS: dict[str, ExportFormat] = {
     "tflite": ExportFormat(
         outputs=_tflite_outputs,
         check=_check_tflite,
-        check_model=lambda model, options: check_convertible(
-            model, "tflite", options.flag("formats")
-        ),
         write=lambda model, _, options, quantization, staged: litert.tflite(
             model,
             staged,
@@ -164,9 +160,6 @@ FORMATS: dict[str, ExportFormat] = {
     "onnx": ExportFormat(
         outputs=lambda out, name, _, __: [(None, os.path.join(out, f"{name}.onnx"))],
         check=lambda options, _, path: _check_free(options, path),
-        check_model=lambda model, options: check_convertible(
-            model, "onnx", options.flag("formats")
-        ),
         write=lambda model, _, options, __, staged: onnx_export.onnx(
             model,
             staged,

@@ -18,7 +18,6 @@ import tensorflow as tf
 from tensorflow.lite.python import convert as lite_convert  # the quantizer of TF's converter
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.export.detections import check_convertible
 from keras_fourier.export.parity import agreement_name, check_tolerance, compare, tolerance
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
@@ -412,7 +411,6 @@ def tflite(
     path = os.fspath(path)
     check_output(output)
     check_arguments(path, quantization, representative_dataset, overwrite, verify)
-    check_convertible(model, "tflite")
     model = at_sequence_length(model, sequence_length)
     folder = os.path.dirname(os.path.abspath(path))
     created = not os.path.isdir(folder)

@@ -25,7 +25,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_fourier.export.detections import check_convertible
 from keras_fourier.export.parity import agreement_name, check_tolerance, compare, tolerance
 from keras_fourier.export.signatures import (
     ServingModel,
@@ -206,7 +205,6 @@ def onnx(
     check_output(output)
     if os.path.exists(path) and not overwrite:
         raise ValueError(f"{path!r} already exists; pass overwrite=True to replace it.")
-    check_convertible(model, "onnx")
     model = at_sequence_length(model, sequence_length)
     model_proto = _convert(serving_model(model, output, fft_impl="matmul"), opset)
     content = model_proto.SerializeToString()
