@@ -13,29 +13,40 @@ import tensorflow as tf
 
 from keras_fourier import cli
 from keras_fourier import export as exports
-from keras_fourier.detection import CascadeMaskRCNN, MaskRCNN, paste_masks
+from keras_fourier.detection import CascadeMaskRCNN, paste_masks
 from keras_fourier.export.parity import mask_iou, match_detections
 from keras_fourier.model_record import TASK_KEY
+from keras_fourier.tasks import select_task
 from keras_fourier.training.callbacks import save_model
+from keras_fourier.training.config import TrainConfig
 from tests.harness import export_run_model
 
 SIZE = 64
 CLASSES = 3
 
 
-def _tiny(builder=MaskRCNN) -> keras.Model:
-    """A tiny two-stage detector whose scores differ from RoI to RoI, masks far from 1/2."""
+def _tiny(builder=None) -> keras.Model:
+    """A two-stage detector whose scores differ from RoI to RoI, masks far from 1/2.
+
+    The default job's (the digit canvases' Mask R-CNN of `--task
+    instance_segmentation`) at 64 x 64 with 3 classes; a tiny `builder`
+    (`CascadeMaskRCNN`) otherwise.
+    """
     keras.utils.set_random_seed(0)
-    model = builder(
-        "gfnet_tiny",
-        num_classes=CLASSES,
-        input_shape=(SIZE, SIZE, 3),
-        channels=16,
-        fc_channels=32,
-        mask_channels=16,
-        max_proposals=32,
-        max_detections=20,
-    )
+    if builder is None:
+        task = select_task("digits", task="instance_segmentation")
+        model = task.build_model(TrainConfig(task="instance_segmentation"), CLASSES)
+    else:
+        model = builder(
+            "gfnet_tiny",
+            num_classes=CLASSES,
+            input_shape=(SIZE, SIZE, 3),
+            channels=16,
+            fc_channels=32,
+            mask_channels=16,
+            max_proposals=32,
+            max_detections=20,
+        )
     rng = np.random.default_rng(0)
     head = model.get_layer("roi_head")
     for layer in head.bbox_heads:  # class logits of RoIs far apart, background's 0
@@ -72,7 +83,8 @@ def _assert_same(served, expected, size: int, model: keras.Model) -> int:
     pairs = []
     _, matched, total = match_detections(served, expected, sizes, head, "Export", pairs=pairs)
     assert matched == total
-    assert mask_iou(served, expected, pairs, "Export") == 1.0
+    # A pixel at probability 0.5 may round either way between the graph and eager Keras.
+    assert mask_iou(served, expected, pairs, "Export") >= 0.999
     for image, keras_row, served_row in pairs:
         np.testing.assert_allclose(
             served["mask_probabilities"][image, served_row],
@@ -84,23 +96,30 @@ def _assert_same(served, expected, size: int, model: keras.Model) -> int:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The run's model.keras of a tiny Mask R-CNN, exported by `keras-fourier export`."""
+    """The default job's model.keras (Mask R-CNN), exported by `keras-fourier export`."""
     model = _tiny()
     root = tmp_path_factory.mktemp("two_stage")
-    out, printed = export_run_model(model, root, "instance_segmentation", "saved_model")
+    out, printed = export_run_model(model, root, "instance_segmentation", "saved_model,tflite")
     return model, root, pathlib.Path(out), printed
 
 
 def test_cli_export_of_a_two_stage_detector_serves_detections_and_pasted_masks(exported):
     model, _, out, printed = exported
-    assert sorted(os.listdir(out)) == sorted([model.name, "models.config"])
+    assert sorted(os.listdir(out)) == sorted([model.name, f"{model.name}.tflite", "models.config"])
     for signature in ("serving_default", "serving_bytes"):
         line = re.search(
             rf"Parity {signature}: (\d+) of (\d+) Keras detections matched .*, IoU of their "
             r"masks (\S+)",
             printed,
         )
-        assert line and line[1] == line[2] and int(line[1]) > 0 and line[3] == "1.0000", printed
+        assert line and line[1] == line[2] and int(line[1]) > 0, printed
+        assert float(line[3]) >= 0.999, printed
+    line = re.search(
+        r"max \|LiteRT - Keras\| = (\S+) on 2 examples, detections matched .*their pasted "
+        r"masks of IoU at least 0.99\) 100.00%",
+        printed,
+    )
+    assert line and float(line[1]) <= 1e-3, printed
     # serving_default's pasted masks at the input's size; serving_bytes' at the sent images'.
     described = re.findall(r"outputs\['(\w+)'\] tensor_info:\s+dtype: (\w+)\s+shape: (.*)", printed)
     assert ("masks", "DT_UINT8", f"(-1, 20, {SIZE}, {SIZE})") in described
