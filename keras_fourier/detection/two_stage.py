@@ -184,11 +184,30 @@ class TwoStageDetector(keras.Model):
                 tracker.update_state(parts[tracker.name])
         return ops.sum(ops.stack(list(parts.values())))
 
+    def compile(self, *args, metrics=None, **kwargs):
+        """`keras.Model.compile`; `metrics` take the whole targets and detections.
+
+        Keras would hand each metric one output matched to one target by key;
+        a detection metric needs all of them (boxes, scores, classes, masks
+        against the target rows and masks), so the metrics are kept apart and
+        updated by :meth:`compute_metrics` with the two dictionaries.
+        """
+        super().compile(*args, **kwargs)
+        self._detection_metrics = list(metrics or [])
+
+    @property
+    def metrics(self):
+        tracked = super().metrics
+        known = {id(metric) for metric in tracked}
+        extra = [m for m in getattr(self, "_detection_metrics", []) if id(m) not in known]
+        return [*tracked, *extra]
+
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        """Updates the compiled metrics on detections; training batches (trunk outputs) skip."""
-        if isinstance(y_pred, dict) and set(TRUNK_OUTPUTS) <= set(y_pred):
-            return self.get_metrics_result()
-        return super().compute_metrics(x, y, y_pred, sample_weight)
+        """Updates the detection metrics on (targets, detections); training batches skip."""
+        if not (isinstance(y_pred, dict) and set(TRUNK_OUTPUTS) <= set(y_pred)):
+            for metric in getattr(self, "_detection_metrics", []):
+                metric.update_state(y, y_pred)
+        return self.get_metrics_result()
 
 
 def two_stage_detector(
