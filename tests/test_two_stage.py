@@ -51,10 +51,11 @@ def _bilinear(feature, y, x):
     )
 
 
-def _numpy_roi_align(maps, rois, size, min_level=2, cap=None):
+def _numpy_roi_align(maps, rois, size, min_level=2, terms=None):
     """mmdet's SingleRoIExtractor + mmcv's RoIAlign (aligned, sampling_ratio 0) in loops.
 
-    `cap` bounds the adaptive grid per axis (what RoIAlign's max_sampling_ratio does).
+    `terms` bounds 4 * g_h * g_w, as RoIAlign's training loop does: the shorter axis's grid at
+    isqrt(terms // 4), then the longer one's at what is left.
     """
     batch, count = rois.shape[:2]
     out = np.zeros((batch, count, size, size, maps[0].shape[-1]))
@@ -68,8 +69,10 @@ def _numpy_roi_align(maps, rois, size, min_level=2, cap=None):
         roi_w, roi_h = x2 * spatial - 0.5 - start_x, y2 * spatial - 0.5 - start_y
         bin_w, bin_h = roi_w / size, roi_h / size
         grid_h, grid_w = math.ceil(roi_h / size), math.ceil(roi_w / size)
-        if cap is not None:
-            grid_h, grid_w = min(grid_h, cap), min(grid_w, cap)
+        if terms is not None:
+            short = min(grid_h, grid_w, math.isqrt(terms // 4))
+            long = min(max(grid_h, grid_w), terms // 4 // max(short, 1))
+            grid_h, grid_w = (long, short) if grid_h > grid_w else (short, long)
         samples = max(grid_h * grid_w, 1)
         for ph, pw in itertools.product(range(size), range(size)):
             total = 0.0
@@ -114,21 +117,74 @@ def test_roi_align_is_mmcvs_adaptive_sampling_over_the_pyramid_levels():
     assert out.shape == (2, len(ROIS), 7, 7, 3)
     np.testing.assert_allclose(out, _numpy_roi_align(maps, rois, 7), rtol=1e-4, atol=1e-4)
     assert np.abs(out[0, 1]).max() > 0.1 and not out[0, 4].any()
-    masks = keras.ops.convert_to_numpy(RoIAlign(14, max_sampling_ratio=2)(maps, rois[:, :4]))
+    masks = keras.ops.convert_to_numpy(RoIAlign(14)(maps, rois[:, :4]))
     np.testing.assert_allclose(masks, _numpy_roi_align(maps, rois[:, :4], 14), rtol=1e-4, atol=1e-4)
 
 
-def test_roi_align_caps_larger_grids_at_max_sampling_ratio():
+# Long and thin RoIs whose mmcv grids reach 29 samples on an axis (P2, P3), one along the border.
+THIN_ROIS = [
+    [0.0, 0.0, 127.0, 3.0],
+    [2.0, 1.0, 5.0, 95.0],
+    [-30.0, 10.0, 500.0, 12.5],
+    [0.0, 0.0, 128.0, 96.0],
+    [3.3, 4.4, 3.3, 50.0],
+    [1.0, 60.0, 126.0, 95.5],
+]
+
+
+def test_roi_align_is_exact_for_any_grid_and_caps_it_in_training():
     rng = np.random.default_rng(1)
     maps = _pyramid(rng, batch=1)
-    rois = np.array([[[0.0, 0.0, 110.0, 12.0], [4.0, 4.0, 60.0, 90.0]]], "float32")
-    capped = keras.ops.convert_to_numpy(RoIAlign(7, max_sampling_ratio=2)(maps, rois))
-    exact = _numpy_roi_align(maps, rois, 7, cap=2)
-    np.testing.assert_allclose(capped, exact, rtol=1e-4, atol=1e-4)
+    rois = np.array([THIN_ROIS], "float32")
     full = _numpy_roi_align(maps, rois, 7)
-    assert np.abs(capped - full).max() > 1e-3
-    wide = keras.ops.convert_to_numpy(RoIAlign(7, max_sampling_ratio=4)(maps, rois))
-    np.testing.assert_allclose(wide, full, rtol=1e-4, atol=1e-4)
+    out = keras.ops.convert_to_numpy(RoIAlign(7)(maps, rois))
+    np.testing.assert_allclose(out, full, rtol=1e-4, atol=1e-5)
+    for terms in (4, 16):
+        layer = RoIAlign(7, train_sampling_terms=terms)
+        capped = keras.ops.convert_to_numpy(layer(maps, rois, training=True))
+        expected = _numpy_roi_align(maps, rois, 7, terms=terms)
+        np.testing.assert_allclose(capped, expected, rtol=1e-4, atol=1e-5)
+        assert np.abs(capped - full).max() > 0.1
+    small = np.array([ROIS[:3]], "float32")
+    trained = RoIAlign(7, train_sampling_terms=64)(maps, small, training=True)
+    expected = _numpy_roi_align(maps, small, 7)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(trained), expected, atol=1e-5)
+
+
+def _gradient(function, x):
+    """d sum(function(x)) / dx as NumPy, on the backend (JAX's under jit)."""
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            total = tf.reduce_sum(function(x))
+        return tape.gradient(total, x).numpy()
+    if backend == "jax":
+        import jax
+
+        return np.asarray(jax.jit(jax.grad(lambda a: function(a).sum()))(x))
+    import torch
+
+    x = x.detach().clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(function(x).sum(), [x])
+    return grad.cpu().numpy()
+
+
+def test_roi_align_passes_gradients_to_the_maps_in_its_training_loop():
+    maps = [keras.ops.convert_to_tensor(m) for m in _pyramid(np.random.default_rng(2), batch=1)]
+    rois = keras.ops.convert_to_tensor([THIN_ROIS], "float32")
+    layer = RoIAlign(7, train_sampling_terms=16)
+    gradient = _gradient(lambda first: layer([first, *maps[1:]], rois, training=True), maps[0])
+    # d(sum of the pooled values)/d(a P2 pixel): the pooled bins' weights on it, summed.
+    eye = np.eye(maps[0].shape[1] * maps[0].shape[2], dtype="float32")
+    pixel = 3 * maps[0].shape[2] + 5
+    probe = [eye[pixel].reshape(1, *maps[0].shape[1:3], 1).repeat(3, -1)]
+    probe += [np.zeros_like(keras.ops.convert_to_numpy(m)) for m in maps[1:]]
+    expected = _numpy_roi_align(probe, keras.ops.convert_to_numpy(rois), 7, terms=16).sum()
+    np.testing.assert_allclose(gradient[0, 3, 5], expected / 3 * np.ones(3), rtol=1e-4, atol=1e-6)
+    assert np.abs(gradient).sum() > 1.0
 
 
 def test_rpn_anchors_are_mmdetections_for_strides_4_to_64():
@@ -153,13 +209,13 @@ def test_rpn_layers_build_from_their_config():
     out = head(maps)
     assert tuple(out.shape) == head.compute_output_shape([m.shape for m in maps]) == (2, 240, 5)
     assert {w.path.split("/")[-2] for w in head.weights} == {"rpn_conv", "rpn_cls", "rpn_reg"}
-    roi = RoIAlign(14, min_level=3, finest_scale=32.0, max_sampling_ratio=2)
+    roi = RoIAlign(14, min_level=3, finest_scale=32.0, train_sampling_terms=16)
     shape = roi.compute_output_shape([m.shape for m in maps], (2, 5, 4))
     assert shape == (2, 5, 14, 14, 6)
     for layer in (head, RPNProposals(pre_nms=5, num_levels=2), roi):
         check_config(layer)
-    with pytest.raises(ValueError, match="max_sampling_ratio"):
-        RoIAlign(max_sampling_ratio=0)
+    with pytest.raises(ValueError, match="train_sampling_terms=3"):
+        RoIAlign(train_sampling_terms=3)
 
 
 def test_greedy_nms_reaches_valid_candidates_after_invalid_ones():
@@ -242,14 +298,14 @@ def test_a_model_of_any_input_size_proposes_and_pools_as_the_eager_layers():
     anchors = AnchorBoxes(min_level=2, anchor_scale=8, scales_per_octave=1)(inputs)
     raw = keras.ops.concatenate([anchors, RPNHead(channels=8)(inputs)], axis=-1)
     proposals = RPNProposals(pre_nms=20, max_proposals=10, num_levels=2)(raw, image)
-    pooled = RoIAlign(7, max_sampling_ratio=2)(inputs, proposals["boxes"])
+    pooled = RoIAlign(7)(inputs, proposals["boxes"])
     model = keras.Model([image, *inputs], [proposals["boxes"], pooled])
     for height, width in ((64, 48), (32, 40)):
         maps = [rng.normal(size=(2, height // s, width // s, 8)).astype("float32") for s in (4, 8)]
         boxes, features = model.predict([np.zeros((2, height, width, 3)), *maps], verbose=0)
         assert boxes.shape == (2, 10, 4) and (boxes[..., 2:] > boxes[..., :2]).all()
         assert boxes[..., 2].max() <= width and boxes[..., 3].max() <= height
-        expected = keras.ops.convert_to_numpy(RoIAlign(7, max_sampling_ratio=2)(maps, boxes))
+        expected = keras.ops.convert_to_numpy(RoIAlign(7)(maps, boxes))
         np.testing.assert_allclose(features, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -328,7 +384,11 @@ def _numpy_cascade(head, levels, proposals, counts, width, height):
         rois = proposals[b : b + 1, :count].astype("float64")
         logits_sum = 0.0
         for s, bbox_head in enumerate(head.bbox_heads):
-            features = _numpy_roi_align(maps, rois, 7, cap=2)
+            features = _numpy_roi_align(
+                maps,
+                rois,
+                7,
+            )
             logits, deltas = _numpy_bbox_head(bbox_head, features)
             logits_sum = logits_sum + logits
             if s < len(stds) - 1:
@@ -353,7 +413,11 @@ def _numpy_cascade(head, levels, proposals, counts, width, height):
         det_classes = np.array([row[1] for row in kept])
         probabilities = 0.0
         for mask_head in head.mask_heads:
-            features = _numpy_roi_align(maps, det_boxes[None], 14, cap=2)
+            features = _numpy_roi_align(
+                maps,
+                det_boxes[None],
+                14,
+            )
             probabilities = probabilities + 1 / (1 + np.exp(-_numpy_mask_head(mask_head, features)))
         masks = (probabilities[0] / len(stds))[np.arange(len(kept)), ..., det_classes]
         results.append((det_boxes, np.array([row[0] for row in kept]), det_classes, masks))
@@ -366,7 +430,6 @@ def _cascade_head(rng, **kwargs):
         bbox_head={"num_shared_convs": 1, "conv_channels": 6, "fc_channels": 12},
         mask_head={"num_convs": 1, "channels": 6},
         max_detections=8,
-        max_sampling_ratio=2,
         **kwargs,
     )
     levels = [

@@ -444,8 +444,8 @@ class CascadeRoIHead(keras.layers.Layer):
             Default 2.
         roi_levels: the maps RoIs are pooled from (P2-P5). Default 4.
         mask_roi_size: the side of the mask RoI features. Default 14.
-        max_sampling_ratio: :class:`RoIAlign`'s sample slots per bin and
-            axis. Default 4.
+        train_sampling_terms: :class:`RoIAlign`'s gathers per bin in
+            training (inference is exact). Default 64.
         stage_iou_thresholds: per stage, the IoU from which a RoI matches a
             ground-truth box (positive and negative threshold). Default
             (0.5, 0.6, 0.7).
@@ -504,7 +504,7 @@ class CascadeRoIHead(keras.layers.Layer):
         min_level: int = 2,
         roi_levels: int = 4,
         mask_roi_size: int = 14,
-        max_sampling_ratio: int = 4,
+        train_sampling_terms: int = 64,
         stage_iou_thresholds: tuple = (0.5, 0.6, 0.7),
         stage_loss_weights: tuple = (1.0, 0.5, 0.25),
         num_samples: int = 512,
@@ -528,7 +528,7 @@ class CascadeRoIHead(keras.layers.Layer):
         self.min_level = check_positive_int("min_level", min_level)
         self.roi_levels = check_positive_int("roi_levels", roi_levels)
         self.mask_roi_size = check_positive_int("mask_roi_size", mask_roi_size)
-        self.max_sampling_ratio = check_positive_int("max_sampling_ratio", max_sampling_ratio)
+        self.train_sampling_terms = check_positive_int("train_sampling_terms", train_sampling_terms)
         self.stage_iou_thresholds = _check_stage_values(
             "stage_iou_thresholds", stage_iou_thresholds, stages, _fraction
         )
@@ -564,7 +564,7 @@ class CascadeRoIHead(keras.layers.Layer):
         self.bbox_roi_align = RoIAlign(
             roi_size,
             min_level=self.min_level,
-            max_sampling_ratio=self.max_sampling_ratio,
+            train_sampling_terms=self.train_sampling_terms,
             dtype=self.dtype_policy,
             name="bbox_roi_align",
         )
@@ -581,7 +581,7 @@ class CascadeRoIHead(keras.layers.Layer):
             self.mask_roi_align = RoIAlign(
                 self.mask_roi_size,
                 min_level=self.min_level,
-                max_sampling_ratio=self.max_sampling_ratio,
+                train_sampling_terms=self.train_sampling_terms,
                 dtype=self.dtype_policy,
                 name="mask_roi_align",
             )
@@ -606,13 +606,12 @@ class CascadeRoIHead(keras.layers.Layer):
             stage: the stage index.
             training: whether BatchNorm uses batch statistics.
         """
-        features = self.bbox_roi_align(list(levels)[: self.roi_levels], rois)
+        features = self.bbox_roi_align(list(levels)[: self.roi_levels], rois, training=training)
         return self.bbox_heads[stage](features, training=training)
 
     def mask_logits(self, levels, rois, stage: int, training=None):
         """Stage `stage`'s mask head on `rois`: (B, N, M, M, K) float32 mask logits."""
-        del training
-        features = self.mask_roi_align(list(levels)[: self.roi_levels], rois)
+        features = self.mask_roi_align(list(levels)[: self.roi_levels], rois, training=training)
         return self.mask_heads[stage](features)
 
     def regress_by_class(self, rois, labels, deltas, stage: int, images):
@@ -719,7 +718,7 @@ class CascadeRoIHead(keras.layers.Layer):
             "min_level": self.min_level,
             "roi_levels": self.roi_levels,
             "mask_roi_size": self.mask_roi_size,
-            "max_sampling_ratio": self.max_sampling_ratio,
+            "train_sampling_terms": self.train_sampling_terms,
             "stage_iou_thresholds": list(self.stage_iou_thresholds),
             "stage_loss_weights": list(self.stage_loss_weights),
             "num_samples": self.num_samples,
