@@ -583,8 +583,17 @@ def test_a_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_path):
 
 @pytest.mark.single_backend
 def test_a_cascade_of_fixed_size_detects_gives_its_trunk_in_training_and_refuses_bad_input():
-    model = CascadeMaskRCNN("gfnet_tiny", num_classes=2, input_shape=(64, 96, 3), **TINY)
+    model = CascadeMaskRCNN(
+        "gfnet_tiny",
+        num_classes=2,
+        input_shape=(64, 96, 3),
+        proposals={"train_pre_nms": 500},
+        roi_head={"train_sampling_terms": 16},
+        **TINY,
+    )
     head = model.roi_head
+    assert head.train_sampling_terms == head.mask_roi_align.train_sampling_terms == 16
+    assert model.proposals.train_pre_nms == 500
     assert head.num_stages == 3 and head.box_loss == "giou" and not head.match_low_quality
     assert head.bbox_heads[2].get_config()["num_shared_convs"] == 4 and head.bbox_heads[2].norm
     assert model.proposals.train_max_proposals == 2000 and model.proposals.allowed_border == 0
@@ -607,6 +616,9 @@ def test_a_cascade_of_fixed_size_detects_gives_its_trunk_in_training_and_refuses
         (lambda: CascadeMaskRCNN("gfnet_tiny", fc_channels=0), "fc_channels=0"),
         (lambda: CascadeMaskRCNN("gfnet_tiny", weights="missing.h5"), "weights='missing.h5'"),
         (lambda: CascadeMaskRCNN("gfnet_tiny", input_shape=(60, 64, 3)), "input_shape="),
+        (lambda: MaskRCNN("gfnet_tiny", proposals={"num_levels": 3}), "proposals={'num_levels'"),
+        (lambda: MaskRCNN("gfnet_tiny", roi_head={"slots": 3}), "'slots'"),
+        (lambda: MaskRCNN("gfnet_tiny", roi_head={"num_samples": 0}), "num_samples=0"),
         (lambda: CascadeRoIHead(stage_iou_thresholds=(0.5,)), "stage_iou_thresholds=(0.5,)"),
         (lambda: CascadeRoIHead(stage_stds=((0.1, 0.1),)), "stage_stds="),
         (lambda: CascadeRoIHead(bbox_head={"width": 3}), "bbox_head={'width': 3}"),

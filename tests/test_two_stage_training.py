@@ -247,16 +247,16 @@ def test_rcnn_losses_refinement_and_mask_loss_on_a_hand_made_case():
 def _tiny_detector(arch):
     """A tiny two-stage detector with a small training configuration (its layers' arguments)."""
     build = detection.CascadeMaskRCNN if arch == "cascade_mask_rcnn" else detection.MaskRCNN
-    model = build(
-        "gfnet_tiny", 2, channels=16, fc_channels=32, mask_channels=16, input_shape=(64, 64, 3)
+    return build(
+        "gfnet_tiny",
+        2,
+        channels=16,
+        fc_channels=32,
+        mask_channels=16,
+        input_shape=(64, 64, 3),
+        proposals={"train_pre_nms": 64, "train_max_proposals": 64, "num_samples": 64},
+        roi_head={"num_samples": 32, "train_sampling_terms": 4},
     )
-    config = model.get_config()
-    for layer in config["layers"]:
-        if layer["name"] == "proposals":
-            layer["config"].update(train_pre_nms=64, train_max_proposals=64, num_samples=64)
-        if layer["name"] == "roi_head":
-            layer["config"].update(num_samples=32, train_sampling_terms=4)
-    return type(model).from_config(config)
 
 
 def _batch():

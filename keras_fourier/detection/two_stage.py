@@ -210,6 +210,32 @@ class TwoStageDetector(keras.Model):
         return self.get_metrics_result()
 
 
+# Constructor arguments of the RPN and RoI-head layers that the builder alone sets.
+LEVEL_ARGUMENTS = frozenset({"min_level", "num_levels", "name", "dtype"})
+
+
+def _layer_arguments(name: str, value, layer: type, fixed) -> dict:
+    """`value`, a dict of `layer`'s constructor arguments but `fixed`, or {} for None."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or set(value) & set(fixed):
+        raise ValueError(
+            f"`{name}` must be None or a dict of {layer.__name__} arguments other than "
+            f"{', '.join(sorted(fixed))}. Received: {name}={value!r}"
+        )
+    return dict(value)
+
+
+def _built(name: str, layer: type, arguments: dict) -> keras.layers.Layer:
+    """`layer(**arguments)` named `name`; an unknown argument is a ValueError naming `name`."""
+    try:
+        return layer(**arguments, name=name)
+    except TypeError as error:
+        raise ValueError(
+            f"`{name}` has a bad argument ({error}). Received: {arguments!r}"
+        ) from None
+
+
 def two_stage_detector(
     arch: str,
     backbone: str | keras.Model = "hornet_t_gf",
@@ -223,6 +249,8 @@ def two_stage_detector(
     mask_channels: int = 256,
     max_proposals: int = 1000,
     max_detections: int = 100,
+    proposals: dict | None = None,
+    roi_head: dict | None = None,
     include_preprocessing: bool = True,
     drop_path_rate: float | None = None,
     fft_impl: str = "auto",
@@ -257,6 +285,13 @@ def two_stage_detector(
             proposals per image at inference. Default 1000 (mmdetection's
             test configuration; fewer are faster).
         max_detections: detections per image. Default 100.
+        proposals: :class:`~keras_fourier.layers.RPNProposals` arguments
+            over the row's and the ones above (e.g. its training settings
+            ``train_pre_nms``, ``num_samples``), kept in the model's config.
+            Default None.
+        roi_head: :class:`~keras_fourier.layers.CascadeRoIHead` arguments
+            over the row's (e.g. ``num_samples``, ``train_sampling_terms``,
+            ``pre_nms``). Default None.
         include_preprocessing: whether the model normalises 0-255 RGB pixels
             with ImageNet's mean and std itself. Default True.
         drop_path_rate: the backbone's stochastic depth. Default None: its own.
@@ -277,6 +312,10 @@ def two_stage_detector(
     fc_channels = check_positive_int("fc_channels", fc_channels)
     mask_channels = check_positive_int("mask_channels", mask_channels)
     max_proposals = check_positive_int("max_proposals", max_proposals)
+    proposals = _layer_arguments("proposals", proposals, RPNProposals, LEVEL_ARGUMENTS)
+    roi_head = _layer_arguments(
+        "roi_head", roi_head, CascadeRoIHead, {*LEVEL_ARGUMENTS, "num_classes", "stage_stds"}
+    )
     check_weights_argument(weights, arch, backbone, num_classes, neck)
     inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
     maps = pyramid_maps(
@@ -300,30 +339,27 @@ def two_stage_detector(
             keras.layers.Activation("linear", dtype="float32", name="rpn_predictions")(predictions),
         ]
     )
-    proposals = RPNProposals(
-        pre_nms=max_proposals,
-        max_proposals=max_proposals,
-        min_level=MIN_LEVEL,
-        num_levels=NUM_LEVELS,
-        name="proposals",
-        **row["rpn"],
+    rpn_arguments = {"pre_nms": max_proposals, "max_proposals": max_proposals, **row["rpn"]}
+    proposed = _built(
+        "proposals",
+        RPNProposals,
+        {**rpn_arguments, **proposals, "min_level": MIN_LEVEL, "num_levels": NUM_LEVELS},
     )(rpn, inputs)
-    roi_head = CascadeRoIHead(
-        num_classes,
-        **{
-            **row["roi_head"],
-            "bbox_head": {
-                **row["roi_head"]["bbox_head"],
-                "conv_channels": channels,
-                "fc_channels": fc_channels,
-            },
-            "mask_head": {"channels": mask_channels},
+    head_arguments = {
+        **row["roi_head"],
+        "bbox_head": {
+            **row["roi_head"]["bbox_head"],
+            "conv_channels": channels,
+            "fc_channels": fc_channels,
         },
-        max_detections=max_detections,
-        min_level=MIN_LEVEL,
-        name="roi_head",
-    )
-    detections = roi_head(levels, proposals, inputs)
+        "mask_head": {"channels": mask_channels},
+        "max_detections": max_detections,
+    }
+    detections = _built(
+        "roi_head",
+        CascadeRoIHead,
+        {**head_arguments, **roi_head, "num_classes": num_classes, "min_level": MIN_LEVEL},
+    )(levels, proposed, inputs)
     backbone_name = backbone.name if isinstance(backbone, keras.Model) else backbone
     model = TwoStageDetector(inputs, detections, name=name or f"{arch}_{backbone_name}")
     if weights is not None:
@@ -346,8 +382,8 @@ def MaskRCNN(
         num_classes: object classes (no background). Default 80 (COCO).
         **kwargs: the keyword arguments of :func:`two_stage_detector` (neck,
             weights, input_shape, channels, fc_channels, mask_channels,
-            max_proposals, max_detections, include_preprocessing, drop_path_rate,
-            fft_impl, name).
+            max_proposals, max_detections, proposals, roi_head,
+            include_preprocessing, drop_path_rate, fft_impl, name).
 
     Returns:
         A :class:`TwoStageDetector` from images to detections and masks.

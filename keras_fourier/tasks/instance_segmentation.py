@@ -65,8 +65,8 @@ MASK_CHANNELS = 64
 # max_proposals and max_detections, 1000 and 100 else; the digit canvases hold 1 to 3).
 SMALL_IMAGE_PROPOSALS = 100
 SMALL_IMAGE_DETECTIONS = 20
-# The training settings that small images change of mmdetection's COCO ones, layer ->
-# {constructor argument: value} (each kept in the layer's config, so model.keras has them):
+# The training settings that small images change of mmdetection's COCO ones, builder argument
+# (a layer) -> {constructor argument: value} (kept in the layer's config, so in model.keras):
 # RPN training proposals per level and kept (2000), RoIs sampled per image (512),
 # RoIAlign's gathers per bin in training (64; 16 is mmcv's exact 2 x 2 grid, RoIs up to 14
 # feature pixels, 56 input pixels on P2; inference is always exact) and the class-wise NMS
@@ -107,21 +107,6 @@ def _overlay(
     return _draw(np.round(blended).astype(np.uint8), found, names)
 
 
-def _configure(model: keras.Model, settings: Mapping[str, Mapping[str, int]]) -> None:
-    """Sets constructor arguments of `model`'s layers that its builder leaves at their defaults.
-
-    The arguments are read when the layers run (and RoIAlign's slots by its
-    sublayers), and kept in the layers' configs.
-    """
-    for name, values in settings.items():
-        layer = model.get_layer(name)
-        for argument, value in values.items():
-            setattr(layer, argument, value)
-            for sublayer in layer._flatten_layers(include_self=False):
-                if hasattr(sublayer, argument):
-                    setattr(sublayer, argument, value)
-
-
 class InstanceSegmentation(BoxTask):
     """Instance segmentation with Cascade Mask R-CNN on the run's backbone."""
 
@@ -140,7 +125,7 @@ class InstanceSegmentation(BoxTask):
         """`ARCH` on `config.model` at the run's size (`SMALL_IMAGE_ARCH` and settings on small)."""
         size = self.image_size(config)
         small = size <= SMALL_IMAGE
-        model = two_stage_detector(
+        return two_stage_detector(
             SMALL_IMAGE_ARCH if small else ARCH,
             backbone(config, size),
             num_classes,
@@ -151,10 +136,8 @@ class InstanceSegmentation(BoxTask):
             max_proposals=SMALL_IMAGE_PROPOSALS if small else 1000,
             max_detections=SMALL_IMAGE_DETECTIONS if small else 100,
             drop_path_rate=config.drop_path_rate,
+            **(SMALL_IMAGE_SETTINGS if small else {}),
         )
-        if small:
-            _configure(model, SMALL_IMAGE_SETTINGS)
-        return model
 
     def scorer(self, model: keras.Model) -> keras.Model:
         """A :class:`~keras_fourier.detection.TwoStageDetector` of `model`'s layers (its loss)."""
