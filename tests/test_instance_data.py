@@ -231,3 +231,87 @@ def test_mask_ap_follows_the_coco_tools_and_pasting_is_the_models():
     for index in range(5):
         pasted = paste_mask(masks[0, index], boxes[0, index], 44, 48)
         assert (pasted != expected[0, index]).sum() <= 2, index  # float ties at 0.5
+
+
+def _comb(height=200, width=240):
+    """A COCO JSON of one image: a comb of 5-pixel teeth, a detail 28x28 masks blur."""
+    teeth = []
+    for x in range(20, 212, 12):
+        teeth.append([x, 20, x + 5, 20, x + 5, 150, x, 150])
+    points = [20, 150, 212, 150, 212, 170, 20, 170]
+    document = {
+        "images": [{"id": 7, "file_name": "a.png", "height": height, "width": width}],
+        "annotations": [
+            {
+                "id": 1,
+                "image_id": 7,
+                "category_id": 1,
+                "segmentation": [*teeth, points],
+                "bbox": [20, 20, 192, 150],
+                "area": 11680.0,
+                "iscrowd": 0,
+            }
+        ],
+        "categories": [{"id": 1, "name": "comb"}],
+    }
+    return document
+
+
+def test_coco_sources_are_scored_against_their_own_annotations(tmp_path):
+    document = _comb()
+    folder = tmp_path / "coco" / "valid"
+    folder.mkdir(parents=True)
+    (folder / "a.png").write_bytes(tf.io.encode_png(np.zeros((200, 240, 3), np.uint8)).numpy())
+    (folder / "_annotations.coco.json").write_text(json.dumps(document))
+    source = f"coco:{tmp_path / 'coco'}"
+    data = load_instance_dataset(source, "validation", image_size=128, batch_size=1, max_boxes=2)
+    _, targets = next(iter(data))
+    assert targets["image"].numpy().tolist() == [1 << 24]  # validation's code, position 0
+    rows = targets["boxes"].numpy()
+    truth = targets["masks"].numpy()
+    # the perfect 28x28 prediction: the target's own box and box-local mask
+    found = truth[:, :1].reshape(1, 1, 28, 2, 28, 2).mean((3, 5)).astype(np.float32)
+    predictions = {
+        "boxes": rows[:, :1, :4],
+        "scores": np.array([[0.9]], np.float32),
+        "classes": np.array([[0]], np.int32),
+        "num_detections": np.array([1], np.int32),
+        "masks": found,
+    }
+
+    def scored(annotations):
+        metric = COCOInstanceAP(
+            1, capacity=1, max_boxes=2, max_detections=1, annotations=annotations
+        )
+        metric.update_state(targets, predictions)
+        return metric.evaluation()
+
+    exact, approximate = scored(source), scored(None)
+    # COCO's own evaluation of the same result, ground truth from the file itself
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    truth_api = COCO()
+    truth_api.dataset = document
+    truth_api.createIndex()
+    scale = float(rows[0, 0, 7])
+    box = rows[0, 0, :4] / scale
+    pasted = paste_mask(found[0, 0], box, 200, 240)
+    rle = mask_api.encode(np.asfortranarray(pasted.astype(np.uint8)))
+    result = {"image_id": 7, "category_id": 1, "score": 0.9, "segmentation": rle}
+    evaluation = COCOeval(truth_api, truth_api.loadRes([result]), iouType="segm")
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    assert exact["mask_map"] == pytest.approx(evaluation.stats[0], abs=1e-9)
+    assert exact["map"] == pytest.approx(1.0)
+    # the box-local targets flatter 28x28 masks: the teeth are lost on both sides
+    assert approximate["mask_map"] > exact["mask_map"] + 0.3, (approximate, exact)
+    with pytest.raises(ValueError, match="annotations='digits'"):
+        COCOInstanceAP(1, annotations="digits")
+    metric = COCOInstanceAP(1, capacity=1, max_boxes=2, max_detections=1, annotations=source)
+    with pytest.raises(ValueError, match="'image' values"):
+        metric.update_state({"boxes": rows, "masks": truth}, predictions)
+    metric.update_state({**targets, "image": np.array([(1 << 24) + 5], np.int32)}, predictions)
+    with pytest.raises(ValueError, match="position=5"):
+        metric.evaluation()

@@ -741,12 +741,17 @@ def letterbox_example(
 
 
 def _targets(
-    rows: tf.Tensor, scale: tf.Tensor, max_boxes: int, masks: tf.Tensor | None = None
+    rows: tf.Tensor,
+    scale: tf.Tensor,
+    max_boxes: int,
+    masks: tf.Tensor | None = None,
+    position: tf.Tensor | None = None,
 ) -> tf.Tensor | dict[str, tf.Tensor]:
     """(max_boxes, 8) targets: the largest `max_boxes` rows by area, then padding rows.
 
-    With `masks` (n, M, M): {"boxes": the targets, "masks": (max_boxes, M, M)
-    those rows' masks, zeros for padding}.
+    With `masks` (n, M, M) and the example's `position`: {"boxes": the
+    targets, "masks": (max_boxes, M, M) those rows' masks, zeros for padding,
+    "image": the position, int32}.
     """
     order = tf.argsort(rows[:, 6], direction="DESCENDING", stable=True)[:max_boxes]
     rows = tf.gather(rows, order)
@@ -761,7 +766,11 @@ def _targets(
         return boxes
     size = int(masks.shape[-1])
     masks = tf.pad(tf.gather(masks, order), [[0, max_boxes - count], [0, 0], [0, 0]])
-    return {"boxes": boxes, "masks": tf.ensure_shape(masks, (max_boxes, size, size))}
+    return {
+        "boxes": boxes,
+        "masks": tf.ensure_shape(masks, (max_boxes, size, size)),
+        "image": tf.cast(position, tf.int32),
+    }
 
 
 def load_detection_dataset(
@@ -805,7 +814,8 @@ def load_detection_dataset(
         masks: position -> float32 (n, M, M) box-local masks of the n box
             rows of the example at that position of the split (its canvas or
             COCO image index), moved with the boxes; the targets are then
-            {"boxes": ..., "masks": (B, max_boxes, M, M)}
+            {"boxes": ..., "masks": (B, max_boxes, M, M), "image": (B,) int32
+            the positions}
             (:func:`keras_fourier.data.instances.load_instance_dataset`).
             Default None.
 
@@ -838,25 +848,33 @@ def load_detection_dataset(
             f"to train on. Received: split={split!r}"
         )
     check_split_size(source, split, count, batch_size, drop_remainder)
+    # Examples are (image, rows, *carried): with masks, carried = (masks, position), the
+    # position passing every transform unchanged.
     if masks is None:
         dataset = dataset.map(lambda image, rows, position: (image, rows))
     else:
         dataset = dataset.map(
-            lambda image, rows, position: (image, rows, masks(position)),
+            lambda image, rows, position: (image, rows, masks(position), position),
             num_parallel_calls=AUTOTUNE,
         )
+
+    def augmented(image, rows, *carried):
+        *carried, example_seed = carried
+        moved = augment_detection_example(
+            image, rows, example_seed, image_size, augment, *carried[:1]
+        )
+        return (*moved, *carried[1:])
+
+    def fitted(image, rows, *carried):
+        return (*letterbox_example(image, rows, image_size, *carried[:1]), *carried[1:])
+
     dataset = transform_examples(
         dataset,
         training=training,
         shuffle_buffer=shuffle_buffer,
         seed=seed,
-        augment=augment
-        and (
-            lambda image, rows, *more: augment_detection_example(
-                image, rows, more[-1], image_size, augment, *more[:-1]
-            )
-        ),
-        evaluate=lambda image, rows, *more: letterbox_example(image, rows, image_size, *more),
+        augment=augment and augmented,
+        evaluate=fitted,
     )
     dataset = dataset.map(
         lambda image, rows, scale, *more: (image, _targets(rows, scale, max_boxes, *more)),

@@ -64,6 +64,10 @@ OUTSIDE_TOLERANCE = 1.0
 MAX_MASK_PIXELS = 100_000_000
 # COCO's compressed RLE: 6-bit groups, ASCII 48 + value.
 _RLE_ALPHABET = range(48, 48 + 64)
+# The splits of instance sources, in the order of their code in the targets' "image": split
+# code * SPLIT_STRIDE + the example's position in its split.
+INSTANCE_SPLITS = ("train", "validation", "test")
+SPLIT_STRIDE = 1 << 24
 
 
 def is_instance_source(source: str) -> bool:
@@ -385,8 +389,9 @@ def load_instance_dataset(
 
     Returns:
         A `tf.data.Dataset` of (images (B, S, S, 3) float32, {"boxes":
-        (B, max_boxes, 8) float32, "masks": (B, max_boxes, 56, 56) float32})
-        batches.
+        (B, max_boxes, 8) float32, "masks": (B, max_boxes, 56, 56) float32,
+        "image": (B,) int32 each image's split code times `SPLIT_STRIDE`
+        plus its position in the split (:func:`coco_truth`)}) batches.
 
     Raises:
         ValueError: a bad argument or source, a bad COCO JSON or segmentation,
@@ -398,10 +403,87 @@ def load_instance_dataset(
         >>> targets["boxes"].shape, targets["masks"].shape
         (TensorShape([4, 100, 8]), TensorShape([4, 100, 56, 56]))
     """
+    if split not in INSTANCE_SPLITS:
+        raise ValueError(
+            f"Instance segmentation splits are {', '.join(INSTANCE_SPLITS)}. Received: "
+            f"split={split!r}"
+        )
     masks = instance_masks(source, split)
 
     def decode(position: tf.Tensor) -> tf.Tensor:
         decoded = tf.numpy_function(masks, [position], tf.float32, stateful=False)
         return tf.ensure_shape(decoded, (None, MASK_CROP, MASK_CROP))
 
-    return load_detection_dataset(source, split, masks=decode, **options)
+    code = INSTANCE_SPLITS.index(split) * SPLIT_STRIDE
+    return load_detection_dataset(source, split, masks=decode, **options).map(
+        lambda images, targets: (images, {**targets, "image": targets["image"] + code})
+    )
+
+
+def coco_truth(source: str, images: Sequence[int]) -> list[dict[str, Any]]:
+    """The original ground truth of scored images of a ``coco:`` source, for COCO's evaluation.
+
+    Args:
+        source: the ``"coco:<path>"`` source the images came from.
+        images: each scored image's targets ``"image"`` value (its split's
+            code times `SPLIT_STRIDE` plus its position in the split).
+
+    Returns:
+        Per image, {"height", "width": the image's size in the JSON,
+        "rows": float64 (n, 7) its annotations' x1, y1, x2, y2 (clipped to
+        the image), class, iscrowd, area in original pixels, "segmentations":
+        their segmentations as COCO reads them (polygon lists, or RLE with
+        uncompressed counts)}: the JSON's annotations as the pipeline keeps
+        them (degenerate boxes dropped), every one checked as the pipeline
+        checks it (one `ValueError` line naming the file and annotation).
+
+    Raises:
+        ValueError: not a ``coco:`` source, an image value of no split or
+            past its split's end, or a bad segmentation.
+    """
+    kind, value = _parse_source(source)
+    if kind != "coco":
+        raise ValueError(
+            f"COCO ground truth comes from a 'coco:<path>' source. Received: source={source!r}"
+        )
+    splits: dict[int, Any] = {}
+    truth = []
+    for image in images:
+        code, position = divmod(int(image), SPLIT_STRIDE)
+        if code not in splits:
+            if not 0 <= code < len(INSTANCE_SPLITS):
+                raise ValueError(
+                    f"Image {int(image)} of source {source!r} names no split (codes 0-"
+                    f"{len(INSTANCE_SPLITS) - 1} times {SPLIT_STRIDE}). Received: image={image!r}"
+                )
+            splits[code] = _coco_examples(value, INSTANCE_SPLITS[code])
+        examples = splits[code]
+        if position >= len(examples.positions):
+            raise ValueError(
+                f"Split {INSTANCE_SPLITS[code]!r} of {source!r} has {len(examples.positions)} "
+                f"images. Received: position={position}"
+            )
+        truth.append(_image_truth(examples.annotations, examples.positions[position]))
+    return truth
+
+
+def _image_truth(annotations: CocoAnnotations, index: int) -> dict[str, Any]:
+    """One image's entry of `coco_truth`."""
+    refuse = _Refusal(annotations.file)
+    height, width = (int(value) for value in annotations.sizes[index])
+    segmentations = []
+    for where, segmentation in annotations.segments[index]:
+        if isinstance(segmentation, list) and segmentation:
+            polygons = _polygons(segmentation, where, (height, width), refuse)
+            segmentations.append([points.ravel().tolist() for points in polygons])
+        elif isinstance(segmentation, dict):
+            runs = _rle(segmentation, where, (height, width), refuse)
+            segmentations.append({"size": [height, width], "counts": runs.tolist()})
+        else:
+            raise refuse(
+                where,
+                "has no segmentation (polygons or RLE), which instance segmentation needs",
+                f"segmentation={short_repr(segmentation)}",
+            )
+    rows = np.asarray(annotations.rows[index], np.float64).reshape(-1, 7)
+    return {"height": height, "width": width, "rows": rows, "segmentations": segmentations}

@@ -347,23 +347,35 @@ def coco_evaluate_instances(
     detections: Sequence[np.ndarray],
     detection_masks: Sequence[np.ndarray],
     class_names: Sequence[str],
+    originals: Sequence[dict] | None = None,
 ) -> dict[str, float]:
     """COCO box AP and mask AP of a whole split, by pycocotools' COCOeval ("bbox" and "segm").
 
-    The boxes are scored as :func:`coco_evaluate` scores them. For "segm",
-    every ground-truth and detected mask is pasted (:func:`paste_mask`) into
-    its image in original pixels (as large as the image's boxes reach) and
-    RLE-encoded; a ground-truth mask is thus its box-frame target resampled,
-    exact where its box is at most M pixels wide and tall.
+    The detections are mapped to original pixels (divided by each image's
+    letterbox scale) and their masks pasted (:func:`paste_mask`) at the
+    image's size and RLE-encoded. The ground truth is either
+    - `originals` (a ``coco:`` source's own annotations,
+      :func:`keras_fourier.data.instances.coco_truth`): COCO's protocol, the
+      annotations' boxes, areas and polygons or RLE at the original
+      resolution, each image at its size; or
+    - without them, the targets: their boxes scored as :func:`coco_evaluate`
+      scores them, their box-frame masks pasted into an image as large as
+      the image's boxes reach (exact where a box is at most M pixels wide
+      and tall, a resampling else).
 
     Args:
-        ground_truth: per image, its (N, 8) target rows (see :func:`coco_evaluate`).
+        ground_truth: per image, its (N, 8) target rows (see
+            :func:`coco_evaluate`; their scale column always maps the
+            detections).
         ground_truth_masks: per image, (N, M, M) masks in the rows' box frames.
         detections: per image, (K, 6) ``[x1, y1, x2, y2, score, class]``
             in the model-input frame.
         detection_masks: per image, (K, M', M') probabilities in the
             detections' box frames.
         class_names: the class names, in class index order.
+        originals: per image, {"height", "width", "rows": (n, 7) x1, y1,
+            x2, y2, class, iscrowd, area in original pixels,
+            "segmentations": COCO segmentations}, or None. Default None.
 
     Returns:
         :func:`coco_evaluate`'s values of the boxes, then the same of the
@@ -375,28 +387,62 @@ def coco_evaluate_instances(
             ground truth without any box.
     """
     count = len(ground_truth)
-    if not count == len(ground_truth_masks) == len(detections) == len(detection_masks):
+    lengths = [len(ground_truth_masks), len(detections), len(detection_masks)]
+    if originals is not None:
+        lengths.append(len(originals))
+    if any(length != count for length in lengths):
         raise ValueError(
-            "ground_truth, ground_truth_masks, detections and detection_masks must have one "
-            f"entry per image. Received: {len(ground_truth)}, {len(ground_truth_masks)}, "
-            f"{len(detections)}, {len(detection_masks)}"
+            "ground_truth, ground_truth_masks, detections, detection_masks (and originals) must "
+            f"have one entry per image. Received: {[count, *lengths]}"
         )
     images, annotations, scales = _ground_truth(ground_truth, detections)
+    if originals is not None:
+        images, annotations = _original_truth(originals)
     results = _box_results(detections, class_names, scales)
     values = _run_coco_eval(images, annotations, results, class_names, "bbox")
     numbers, ordered = iter(annotations), iter(results)  # both image by image, in order
     for index, scale in enumerate(scales):
-        rows = np.asarray(ground_truth[index], np.float64)
-        kept = rows[:, _CLASS] >= 0
-        truth = rows[kept, :4] / scale
         found = _rows(detections[index], 6, f"detections[{index}]").copy()
         found[:, :4] /= scale
-        corners = np.concatenate([truth[:, 2:], found[:, 2:4], np.ones((1, 2))])
-        width, height = (int(value) for value in np.ceil(corners.max(0)))
-        images[index].update(height=height, width=width)
-        for box, mask in zip(truth, np.asarray(ground_truth_masks[index])[kept], strict=True):
-            next(numbers)["segmentation"] = _encoded(paste_mask(mask, box, height, width))
+        if originals is None:
+            rows = np.asarray(ground_truth[index], np.float64)
+            kept = rows[:, _CLASS] >= 0
+            truth = rows[kept, :4] / scale
+            corners = np.concatenate([truth[:, 2:], found[:, 2:4], np.ones((1, 2))])
+            width, height = (int(value) for value in np.ceil(corners.max(0)))
+            images[index].update(height=height, width=width)
+            for box, mask in zip(truth, np.asarray(ground_truth_masks[index])[kept], strict=True):
+                next(numbers)["segmentation"] = _encoded(paste_mask(mask, box, height, width))
+        else:
+            height, width = images[index]["height"], images[index]["width"]
         for rle, area in mask_results(found, np.asarray(detection_masks[index]), height, width):
             next(ordered).update(segmentation=rle, area=area)
     masks = _run_coco_eval(images, annotations, results, class_names, "segm")
     return {**values, **{f"mask_{name}": value for name, value in masks.items()}}
+
+
+def _original_truth(originals: Sequence[dict]) -> tuple[list[dict], list[dict]]:
+    """COCO's images and annotations of `coco_evaluate_instances`'s `originals`."""
+    images, annotations = [], []
+    for index, image in enumerate(originals):
+        images.append({"id": index, "height": image["height"], "width": image["width"]})
+        rows = _rows(image["rows"], 7, f"originals[{index}]['rows']")
+        for row, segmentation in zip(rows, image["segmentations"], strict=True):
+            x1, y1, x2, y2 = row[:4]
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": index,
+                    "category_id": int(row[_CLASS]) + 1,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": float(row[_AREA]),
+                    "iscrowd": int(row[_CROWD]),
+                    "segmentation": segmentation,
+                }
+            )
+    if not annotations:
+        raise ValueError(
+            f"The annotations of these {len(images)} images hold no box: COCO AP is undefined. "
+            "Received: boxes=0"
+        )
+    return images, annotations

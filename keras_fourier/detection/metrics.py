@@ -183,7 +183,8 @@ class COCOMeanAP(keras.metrics.Metric):
         stored = self._stored(count)
         names = self.class_names or [str(index) for index in range(self.num_classes or 0)]
         digest = hashlib.sha256(
-            b"".join(array.tobytes() for array in stored) + json.dumps(names).encode()
+            b"".join(array.tobytes() for array in stored)
+            + json.dumps([names, self._truth_source()]).encode()
         ).hexdigest()
         if digest not in _CACHE:
             while len(_CACHE) >= _CACHE_SIZE:
@@ -191,6 +192,10 @@ class COCOMeanAP(keras.metrics.Metric):
             _CACHE[digest] = self._score(stored, names)
         self._evaluation = _CACHE[digest]
         return self._evaluation
+
+    def _truth_source(self) -> str | None:
+        """Where the ground truth comes from besides the stored state (part of the cache key)."""
+        return None
 
     def _stored(self, count: int) -> list[np.ndarray]:
         """The state of the `count` scored images, as NumPy arrays (what `_score` reads)."""
@@ -237,7 +242,11 @@ class COCOInstanceAP(COCOMeanAP):
     does; the masks as uint8 (M x M, M = `STORED_MASK_SIZE`, 28) in their
     boxes' frames: ``capacity * (max_detections + max_boxes) * 784`` bytes.
     The split is scored by pycocotools' COCOeval, "bbox" and "segm"
-    (:func:`~keras_fourier.detection.evaluation.coco_evaluate_instances`).
+    (:func:`~keras_fourier.detection.evaluation.coco_evaluate_instances`):
+    with `annotations` (the ``coco:`` source the targets came from) against
+    that source's own annotations at the original resolution, found again
+    by each image's targets ``"image"`` (COCO's protocol); else against the
+    targets' box-local masks.
 
     Args:
         num_classes: the detector's classes. Default None: `class_names`'s count.
@@ -251,11 +260,17 @@ class COCOInstanceAP(COCOMeanAP):
             the masks, "mask_map" (default), "mask_map50", ...
         name: the metric's name. Default `key`.
         dtype: the metric's dtype. Default None.
+        annotations: the ``"coco:<path>"`` source of the scored targets,
+            whose annotations are the ground truth; None (default): the
+            targets' rows and masks.
 
     Call arguments (``update_state``):
         y_true: {"boxes": (B, max_boxes, 8) rows (see
             :data:`keras_fourier.data.detection.TARGET_COLUMNS`), "masks":
-            (B, max_boxes, M', M') box-local masks, M' a multiple of 28}.
+            (B, max_boxes, M', M') box-local masks, M' a multiple of 28,
+            "image": (B,) int the images' split codes and positions, needed
+            with `annotations`
+            (:func:`keras_fourier.data.instances.load_instance_dataset`)}.
         y_pred: a :class:`~keras_fourier.detection.TwoStageDetector`'s
             detections: {"boxes", "scores", "classes", "masks", ...}.
 
@@ -278,12 +293,22 @@ class COCOInstanceAP(COCOMeanAP):
         key: str = "mask_map",
         name: str | None = None,
         dtype=None,
+        annotations: str | None = None,
     ):
         if num_classes is None and class_names is not None:
             num_classes = len(class_names)
         super().__init__(
             num_classes, class_names, capacity, max_boxes, max_detections, key, name, dtype
         )
+        if annotations is not None and not (
+            isinstance(annotations, str) and annotations.startswith("coco:")
+        ):
+            raise ValueError(
+                "`annotations` must be None or a 'coco:<path>' source. Received: "
+                f"annotations={annotations!r}"
+            )
+        self.annotations = annotations
+        self.images = self.add_variable((self.capacity,), "zeros", "int32", name="images")
         size = STORED_MASK_SIZE
         self.detection_masks = self.add_variable(
             (self.capacity, self.max_detections, size, size), "zeros", "uint8", name="det_masks"
@@ -332,6 +357,15 @@ class COCOInstanceAP(COCOMeanAP):
             pad = self.max_detections - found
             detections = ops.pad(detections, ((0, 0), (0, pad), (0, 0)), constant_values=-1.0)
             masks = ops.pad(masks, ((0, 0), (0, pad), (0, 0), (0, 0)))
+        if "image" in y_true:
+            images = ops.cast(y_true["image"], "int32")
+        elif self.annotations is not None:
+            raise ValueError(
+                f"{self.name!r} scores against {self.annotations!r}: y_true needs the images' "
+                f"'image' values. Received: y_true keys {sorted(y_true)}"
+            )
+        else:
+            images = ops.zeros((batch,), "int32")
         scored = ops.sum(ops.cast(targets[:, 0, SCALE_COLUMN] > 0, "int32"))
         start = ops.maximum(ops.minimum(self.count, self.capacity - batch), 0)
         for variable, value in (
@@ -339,6 +373,7 @@ class COCOInstanceAP(COCOMeanAP):
             (self.ground_truth, targets),
             (self.detection_masks, _as_bytes(masks)),
             (self.truth_masks, _as_bytes(truth)),
+            (self.images, images),
         ):
             corner = (start,) + (0,) * (len(variable.shape) - 1)
             variable.assign(ops.slice_update(variable, corner, value))
@@ -346,23 +381,36 @@ class COCOInstanceAP(COCOMeanAP):
         self.dropped.assign(self.dropped + scored - kept)
         self.count.assign(self.count + kept)
 
+    def _truth_source(self) -> str | None:
+        return self.annotations
+
     def _stored(self, count: int) -> list[np.ndarray]:
         return [
             *super()._stored(count),
             ops.convert_to_numpy(self.detection_masks)[:count],
             ops.convert_to_numpy(self.truth_masks)[:count],
+            ops.convert_to_numpy(self.images)[:count],
         ]
 
     def _score(self, stored: list[np.ndarray], names: list[str]) -> dict[str, float]:
-        detections, ground_truth, detection_masks, truth_masks = stored
+        detections, ground_truth, detection_masks, truth_masks, images = stored
         found = [rows[:, 5] >= 0 for rows in detections]
+        originals = None
+        if self.annotations is not None:
+            from keras_fourier.data.instances import coco_truth  # TensorFlow's side: on use
+
+            originals = coco_truth(self.annotations, images)
         return coco_evaluate_instances(
             list(ground_truth),
             list(truth_masks / 255.0),
             [rows[kept] for rows, kept in zip(detections, found, strict=True)],
             [masks[kept] / 255.0 for masks, kept in zip(detection_masks, found, strict=True)],
             names,
+            originals,
         )
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "annotations": self.annotations}
 
 
 def _as_bytes(masks) -> object:

@@ -118,8 +118,10 @@ class InstanceSegmentation(BoxTask):
     recipe = DIGITS_RECIPE
     is_source = staticmethod(is_instance_source)
     load = staticmethod(load_instance_dataset)
-    # The size of the split a pipeline last scored (the metrics' capacity).
+    # The size of the split a pipeline last scored (the metrics' capacity), and its source when
+    # it has COCO annotations (the metrics' ground truth).
     _scored_images: int | None = None
+    _scored_source: str | None = None
 
     def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
         """`ARCH` on `config.model` at the run's size (`SMALL_IMAGE_ARCH` and settings on small)."""
@@ -149,15 +151,17 @@ class InstanceSegmentation(BoxTask):
     def _pipeline(self, config: TrainConfig, split: str, training: bool) -> tf.data.Dataset:
         data = super()._pipeline(config, split, training)
         if not training:
-            self._scored_images = count_detection_examples(config.data, split, config.data_dir)
+            self._scored(config.data, split, config.data_dir)
         return data
 
     def evaluation_data(self, model: keras.Model, request: EvaluationRequest) -> tf.data.Dataset:
         data = super().evaluation_data(model, request)
-        self._scored_images = count_detection_examples(
-            request.data, request.split, request.data_dir
-        )
+        self._scored(request.data, request.split, request.data_dir)
         return data
+
+    def _scored(self, data: str, split: str, data_dir: str | None) -> None:
+        self._scored_images = count_detection_examples(data, split, data_dir)
+        self._scored_source = data if data.startswith("coco:") else None
 
     def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:
         """Refuses a model without a two-stage detector's detections and masks of C classes."""
@@ -182,12 +186,19 @@ class InstanceSegmentation(BoxTask):
         """COCO box mAP and mAP50, mask mAP, mAP50 and mAP75 of the whole split (pycocotools).
 
         They hold as many images as the split last given by `datasets` or
-        `evaluation_data` (else 5,000).
+        `evaluation_data` (else 5,000); on a ``coco:`` source they score
+        against its own annotations at the original resolution.
         """
         del training
         capacity = self._scored_images or DEFAULT_CAPACITY
         return [
-            COCOInstanceAP(num_classes, capacity=capacity, max_boxes=100, key=key)
+            COCOInstanceAP(
+                num_classes,
+                capacity=capacity,
+                max_boxes=100,
+                key=key,
+                annotations=self._scored_source,
+            )
             for key in METRIC_KEYS
         ]
 
