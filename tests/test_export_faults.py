@@ -196,3 +196,21 @@ def test_int8_export_without_the_private_quantizer_writes_the_same_file(model_fi
     assert any(call.get("enable_numeric_verify") for call in calls)  # the debugger's
     assert fallback.read_bytes() == direct.read_bytes()
     assert 0 < report.max_abs_diff < 0.1  # of probabilities
+
+
+def test_a_file_litert_cannot_run_is_a_one_line_parity_error():
+    from keras_fourier.export import litert
+
+    class Reshaped(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([2, 3], tf.float32)])
+        def serving_default(self, x):
+            return {"y": tf.reshape(x, tf.stack([tf.cast(x[0, 0], tf.int32), -1]))}
+
+    module = Reshaped()
+    function = module.serving_default.get_concrete_function()
+    content = tf.lite.TFLiteConverter.from_concrete_functions([function], module).convert()
+    run = litert._runner(content)
+    assert run({"x": np.ones((2, 3), np.float32)})["y"].shape == (1, 6)
+    with pytest.raises(parity.ParityError, match="RESHAPE") as error:
+        run({"x": np.full((2, 3), 4.0, np.float32)})  # 6 values into 4 rows
+    assert "\n" not in str(error.value)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_fourier.cli import main
 from keras_fourier.detection import paste_masks
 from keras_fourier.export.parity import mask_iou, match_detections
 from keras_fourier.tasks import select_task
@@ -138,3 +139,13 @@ def test_saved_model_matches_keras_on_images_and_encoded_images(exported, tmp_pa
         tf.errors.InvalidArgumentError, match=r"\[2001\] \[x\] \[2000\] \[> 4000000 pixels"
     ):
         loaded.signatures["serving_bytes"](image_bytes=tf.stack([large]))
+
+
+def test_full_integer_tflite_of_a_two_stage_detector_is_refused_writing_nothing(exported, capsys):
+    _, root, _, _ = exported
+    out = root / "int8"
+    argv = ["export", str(root / "model.keras"), "--format", "tflite", "--out", str(out)]
+    status = main([*argv, "--quantize", "int8", "--data", "digits"])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and not out.exists()
+    assert len(error) == 1 and "two-stage detector" in error[0] and "int8" in error[0], error

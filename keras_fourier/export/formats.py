@@ -34,6 +34,7 @@ from typing import Any
 import keras
 
 from keras_fourier.export import keras_hub_preset, litert, onnx_export, savedmodel
+from keras_fourier.export.detections import is_two_stage
 from keras_fourier.export.journal import Transaction, locked, recover
 from keras_fourier.export.serving_config import merge_models_config, read_models_config
 from keras_fourier.export.signatures import (
@@ -414,6 +415,12 @@ def export(
     for kind in formats:
         if FORMATS[kind].check_model is not None:
             FORMATS[kind].check_model(model, options)
+    if "tflite" in formats and "int8" in quantizations and is_two_stage(model):
+        raise ValueError(
+            f"{options.flag('quantizations')} int8 quantizes every activation, a two-stage "
+            "detector's box and RoI coordinates too (LiteRT then divides by a quantized zero): "
+            f"export it as float32, float16 or dynamic. Received: model={model.name!r}"
+        )
     fixed = _fixed_model(model, formats, image_size, names.get("image_size", "image_size"))
     outputs = [
         (row, model if kind == "saved_model" and is_dense_model(model) else fixed, *output)

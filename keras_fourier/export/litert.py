@@ -18,7 +18,13 @@ import tensorflow as tf
 from tensorflow.lite.python import convert as lite_convert  # the quantizer of TF's converter
 
 from keras_fourier._startup import native_output_filtered
-from keras_fourier.export.parity import agreement_name, check_tolerance, compare, tolerance
+from keras_fourier.export.parity import (
+    ParityError,
+    agreement_name,
+    check_tolerance,
+    compare,
+    tolerance,
+)
 from keras_fourier.export.signatures import (
     DEFAULT_SIGNATURE,
     ServingModel,
@@ -332,9 +338,20 @@ def _litert(content: bytes):
 
 
 def _runner(content: bytes) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
-    """The TFLite model `content` in LiteRT, as {input name: array} -> {output name: array}."""
+    """The TFLite model `content` in LiteRT, as {input name: array} -> {output name: array}.
+
+    A failure of LiteRT to run it is a :class:`ParityError` of one line.
+    """
     runner = _litert(content).get_signature_runner(DEFAULT_SIGNATURE)
-    return lambda inputs: runner(**inputs)
+
+    def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            return runner(**inputs)
+        except RuntimeError as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise ParityError(f"LiteRT could not run the converted model: {first}") from None
+
+    return run
 
 
 def tflite(
