@@ -20,6 +20,7 @@ from keras_fourier.data.instances import (
 from keras_fourier.data.segmentation import DIGIT_CANVAS_THRESHOLD
 from keras_fourier.detection import COCOInstanceAP, paste_masks
 from keras_fourier.detection.evaluation import paste_mask
+from keras_fourier.tasks import instance_segmentation  # noqa: F401  (registers COCO's reader)
 
 
 def _pasted(boxes, masks, height, width):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
@@ -233,6 +233,22 @@ class COCOMeanAP(keras.metrics.Metric):
         }
 
 
+# Readers of a source's own ground truth, by source kind: (source, the targets' "image"
+# values) -> per image {"height", "width", "rows", "segmentations"}
+# (keras_fourier.data.instances.coco_truth, which the instance segmentation task registers:
+# the data side stays out of this module).
+GROUND_TRUTH_READERS: dict[str, Callable[[str, np.ndarray], list[dict]]] = {}
+
+
+def register_ground_truth(kind: str, reader: Callable[[str, np.ndarray], list[dict]]) -> None:
+    """Registers `reader` as the ground truth of :class:`COCOInstanceAP` on `kind` sources.
+
+    Example:
+        >>> register_ground_truth("coco", coco_truth)  # doctest: +SKIP
+    """
+    GROUND_TRUTH_READERS[kind] = reader
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class COCOInstanceAP(COCOMeanAP):
     """A COCO box or mask AP of an instance segmenter (a two-stage detector) over a whole split.
@@ -397,9 +413,14 @@ class COCOInstanceAP(COCOMeanAP):
         found = [rows[:, 5] >= 0 for rows in detections]
         originals = None
         if self.annotations is not None:
-            from keras_fourier.data.instances import coco_truth  # TensorFlow's side: on use
-
-            originals = coco_truth(self.annotations, images)
+            kind = self.annotations.split(":", 1)[0]
+            if kind not in GROUND_TRUTH_READERS:
+                raise ValueError(
+                    f"No reader of {kind!r} ground truth is registered (the instance "
+                    "segmentation task registers COCO's: import keras_fourier.tasks). Received: "
+                    f"annotations={self.annotations!r}"
+                )
+            originals = GROUND_TRUTH_READERS[kind](self.annotations, images)
         return coco_evaluate_instances(
             list(ground_truth),
             list(truth_masks / 255.0),

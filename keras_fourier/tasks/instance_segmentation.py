@@ -30,9 +30,10 @@ import tensorflow as tf
 
 from keras_fourier.data.checks import read_image_file
 from keras_fourier.data.detection import count_detection_examples, letterbox_example
-from keras_fourier.data.instances import is_instance_source, load_instance_dataset
+from keras_fourier.data.instances import coco_truth, is_instance_source, load_instance_dataset
 from keras_fourier.detection import COCOInstanceAP
 from keras_fourier.detection.evaluation import coco_results, mask_results, paste_mask
+from keras_fourier.detection.metrics import register_ground_truth
 from keras_fourier.detection.two_stage import TwoStageDetector, two_stage_detector
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.model_record import CLASS_NAMES_KEY
@@ -77,6 +78,8 @@ SMALL_IMAGE_SETTINGS = {
     "proposals": {"train_pre_nms": 128, "train_max_proposals": 128},
     "roi_head": {"num_samples": 32, "train_sampling_terms": 16, "pre_nms": 200},
 }
+# COCOInstanceAP(annotations="coco:<path>") scores against the source's own annotations.
+register_ground_truth("coco", coco_truth)
 # What the default job on the digit canvases changes of the "deit" recipe.
 DIGITS_RECIPE = {"epochs": 6, "batch_size": 16, "learning_rate": 1e-3, "warmup_epochs": 1}
 # The metrics of runs (COCOInstanceAP keys; "mask_map" selects best.keras).
