@@ -143,13 +143,15 @@ class RoIAlign(keras.layers.Layer):
         step = bin_size / ops.maximum(grid, 1.0)
         bins = ops.cast(ops.arange(self.output_size), "float32")
         first = start[..., None] + bins * bin_size[..., None] + 0.5 * step[..., None]
-        last = first + ((grid - 1.0) * step)[..., None]
+        if per_sample:  # two neighbours of each sample; rows located per term
+            return _Axis(first, step, grid, size, None, 2.0 * grid, per_sample)
         edge = size[..., None] - 1.0
         low = ops.floor(ops.clip(first, 0.0, edge))
-        high = ops.minimum(ops.floor(ops.clip(last, 0.0, edge)) + 1.0, edge)
+        high = ops.minimum(
+            ops.floor(ops.clip(first + ((grid - 1.0) * step)[..., None], 0.0, edge)) + 1.0, edge
+        )
         rows = ops.where(grid[..., None] > 0, high - low + 1.0, 0.0)
-        terms = 2.0 * grid if per_sample else ops.max(rows, axis=-1)
-        return _Axis(first, step, grid, size, low, terms, per_sample)
+        return _Axis(first, step, grid, size, low, ops.max(rows, axis=-1), per_sample)
 
     def call(self, features, rois, training=None):
         rois = ops.stop_gradient(ops.cast(rois, "float32"))
@@ -237,7 +239,7 @@ class _Axis:
 
     ``first`` (B, N, out): each bin's first sample; ``step``, ``grid``,
     ``size`` (B, N): sample spacing, samples per bin, the map's extent;
-    ``low`` (B, N, out): each bin's first touched row; ``terms`` (B, N): the
+    ``low`` (B, N, out): each bin's first touched row (None per sample); ``terms`` (B, N): the
     terms the RoI's bins need on this axis; ``per_sample``: whether a term
     is a (sample, neighbour) pair rather than a row.
     """
