@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 
@@ -96,6 +96,54 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
     return value
+
+
+def check_layer_arguments(
+    name: str,
+    value: Any,
+    layer: Callable,
+    fixed: Mapping[str, Any] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> dict:
+    """`value` as a dict of constructor arguments of `layer` that its owner lets a user set.
+
+    A builder or a parent layer passes them on as given; `fixed` are the
+    arguments it sets itself (and ``name`` and ``dtype`` always), which
+    `value` may not hold. The arguments are checked by constructing
+    ``layer(**defaults, **value, **fixed)`` (no weights are made), so a bad
+    or unknown one is refused here, naming `name`.
+
+    Args:
+        name: the argument holding the dict, for messages.
+        value: None (no arguments) or a dict.
+        layer: the layer class.
+        fixed: the arguments its owner sets, with their values. Default None.
+        defaults: the owner's values of the others, overridden by `value`.
+            Default None.
+
+    Returns:
+        A copy of `value` ({} for None).
+
+    Example:
+        >>> import keras
+        >>> check_layer_arguments("head", {"units": 4}, keras.layers.Dense)
+        {'units': 4}
+    """
+    if value is None:
+        return {}
+    owned = {*(fixed or {}), "name", "dtype"}
+    if not isinstance(value, dict) or set(value) & owned:
+        raise ValueError(
+            f"`{name}` must be None or a dict of {layer.__name__} arguments other than "
+            f"{', '.join(sorted(owned))}. Received: {name}={value!r}"
+        )
+    try:
+        layer(**{**(defaults or {}), **value, **(fixed or {})})
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"`{name}` has a bad argument ({error}). Received: {name}={value!r}"
+        ) from None
+    return dict(value)
 
 
 def check_optional_size(name: str, value) -> int | None:

@@ -44,6 +44,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not item.get_closest_marker("multi_backend"):
             item.add_marker(pytest.mark.single_backend)
+    # The longest tests first (stable otherwise), so that pytest-xdist's workers start them
+    # together and end on short ones instead of one worker finishing a long test alone.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if keras.config.backend() == "tensorflow":
         return
     deselected = [item for item in items if item.get_closest_marker("single_backend")]
@@ -82,7 +85,7 @@ class MainJob:
 
 
 @pytest.fixture(scope="session")
-def readme_main_job(tmp_path_factory, worker_id) -> MainJob:
+def readme_main_job(tmp_path_factory) -> MainJob:
     """`keras-fourier train` (no arguments) in a fresh folder, run once per test session.
 
     The README test checks its result and other tests use the model it trains. Under
@@ -90,7 +93,7 @@ def readme_main_job(tmp_path_factory, worker_id) -> MainJob:
     in the run's shared temporary folder (pytest-xdist's documented pattern).
     """
     root = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
+    if "PYTEST_XDIST_WORKER" in os.environ:  # also without xdist loaded (-p no:xdist)
         root = root.parent  # shared by the workers of this run, and by this run only
     folder = root / "readme_main_job"
     record = root / "readme_main_job.json"

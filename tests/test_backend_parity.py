@@ -24,6 +24,7 @@ OTHER_BACKENDS = ("jax", "torch")
 
 
 @pytest.mark.single_backend
+@pytest.mark.slow
 def test_same_weights_give_same_logits_on_every_backend(tmp_path):
     reference = backend_parity.write_reference(str(tmp_path))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}

@@ -105,6 +105,7 @@ def test_bench_of_a_keras_file_and_a_tflite_file(tmp_path):
     assert float(row["predict_img_s"]) > 0 and float(row["latency_ms"]) > 0
 
 
+@pytest.mark.slow
 def test_scaling_writes_csv_and_plot(tmp_path):
     # Each point runs in a fresh process (its memory is measured from a clean start): few points.
     argv = ["bench", "--scaling", "--mixers", "fourier", "--grids", "8,4"]

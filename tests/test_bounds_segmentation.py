@@ -225,6 +225,7 @@ def test_masks_are_read_as_their_label_values(tmp_path):
         np.testing.assert_array_equal(mask[:12], labels, err_msg=stem)
 
 
+@pytest.mark.slow
 def test_a_split_without_a_labelled_pixel_is_an_error(models, tmp_path, capsys):
     # Finding: every mask 255, or the test split all 255: loss 0, test_miou=0.0000, exit 0.
     ignored = _png(np.full((SIZE, SIZE), IGNORE_INDEX, np.uint8), GREY)

@@ -336,6 +336,7 @@ def _assign_direct(variant, model, state):
 
 
 @pytest.mark.parametrize("variant", sorted(DIRECT_CASES))
+@pytest.mark.slow
 def test_official_checkpoint_loads_like_direct_assignment(variant, tmp_path, save_pth):
     builder, shape, make_state = DIRECT_CASES[variant]
     state = make_state()

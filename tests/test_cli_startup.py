@@ -157,6 +157,7 @@ def test_help_lists_the_names_the_library_knows(capsys):
     assert build_parser().parse_args(argv).quantize == quantizations
 
 
+@pytest.mark.slow
 def test_a_package_model_loads_after_import_and_in_the_command(tmp_path):
     model = keras_fourier.build_model(
         depths=1, dims=8, patch_size=8, input_shape=(16, 16, 3), classes=3

@@ -65,6 +65,7 @@ def test_split_smaller_than_a_batch_gives_the_counts(tmp_path):
         load_image_dataset(source, "validation", image_size=8, batch_size=8)
 
 
+@pytest.mark.slow
 def test_corrupt_jpeg_is_named_or_skipped_and_counted(tmp_path, capsys):
     for name in ("a", "b"):
         _images(tmp_path / "train" / name, 4)

@@ -21,6 +21,7 @@ from tests.test_run_faults import ENV, kill_before_checkpoints
 TINY = ["--model", "afno_tiny", "--dims", "16", "--depths", "1", "--image-size", "32"]
 
 
+@pytest.mark.slow
 def test_segmentation_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["train", "--task", "segmentation", *TINY, "--batch-size", "8", "--epochs", "2"]
@@ -74,6 +75,7 @@ def test_segmentation_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys
     ]
 
 
+@pytest.mark.slow
 def test_inpainting_run_starts_a_segmenter_in_a_fresh_process(tmp_path, capsys):
     """AFNO's few-shot path: inpainting pretraining, then segmentation from its backbone."""
     steps = ["--batch-size", "8", "--epochs", "1", "--steps-per-epoch", "2", "--verbose", "0"]

@@ -133,6 +133,7 @@ def test_loss_assigns_anchors_as_mmdetection_and_is_zero_free_of_targets():
     assert float(loss(targets, wrong[None].astype("float32"))) > 10
 
 
+@pytest.mark.slow
 def test_retinanet_trains_and_detects_a_box_after_fitting_one_batch():
     keras.utils.set_random_seed(0)
     model = detection.RetinaNet(
@@ -192,6 +193,7 @@ def test_a_saved_retinanet_loads_with_the_same_outputs(tmp_path):
 
 
 @pytest.mark.single_backend
+@pytest.mark.slow
 def test_keras_hub_retinanet_takes_a_package_backbone_unchanged():
     import keras_hub
 

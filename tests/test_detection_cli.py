@@ -19,6 +19,7 @@ pytestmark = pytest.mark.single_backend
 TINY = ["--model", "gfnet_tiny", "--dims", "16", "--depths", "1", "--image-size", "32"]
 
 
+@pytest.mark.slow
 def test_detection_job_trains_resumes_evaluates_and_predicts(tmp_path, capsys):
     data = tmp_path / "coco"
     data.mkdir()

@@ -64,6 +64,7 @@ def exported(tmp_path_factory):
     return model, pathlib.Path(out), printed
 
 
+@pytest.mark.slow
 def test_cli_export_of_a_detector_reports_matched_detections(exported):
     model, out, printed = exported
     name = model.name

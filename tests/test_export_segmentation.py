@@ -52,6 +52,7 @@ def exported(tmp_path_factory):
     return model, out, result
 
 
+@pytest.mark.slow
 def test_export_reports_parity_of_every_format(exported):
     model, out, result = exported
     saved, lite, onnx = result.reports
@@ -146,6 +147,7 @@ def test_training_model_with_auxiliary_head_serves_its_logits_only():
     )
 
 
+@pytest.mark.slow
 def test_cli_exports_a_segmentation_runs_model_keras(tmp_path, capsys):
     # The model.keras of `keras-fourier train --task segmentation`: the trainer's training model
     # (logits and auxiliary logits concatenated) reduced by the task to its inference model.
@@ -200,6 +202,7 @@ def test_cli_exports_a_segmentation_runs_model_keras(tmp_path, capsys):
     assert "on 3 examples, pixel agreement" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_any_size_segmenter_keeps_any_size_in_its_saved_model(tmp_path, capsys):
     keras.utils.set_random_seed(2)
     model = segmentation.UPerNet(backbone="hornet_tiny", num_classes=CLASSES, channels=8)

@@ -87,6 +87,7 @@ def exported(tmp_path_factory):
     return model, root, pathlib.Path(out), printed
 
 
+@pytest.mark.slow
 def test_cli_export_of_a_two_stage_detector_serves_detections_and_pasted_masks(exported):
     model, _, out, printed = exported
     assert sorted(os.listdir(out)) == sorted([model.name, f"{model.name}.tflite", "models.config"])

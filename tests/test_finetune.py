@@ -125,6 +125,7 @@ def _last(capsys) -> str:
     return capsys.readouterr().out.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_fine_tune_from_weights_h5_resume_evaluate_predict_and_rerun(
     tmp_path, csv_folder, capsys, monkeypatch
 ):

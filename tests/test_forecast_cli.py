@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_fourier.cli import main
@@ -20,6 +21,7 @@ TINY = ["--task", "forecast", "--dims", "16", "--depths", "1", "--batch-size", "
 TINY += ["--epochs", "2", "--steps-per-epoch", "2", "--verbose", "0", "--no-tensorboard"]
 
 
+@pytest.mark.slow
 def test_forecast_job_trains_resumes_evaluates_predicts_and_exports(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "home"))  # the solved data's cache
     out = tmp_path / "run"

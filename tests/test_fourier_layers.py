@@ -281,6 +281,7 @@ def test_fourier_mixing_rejects_other_ranks():
         FourierMixing().build((None, 8))
 
 
+@pytest.mark.slow
 def test_global_filter_trains_under_xla_in_a_model():
     inputs = keras.Input((6, 6, 4))
     outputs = keras.layers.GlobalAveragePooling2D()(GlobalFilter()(inputs))

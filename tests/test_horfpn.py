@@ -242,6 +242,7 @@ def _conv_weights(prefix, cin, cout, k):
     return {f"{prefix}conv/kernel": (k, k, cin, cout), f"{prefix}conv/bias": (cout,)}
 
 
+@pytest.mark.slow
 def test_detection_fpn_shared_checks(tmp_path):
     weights = {}
     for i in range(3):

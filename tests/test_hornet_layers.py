@@ -59,6 +59,7 @@ def test_gnconv_dwconv_shared_checks(order, tmp_path):
 
 
 @pytest.mark.parametrize("filter_size", [None, (4, 2)], ids=["own", "resized"])
+@pytest.mark.slow
 def test_gnconv_global_local_shared_checks(filter_size, tmp_path):
     weights = {key: shape for key, shape in _gnconv_weights(8, 2, 3).items() if "dwconv" not in key}
     weights.update(_glf_weights(12, filter_size or (6, 3), prefix="dwconv/"))

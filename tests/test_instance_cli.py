@@ -18,6 +18,7 @@ pytestmark = pytest.mark.single_backend
 TINY = ["--model", "gfnet_tiny", "--dims", "16", "--depths", "1", "--image-size", "32"]
 
 
+@pytest.mark.slow
 def test_instance_job_trains_evaluates_and_predicts_masks(tmp_path, capsys):
     data = tmp_path / "coco"
     data.mkdir()

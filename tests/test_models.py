@@ -128,6 +128,7 @@ def test_every_variant_shrinks_to_the_wiring_of_its_familys_smallest_row():
 
 
 @pytest.mark.parametrize("variant", FAMILY_ROWS)
+@pytest.mark.slow
 def test_each_family_passes_the_model_checks(variant, tmp_path):
     spec = _tiny(models.VARIANTS[variant])
     size = spec.stride * 2
@@ -220,6 +221,7 @@ def test_logits_and_input_tensor():
     assert out.shape == (1, 3) and not np.allclose(out.sum(), 1.0)
 
 
+@pytest.mark.slow
 def test_feature_extractor_returns_named_stage_maps():
     features = models.feature_extractor(models.GFNetHTi(input_shape=(64, 96, 3)))
     out = features(random_input((1, 64, 96, 3)))
@@ -269,6 +271,7 @@ PAIRS = [(mixer, list(FFNS)[i % len(FFNS)]) for i, mixer in enumerate(MIXERS)]
 
 
 @pytest.mark.parametrize(("mixer", "ffn"), PAIRS, ids=[f"{m}-{f}" for m, f in PAIRS])
+@pytest.mark.slow
 def test_build_model_pair_trains_and_round_trips(mixer, ffn, tmp_path):
     model = models.build_model(
         mixer, ffn, depths=1, dims=32, patch_size=4, input_shape=(16, 16, 3), classes=4
@@ -418,6 +421,7 @@ def _features(model, x):
 
 
 @pytest.mark.parametrize("variant", ANY_SIZE_VARIANTS)
+@pytest.mark.slow
 def test_any_size_model_equals_a_model_built_at_that_size(variant):
     spec = _any_size_spec(variant)
     any_size = build_vision_model(spec, input_shape=(None, None, 3), include_top=False)

@@ -44,6 +44,7 @@ def test_a_log_level_set_by_the_user_is_kept(tmp_path):
     assert completed.stdout == "0\n"
 
 
+@pytest.mark.slow
 def test_export_to_tflite_and_onnx_is_quiet(tmp_path):
     make = (
         "import keras_fourier; keras_fourier.build_model(depths=1, dims=8, patch_size=8, "
@@ -62,6 +63,7 @@ def test_export_to_tflite_and_onnx_is_quiet(tmp_path):
     assert "XNNPACK delegate" in completed.stderr
 
 
+@pytest.mark.slow
 def test_bench_of_tflite_and_scaling_subprocesses_are_quiet(tmp_path):
     make = (
         "import keras_fourier; m = keras_fourier.build_model(depths=1, dims=8, patch_size=8, "

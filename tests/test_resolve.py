@@ -132,6 +132,7 @@ def test_bench_takes_every_reference(saved, tmp_path):
         assert row["model"] == name
 
 
+@pytest.mark.slow
 def test_train_starts_from_a_keras_file_or_a_run_folder(saved, tmp_path, capsys):
     quick = ["--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8", "--verbose", "0"]
     quick += ["--no-tensorboard"]
@@ -155,6 +156,7 @@ def test_train_starts_from_a_keras_file_or_a_run_folder(saved, tmp_path, capsys)
     assert "only apply to the presets" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_train_takes_either_spelling(tmp_path, capsys):
     quick = ["--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8", "--verbose", "0"]
     quick += ["--image-size", "16", "--no-tensorboard"]

@@ -306,6 +306,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path, capsys):
     assert f"left by pid {dead}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_runs_on_one_folder_then_sigkill_and_rerun(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["train", *TINY_ARGV, "--epochs", "3", "--steps-per-epoch", "100", "--out", str(out)]

@@ -291,6 +291,7 @@ def _frozen_statistics(model: keras.Model) -> keras.Model:
     ],
     ids=["upernet_hornet", "segformer_isotropic_gfnet"],
 )
+@pytest.mark.slow
 def test_segmentation_models_shared_checks(build, tmp_path):
     run_model_checks(
         lambda **kw: _frozen_statistics(build(**kw)),

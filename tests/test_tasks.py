@@ -140,6 +140,7 @@ def test_every_task_has_a_tiny_run():
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.slow
 def test_task_harness(name, tmp_path):
     (tmp_path / "data").mkdir()
     config, inputs = TINY_RUNS[name](tmp_path / "data")

@@ -213,6 +213,7 @@ def _family_data(model_name: str):
     ("family", "policy"),
     [(family, "mixed_float16") for family in sorted(FAMILIES)] + [("gfnet", "mixed_bfloat16")],
 )
+@pytest.mark.slow
 def test_200_mixed_precision_steps_of_each_family_stay_finite(family, policy):
     model_name, architecture = FAMILIES[family]
     keras.config.set_dtype_policy(policy)

@@ -16,6 +16,7 @@ import time
 
 import keras
 import numpy as np
+import pytest
 
 from keras_fourier.training import read_history
 
@@ -105,6 +106,7 @@ def test_mirrored_on_two_cpus_matches_default_strategy():
         np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_two_workers_on_localhost_end_with_the_same_weights(tmp_path):
     out = tmp_path / "run"
     completed = subprocess.run(
@@ -148,6 +150,7 @@ def test_two_workers_on_localhost_end_with_the_same_weights(tmp_path):
     assert sorted(finals) == ["0", "1"], completed.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_killed_run_restarts_and_logs_every_epoch_once(tmp_path):
     command = [
         sys.executable,

@@ -482,6 +482,7 @@ def test_box_and_mask_heads_are_mmdets_convfc_and_fcn_heads():
     )
 
 
+@pytest.mark.slow
 def test_cascade_roi_head_is_mmdets_simple_test():
     rng = np.random.default_rng(8)
     head, levels = _cascade_head(rng)
@@ -619,6 +620,9 @@ def test_a_cascade_of_fixed_size_detects_gives_its_trunk_in_training_and_refuses
         (lambda: MaskRCNN("gfnet_tiny", proposals={"num_levels": 3}), "proposals={'num_levels'"),
         (lambda: MaskRCNN("gfnet_tiny", roi_head={"slots": 3}), "'slots'"),
         (lambda: MaskRCNN("gfnet_tiny", roi_head={"num_samples": 0}), "num_samples=0"),
+        (lambda: MaskRCNN("gfnet_tiny", roi_head={"stage_stds": ()}), "roi_head={'stage_stds'"),
+        (lambda: MaskRCNN("gfnet_tiny", proposals={"name": "p"}), "proposals={'name'"),
+        (lambda: CascadeRoIHead(mask_head={"num_classes": 3}), "mask_head={'num_classes'"),
         (lambda: CascadeRoIHead(stage_iou_thresholds=(0.5,)), "stage_iou_thresholds=(0.5,)"),
         (lambda: CascadeRoIHead(stage_stds=((0.1, 0.1),)), "stage_stds="),
         (lambda: CascadeRoIHead(bbox_head={"width": 3}), "bbox_head={'width': 3}"),

@@ -272,6 +272,7 @@ def _batch():
     return images, {"boxes": boxes, "masks": masks}
 
 
+@pytest.mark.slow
 def test_a_tiny_mask_rcnn_fits_one_batch():
     keras.utils.set_random_seed(0)
     model = _tiny_detector("mask_rcnn")

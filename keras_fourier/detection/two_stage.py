@@ -42,7 +42,12 @@ from keras_fourier.detection.two_stage_losses import loss_part_names, two_stage_
 from keras_fourier.layers import AnchorBoxes, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.layers.roi_heads import CASCADE_STDS, CascadeRoIHead
 from keras_fourier.models.pyramid import image_inputs, pyramid_maps
-from keras_fourier.validation import check_choice, check_positive_int, check_rate
+from keras_fourier.validation import (
+    check_choice,
+    check_layer_arguments,
+    check_positive_int,
+    check_rate,
+)
 
 # The pyramid: P2 (stride 4) to P6 (stride 64); RoIs are pooled from P2-P5.
 MIN_LEVEL = 2
@@ -210,32 +215,6 @@ class TwoStageDetector(keras.Model):
         return self.get_metrics_result()
 
 
-# Constructor arguments of the RPN and RoI-head layers that the builder alone sets.
-LEVEL_ARGUMENTS = frozenset({"min_level", "num_levels", "name", "dtype"})
-
-
-def _layer_arguments(name: str, value, layer: type, fixed) -> dict:
-    """`value`, a dict of `layer`'s constructor arguments but `fixed`, or {} for None."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or set(value) & set(fixed):
-        raise ValueError(
-            f"`{name}` must be None or a dict of {layer.__name__} arguments other than "
-            f"{', '.join(sorted(fixed))}. Received: {name}={value!r}"
-        )
-    return dict(value)
-
-
-def _built(name: str, layer: type, arguments: dict) -> keras.layers.Layer:
-    """`layer(**arguments)` named `name`; an unknown argument is a ValueError naming `name`."""
-    try:
-        return layer(**arguments, name=name)
-    except TypeError as error:
-        raise ValueError(
-            f"`{name}` has a bad argument ({error}). Received: {arguments!r}"
-        ) from None
-
-
 def two_stage_detector(
     arch: str,
     backbone: str | keras.Model = "hornet_t_gf",
@@ -312,9 +291,29 @@ def two_stage_detector(
     fc_channels = check_positive_int("fc_channels", fc_channels)
     mask_channels = check_positive_int("mask_channels", mask_channels)
     max_proposals = check_positive_int("max_proposals", max_proposals)
-    proposals = _layer_arguments("proposals", proposals, RPNProposals, LEVEL_ARGUMENTS)
-    roi_head = _layer_arguments(
-        "roi_head", roi_head, CascadeRoIHead, {*LEVEL_ARGUMENTS, "num_classes", "stage_stds"}
+    max_detections = check_positive_int("max_detections", max_detections)
+    rpn_fixed = {"min_level": MIN_LEVEL, "num_levels": NUM_LEVELS}
+    rpn_arguments = {"pre_nms": max_proposals, "max_proposals": max_proposals, **row["rpn"]}
+    proposals = check_layer_arguments(
+        "proposals", proposals, RPNProposals, rpn_fixed, rpn_arguments
+    )
+    head_fixed = {
+        "num_classes": num_classes,
+        "min_level": MIN_LEVEL,
+        "stage_stds": row["roi_head"]["stage_stds"],
+    }
+    head_arguments = {
+        **row["roi_head"],
+        "bbox_head": {
+            **row["roi_head"]["bbox_head"],
+            "conv_channels": channels,
+            "fc_channels": fc_channels,
+        },
+        "mask_head": {"channels": mask_channels},
+        "max_detections": max_detections,
+    }
+    roi_head = check_layer_arguments(
+        "roi_head", roi_head, CascadeRoIHead, head_fixed, head_arguments
     )
     check_weights_argument(weights, arch, backbone, num_classes, neck)
     inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
@@ -339,27 +338,12 @@ def two_stage_detector(
             keras.layers.Activation("linear", dtype="float32", name="rpn_predictions")(predictions),
         ]
     )
-    rpn_arguments = {"pre_nms": max_proposals, "max_proposals": max_proposals, **row["rpn"]}
-    proposed = _built(
-        "proposals",
-        RPNProposals,
-        {**rpn_arguments, **proposals, "min_level": MIN_LEVEL, "num_levels": NUM_LEVELS},
-    )(rpn, inputs)
-    head_arguments = {
-        **row["roi_head"],
-        "bbox_head": {
-            **row["roi_head"]["bbox_head"],
-            "conv_channels": channels,
-            "fc_channels": fc_channels,
-        },
-        "mask_head": {"channels": mask_channels},
-        "max_detections": max_detections,
-    }
-    detections = _built(
-        "roi_head",
-        CascadeRoIHead,
-        {**head_arguments, **roi_head, "num_classes": num_classes, "min_level": MIN_LEVEL},
-    )(levels, proposed, inputs)
+    proposed = RPNProposals(**{**rpn_arguments, **proposals, **rpn_fixed}, name="proposals")(
+        rpn, inputs
+    )
+    detections = CascadeRoIHead(**{**head_arguments, **roi_head, **head_fixed}, name="roi_head")(
+        levels, proposed, inputs
+    )
     backbone_name = backbone.name if isinstance(backbone, keras.Model) else backbone
     model = TwoStageDetector(inputs, detections, name=name or f"{arch}_{backbone_name}")
     if weights is not None:

@@ -78,8 +78,9 @@ class ExportFormat:
     Attributes:
         outputs: (out, name, version, quantizations) -> the (TFLite
             quantization or None, final path) of each output, in order.
-        check: (options, quantization, final path) -> None; raises
-            `ValueError` when the output cannot be written.
+        check: (model, options, quantization, final path) -> None; raises
+            `ValueError` when the output cannot be written (of this model, at
+            this quantization, to this path).
         write: (model, staging folder, options, quantization, staged path)
             -> the report (with `path` and `summary()`) of the written output.
         check_model: (model, options) -> None; raises `ValueError` for a
@@ -89,7 +90,7 @@ class ExportFormat:
     """
 
     outputs: Callable[[str, str, int, Sequence[str | None]], list[tuple[str | None, str]]]
-    check: Callable[[ExportOptions, str | None, str], None]
+    check: Callable[[keras.Model, ExportOptions, str | None, str], None]
     write: Callable[[keras.Model, str, ExportOptions, str | None, str], Any]
     check_model: Callable[[keras.Model, ExportOptions], None] | None = None
     fixed_length: bool = True
@@ -102,7 +103,15 @@ def _check_free(options: ExportOptions, path: str) -> None:
         )
 
 
-def _check_tflite(options: ExportOptions, quantization: str | None, path: str) -> None:
+def _check_tflite(
+    model: keras.Model, options: ExportOptions, quantization: str | None, path: str
+) -> None:
+    if quantization == "int8" and is_two_stage(model):
+        raise ValueError(
+            f"{options.flag('quantizations')} int8 quantizes every activation, a two-stage "
+            "detector's box and RoI coordinates too (LiteRT then divides by a quantized zero): "
+            f"export it as float32, float16 or dynamic. Received: model={model.name!r}"
+        )
     if quantization == "int8" and options.calibration_data is None:
         raise ValueError(
             f"{options.flag('quantizations')} int8 needs calibration images: pass "
@@ -114,7 +123,7 @@ def _check_tflite(options: ExportOptions, quantization: str | None, path: str) -
     litert.check_arguments(path, quantization, calibration, True, options.verify)
 
 
-def _check_version(options: ExportOptions, _: str | None, path: str) -> None:
+def _check_version(_: keras.Model, options: ExportOptions, __: str | None, path: str) -> None:
     savedmodel.version_path(os.path.dirname(path), options.version, options.overwrite)
 
 
@@ -160,7 +169,7 @@ FORMATS: dict[str, ExportFormat] = {
     ),
     "onnx": ExportFormat(
         outputs=lambda out, name, _, __: [(None, os.path.join(out, f"{name}.onnx"))],
-        check=lambda options, _, path: _check_free(options, path),
+        check=lambda _, options, __, path: _check_free(options, path),
         write=lambda model, _, options, __, staged: onnx_export.onnx(
             model,
             staged,
@@ -171,7 +180,7 @@ FORMATS: dict[str, ExportFormat] = {
     ),
     "keras_hub": ExportFormat(
         outputs=lambda out, name, _, __: [(None, os.path.join(out, f"{name}_keras_hub"))],
-        check=lambda options, _, path: _check_free(options, path),
+        check=lambda _, options, __, path: _check_free(options, path),
         write=lambda model, _, options, __, staged: keras_hub_preset.keras_hub_preset(
             model, staged, tokenizer=options.tokenizer, verbose=False
         ),
@@ -415,12 +424,6 @@ def export(
     for kind in formats:
         if FORMATS[kind].check_model is not None:
             FORMATS[kind].check_model(model, options)
-    if "tflite" in formats and "int8" in quantizations and is_two_stage(model):
-        raise ValueError(
-            f"{options.flag('quantizations')} int8 quantizes every activation, a two-stage "
-            "detector's box and RoI coordinates too (LiteRT then divides by a quantized zero): "
-            f"export it as float32, float16 or dynamic. Received: model={model.name!r}"
-        )
     fixed = _fixed_model(model, formats, image_size, names.get("image_size", "image_size"))
     outputs = [
         (row, model if kind == "saved_model" and is_dense_model(model) else fixed, *output)
@@ -436,8 +439,8 @@ def export(
             export_bytes(fixed),
             f"{flag}={height}x{width}",
         )
-    for row, _, quantization, path in outputs:
-        row.check(options, quantization, path)
+    for row, source, quantization, path in outputs:
+        row.check(source, options, quantization, path)
     created = make_folders(out)
     try:
         with Transaction(out) as staging:

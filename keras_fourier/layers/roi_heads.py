@@ -24,6 +24,7 @@ from keras_fourier.layers.roi import RoIAlign
 from keras_fourier.validation import (
     check_bool,
     check_choice,
+    check_layer_arguments,
     check_number,
     check_positive_int,
     check_rate,
@@ -372,23 +373,6 @@ def _check_stds(stage_stds) -> tuple:
     return tuple(tuple(float(s) for s in stds) for stds in stage_stds)
 
 
-def _check_head_config(name: str, config, head: type) -> dict:
-    if config is None:
-        return {}
-    if not isinstance(config, dict) or "num_classes" in config:
-        raise ValueError(
-            f"`{name}` must be None or a dict of {head.__name__} arguments other than "
-            f"num_classes. Received: {name}={config!r}"
-        )
-    try:
-        head(**config)
-    except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"`{name}` has a bad argument ({error}). Received: {name}={config!r}"
-        ) from None
-    return dict(config)
-
-
 def _fraction(name: str, value) -> float:
     return check_number(name, value, low=0, high=1, low_open=True)
 
@@ -518,8 +502,9 @@ class CascadeRoIHead(keras.layers.Layer):
         self.num_classes = check_positive_int("num_classes", num_classes)
         self.stage_stds = _check_stds(stage_stds)
         stages = len(self.stage_stds)
-        self.bbox_head = _check_head_config("bbox_head", bbox_head, BBoxHead)
-        self.mask_head = _check_head_config("mask_head", mask_head, MaskHead)
+        fixed = {"num_classes": self.num_classes}
+        self.bbox_head = check_layer_arguments("bbox_head", bbox_head, BBoxHead, fixed)
+        self.mask_head = check_layer_arguments("mask_head", mask_head, MaskHead, fixed)
         self.with_mask = check_bool("with_mask", with_mask)
         self.score_threshold = check_rate("score_threshold", score_threshold)
         self.iou_threshold = check_rate("iou_threshold", iou_threshold)
