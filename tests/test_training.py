@@ -182,7 +182,7 @@ def test_the_same_seed_trains_the_same_run_and_another_seed_another(tmp_path):
     assert run("again", 0) == first  # every epoch's metrics (so the selected epoch), test metrics
 
 
-# Each family's small variant, shrunk further: 200 steps of each must stay cheap.
+# Each family's small variant, shrunk further: 100 steps of each must stay cheap.
 FAMILIES = {
     "gfnet": ("gfnet_tiny", {"dims": 16, "depths": 1}),
     "gfnet_h": ("gfnet_h_tiny", {"dims": (16, 32), "depths": (1, 1)}),
@@ -214,7 +214,7 @@ def _family_data(model_name: str):
     [(family, "mixed_float16") for family in sorted(FAMILIES)] + [("gfnet", "mixed_bfloat16")],
 )
 @pytest.mark.slow
-def test_200_mixed_precision_steps_of_each_family_stay_finite(family, policy):
+def test_100_mixed_precision_steps_of_each_family_stay_finite(family, policy):
     model_name, architecture = FAMILIES[family]
     keras.config.set_dtype_policy(policy)
     model = create_model(
@@ -227,15 +227,15 @@ def test_200_mixed_precision_steps_of_each_family_stay_finite(family, policy):
     )
     keras.config.set_dtype_policy("float32")
     model.compile(
-        optimizer=create_optimizer(model, learning_rate=warmup_cosine_schedule(2e-3, 200, 20)),
+        optimizer=create_optimizer(model, learning_rate=warmup_cosine_schedule(2e-3, 100, 10)),
         loss=keras.losses.CategoricalCrossentropy(label_smoothing=0.1),
     )
     wrapped = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     assert wrapped == (policy == "mixed_float16")
     data = select_model_inputs(_family_data(model_name), model)
-    history = model.fit(data, steps_per_epoch=200, epochs=1, shuffle=False, verbose=0)
+    history = model.fit(data, steps_per_epoch=100, epochs=1, shuffle=False, verbose=0)
     # Dynamic loss scaling skips the few first steps whose float16 gradients overflow.
-    assert model.optimizer.iterations.numpy() >= 190
+    assert model.optimizer.iterations.numpy() >= 90
     assert math.isfinite(history.history["loss"][0])
     for weight in model.get_weights():
         assert np.all(np.isfinite(weight))
