@@ -9,10 +9,13 @@ import pytest
 import tensorflow as tf
 from pycocotools import mask as mask_api
 
-from keras_fourier.data.detection import PADDING_CLASS, DetectionAugment
+from keras_fourier.data.detection import PADDING_CLASS, DetectionAugment, detection_splits
 from keras_fourier.data.instances import (
+    INSTANCE_SPLITS,
     MASK_CROP,
     MAX_MASK_PIXELS,
+    SPLIT_STRIDE,
+    coco_truth,
     is_instance_source,
     load_instance_dataset,
     rle_counts,
@@ -20,7 +23,8 @@ from keras_fourier.data.instances import (
 from keras_fourier.data.segmentation import DIGIT_CANVAS_THRESHOLD
 from keras_fourier.detection import COCOInstanceAP, paste_masks
 from keras_fourier.detection.evaluation import paste_mask
-from keras_fourier.tasks import instance_segmentation  # noqa: F401  (registers COCO's reader)
+from keras_fourier.tasks import instance_segmentation  # (registers COCO's reader)
+from keras_fourier.training.config import TrainConfig
 
 
 def _pasted(boxes, masks, height, width):
@@ -316,3 +320,44 @@ def test_coco_sources_are_scored_against_their_own_annotations(tmp_path):
     metric.update_state({**targets, "image": np.array([(1 << 24) + 5], np.int32)}, predictions)
     with pytest.raises(ValueError, match="position=5"):
         metric.evaluation()
+
+
+def _coco_layout(root, train_images=4):
+    """COCO's own layout: `train_images` copies of `_document`'s image in train2017, one in val."""
+    for name, count in (("train2017", train_images), ("val2017", 1)):
+        document = _document()
+        images, annotations = [], []
+        for index in range(count):
+            images.append({**document["images"][0], "id": index + 1, "file_name": f"{index}.png"})
+            for annotation in document["annotations"]:
+                number = len(annotations) + 1
+                annotations.append({**annotation, "id": number, "image_id": index + 1})
+            pixels = np.full((HEIGHT, WIDTH, 3), 90, np.uint8)
+            (root / name).mkdir(parents=True, exist_ok=True)
+            (root / name / f"{index}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+        (root / "annotations").mkdir(exist_ok=True)
+        path = root / "annotations" / f"instances_{name}.json"
+        path.write_text(json.dumps({**document, "images": images, "annotations": annotations}))
+    return f"coco:{root}"
+
+
+def test_held_out_training_slices_of_coco_are_instance_splits_found_again(tmp_path):
+    # COCO's own layout evaluated on val2017 trains on train[:90%] and selects on train[90%:]
+    source = _coco_layout(tmp_path / "coco")
+    assert detection_splits(source, "validation") == ("train[:90%]", "train[90%:]")
+    # what `train --test-split validation` builds (it failed: the slices had no split code)
+    config = TrainConfig(data=source, eval_split="validation", batch_size=1, image_size=96)
+    _, targets = next(iter(instance_segmentation.TASK.datasets(config).validation))
+    code = INSTANCE_SPLITS.index("train[90%:]")
+    assert targets["image"].numpy().tolist() == [code * SPLIT_STRIDE]  # its only image
+    (truth,) = coco_truth(source, targets["image"].numpy())
+    # the fourth training image (rank 3 by id): its three annotations, areas from the JSON
+    assert truth["rows"][:, 6].tolist() == [160.0, 200.0, 80.0]
+    kept = load_instance_dataset(source, "train[:90%]", image_size=96, batch_size=3)
+    images = next(iter(kept))[1]["image"].numpy()
+    assert (images // SPLIT_STRIDE == INSTANCE_SPLITS.index("train[:90%]")).all()
+    assert sorted(images % SPLIT_STRIDE) == [0, 1, 2]
+    with pytest.raises(
+        ValueError, match=r"^Instance segmentation splits are .*split='train\[:5\]'"
+    ):
+        load_instance_dataset(source, "train[:5]")

@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from keras_fourier.data.coco_json import CocoAnnotations, short_repr
 from keras_fourier.data.detection import (
+    COCO_HELD_OUT_SPLITS,
     _coco_examples,
     _digit_boxes,
     _parse_source,
@@ -65,8 +66,9 @@ MAX_MASK_PIXELS = 100_000_000
 # COCO's compressed RLE: 6-bit groups, ASCII 48 + value.
 _RLE_ALPHABET = range(48, 48 + 64)
 # The splits of instance sources, in the order of their code in the targets' "image": split
-# code * SPLIT_STRIDE + the example's position in its split.
-INSTANCE_SPLITS = ("train", "validation", "test")
+# code * SPLIT_STRIDE + the example's position in its split. The held-out training slices
+# (detection_splits of a source evaluated on its validation split) have theirs.
+INSTANCE_SPLITS = ("train", "validation", "test", *COCO_HELD_OUT_SPLITS)
 SPLIT_STRIDE = 1 << 24
 
 
@@ -382,7 +384,8 @@ def load_instance_dataset(
 
     Args:
         source: "digits" or "coco:<path>". Default "digits".
-        split: "train", "validation" or "test". Default "train".
+        split: "train", "validation", "test", or the held-out training
+            slices "train[:90%]" and "train[90%:]". Default "train".
         **options: the keyword arguments of
             :func:`keras_fourier.data.detection.load_detection_dataset`
             (image_size, batch_size, training, augment, max_boxes, seed, ...).
