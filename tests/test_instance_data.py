@@ -408,7 +408,8 @@ def _panoptic_images():
     ]
 
 
-def _panoptic_example(ids, things, decoders):
+def _panoptic_example(ids, things, skipped):
+    """An example as TFDS gives it, the features in `skipped` left encoded (SkipDecoding)."""
     height, width = ids.shape
     objects = {"id": [], "area": [], "bbox": [], "label": [], "is_crowd": []}
     for segment in [*things, STUFF]:
@@ -417,49 +418,43 @@ def _panoptic_example(ids, things, decoders):
         box = [ys.min() / height, xs.min() / width, (ys.max() + 1) / height, (xs.max() + 1) / width]
         for key, value in zip(objects, (segment, len(ys), box, label, crowd), strict=True):
             objects[key].append(value)
-    pixels = np.stack([ids % 256, ids // 256 % 256, ids // 65536], -1).astype(np.uint8)
-    image = np.full((height, width, 3), 9, np.uint8)
-    # the decoders TFDS is asked for: the panoptic PNG is always left encoded
-    assert isinstance(decoders.pop("panoptic_image"), tfds.decode.SkipDecoding)
-    if decoders:  # the ground-truth reader skips the image too
-        assert isinstance(decoders.pop("image"), tfds.decode.SkipDecoding) and not decoders
-        image = tf.io.encode_jpeg(image).numpy()
-    return {
-        "image": image,
-        "image/id": np.int64(7),
-        "panoptic_image": tf.io.encode_png(pixels).numpy(),
-        "panoptic_objects": {
-            "id": np.array(objects["id"], np.int64),
-            "area": np.array(objects["area"], np.int64),
-            "bbox": np.array(objects["bbox"], np.float32),
-            "label": np.array(objects["label"], np.int64),
-            "is_crowd": np.array(objects["is_crowd"], bool),
-        },
+    features = {
+        "image": np.full((height, width, 3), 9, np.uint8),
+        "panoptic_image": np.stack([ids % 256, ids // 256 % 256, ids // 65536], -1),
     }
+    encoders = {"image": tf.io.encode_jpeg, "panoptic_image": tf.io.encode_png}
+    for key, pixels in features.items():
+        pixels = pixels.astype(np.uint8)
+        features[key] = encoders[key](pixels).numpy() if key in skipped else pixels
+    objects = {key: np.array(value) for key, value in objects.items()}
+    return {**features, "image/id": np.int64(7), "panoptic_objects": objects}
 
 
 def _panoptic_split(self, split, decoders=None, **kwargs):
     del self, kwargs
-    assert split == "validation", split
-    examples = [
-        _panoptic_example(ids, things, dict(decoders)) for ids, things in _panoptic_images()
-    ]
-    encoded = isinstance(examples[0]["image"], bytes)
-    spec = {
-        "image": tf.TensorSpec((), tf.string)
-        if encoded
-        else tf.TensorSpec((None, None, 3), tf.uint8),
-        "image/id": tf.TensorSpec((), tf.int64),
-        "panoptic_image": tf.TensorSpec((), tf.string),
-        "panoptic_objects": {
-            "id": tf.TensorSpec((None,), tf.int64),
-            "area": tf.TensorSpec((None,), tf.int64),
-            "bbox": tf.TensorSpec((None, 4), tf.float32),
-            "label": tf.TensorSpec((None,), tf.int64),
-            "is_crowd": tf.TensorSpec((None,), tf.bool),
-        },
+    assert split in ("validation", "train[:90%]", "train[90%:]"), split
+    skipped = {
+        key
+        for key, decoder in (decoders or {}).items()
+        if isinstance(decoder, tfds.decode.SkipDecoding)
     }
-    return tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)
+    examples = [_panoptic_example(ids, things, skipped) for ids, things in _panoptic_images()]
+    spec = {
+        key: tf.TensorSpec((), tf.string)
+        if key in skipped
+        else tf.TensorSpec((None, None, 3), tf.uint8)
+        for key in ("image", "panoptic_image")
+    }
+    spec["image/id"] = tf.TensorSpec((), tf.int64)
+    spec["panoptic_objects"] = {
+        "id": tf.TensorSpec((None,), tf.int64),
+        "area": tf.TensorSpec((None,), tf.int64),
+        "bbox": tf.TensorSpec((None, 4), tf.float32),
+        "label": tf.TensorSpec((None,), tf.int64),
+        "is_crowd": tf.TensorSpec((None,), tf.bool),
+    }
+    dataset = tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)
+    return dataset.apply(tf.data.experimental.assert_cardinality(len(examples)))
 
 
 def test_tfds_panoptic_things_become_boxes_masks_and_coco_ground_truth(tmp_path, capsys):
@@ -492,8 +487,19 @@ def test_tfds_panoptic_things_become_boxes_masks_and_coco_ground_truth(tmp_path,
             },
         )
         values = metric.evaluation()
+        # a run tested on validation (TFDS has no test split) selects on train[90%:]; its
+        # metrics score against the source's own segments, in the run's data_dir
+        config = TrainConfig(
+            data=PANOPTIC, data_dir=data_dir, eval_split="validation", batch_size=2, image_size=64
+        )
+        _, selected = next(iter(instance_segmentation.TASK.datasets(config).validation))
+        run_metric = instance_segmentation.TASK.metrics(80)[0].get_config()
     code = INSTANCE_SPLITS.index("validation") * SPLIT_STRIDE
     assert targets["image"].numpy().tolist() == [code, code + 1]
+    code = INSTANCE_SPLITS.index("train[90%:]") * SPLIT_STRIDE
+    assert selected["image"].numpy().tolist() == [code, code + 1]
+    assert (run_metric["annotations"], run_metric["data_dir"]) == (PANOPTIC, data_dir)
+    assert run_metric["capacity"] == 2
     np.testing.assert_array_equal(boxes.numpy(), targets["boxes"].numpy())
     # each image's thing rows (stuff dropped), by area; the box-local masks are box_frame of the
     # segments' pixels (letterbox scale 2: 32 pixels wide at size 64)

@@ -534,7 +534,10 @@ def _raw_examples(
 
 
 def tfds_box_rows(
-    objects: dict[str, tf.Tensor], height: tf.Tensor, width: tf.Tensor, convention: TFDSBoxes
+    objects: dict[str, tf.Tensor],
+    height: tf.Tensor | int,
+    width: tf.Tensor | int,
+    convention: TFDSBoxes,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """The box rows of a TFDS example's objects, and which objects they are.
 
