@@ -7,20 +7,37 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_datasets as tfds
 from pycocotools import mask as mask_api
 
-from keras_fourier.data.detection import PADDING_CLASS, DetectionAugment
+from keras_fourier.cli import main
+from keras_fourier.data.detection import (
+    COCO_CATEGORY_IDS,
+    PADDING_CLASS,
+    DetectionAugment,
+    detection_category_ids,
+    detection_class_names,
+    detection_splits,
+    is_detection_source,
+    load_detection_dataset,
+)
 from keras_fourier.data.instances import (
+    INSTANCE_SPLITS,
     MASK_CROP,
     MAX_MASK_PIXELS,
+    SPLIT_STRIDE,
+    box_frame,
+    coco_truth,
     is_instance_source,
     load_instance_dataset,
     rle_counts,
+    tfds_truth,
 )
 from keras_fourier.data.segmentation import DIGIT_CANVAS_THRESHOLD
 from keras_fourier.detection import COCOInstanceAP, paste_masks
 from keras_fourier.detection.evaluation import paste_mask
-from keras_fourier.tasks import instance_segmentation  # noqa: F401  (registers COCO's reader)
+from keras_fourier.tasks import instance_segmentation  # (registers COCO's reader)
+from keras_fourier.training.config import TrainConfig
 
 
 def _pasted(boxes, masks, height, width):
@@ -316,3 +333,204 @@ def test_coco_sources_are_scored_against_their_own_annotations(tmp_path):
     metric.update_state({**targets, "image": np.array([(1 << 24) + 5], np.int32)}, predictions)
     with pytest.raises(ValueError, match="position=5"):
         metric.evaluation()
+
+
+def _coco_layout(root, train_images=4):
+    """COCO's own layout: `train_images` copies of `_document`'s image in train2017, one in val."""
+    for name, count in (("train2017", train_images), ("val2017", 1)):
+        document = _document()
+        images, annotations = [], []
+        for index in range(count):
+            images.append({**document["images"][0], "id": index + 1, "file_name": f"{index}.png"})
+            for annotation in document["annotations"]:
+                number = len(annotations) + 1
+                annotations.append({**annotation, "id": number, "image_id": index + 1})
+            pixels = np.full((HEIGHT, WIDTH, 3), 90, np.uint8)
+            (root / name).mkdir(parents=True, exist_ok=True)
+            (root / name / f"{index}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+        (root / "annotations").mkdir(exist_ok=True)
+        path = root / "annotations" / f"instances_{name}.json"
+        path.write_text(json.dumps({**document, "images": images, "annotations": annotations}))
+    return f"coco:{root}"
+
+
+def test_held_out_training_slices_of_coco_are_instance_splits_found_again(tmp_path):
+    # COCO's own layout evaluated on val2017 trains on train[:90%] and selects on train[90%:]
+    source = _coco_layout(tmp_path / "coco")
+    assert detection_splits(source, "validation") == ("train[:90%]", "train[90%:]")
+    # what `train --test-split validation` builds (it failed: the slices had no split code)
+    config = TrainConfig(data=source, eval_split="validation", batch_size=1, image_size=96)
+    _, targets = next(iter(instance_segmentation.TASK.datasets(config).validation))
+    code = INSTANCE_SPLITS.index("train[90%:]")
+    assert targets["image"].numpy().tolist() == [code * SPLIT_STRIDE]  # its only image
+    (truth,) = coco_truth(source, targets["image"].numpy())
+    # the fourth training image (rank 3 by id): its three annotations, areas from the JSON
+    assert truth["rows"][:, 6].tolist() == [160.0, 200.0, 80.0]
+    # every validation epoch reads the truth again: the checked split is kept while its JSON
+    # is unchanged (an image file removed since is not looked for again) ...
+    (tmp_path / "coco" / "train2017" / "3.png").unlink()
+    (again,) = coco_truth(source, targets["image"].numpy())
+    assert again["rows"].tolist() == truth["rows"].tolist()
+    # ... and read again once it changes
+    path = tmp_path / "coco" / "annotations" / "instances_train2017.json"
+    path.write_text(path.read_text().replace('"area": 160.0', '"area": 1600.0'))
+    with pytest.raises(ValueError, match="1 of 1 images of split 'train\\[90%:\\]'"):
+        coco_truth(source, targets["image"].numpy())
+    kept = load_instance_dataset(source, "train[:90%]", image_size=96, batch_size=3)
+    images = next(iter(kept))[1]["image"].numpy()
+    assert (images // SPLIT_STRIDE == INSTANCE_SPLITS.index("train[:90%]")).all()
+    assert sorted(images % SPLIT_STRIDE) == [0, 1, 2]
+    with pytest.raises(
+        ValueError, match=r"^Instance segmentation splits are .*split='train\[:5\]'"
+    ):
+        load_instance_dataset(source, "train[:5]")
+
+
+# ----------------------------------------------------------------------------- TFDS panoptic
+# A 24x32 image: things "a" (an L, label 0), "b" (a blob with a hole, label 17, a segment id
+# using all three PNG channels) and "c" (a crowd, label 2), on "stuff" (label 100); then one
+# with a single thing (label 5).
+PANOPTIC = "tfds:coco/2017_panoptic"
+STUFF = 5005
+
+
+def _panoptic_images():
+    first = np.full((24, 32), STUFF, np.int64)
+    first[2:12, 3:7] = first[8:12, 3:15] = 1001
+    first[14:22, 18:30] = 70000
+    first[16:19, 22:25] = STUFF
+    first[0:6, 20:31] = 3003
+    second = np.full((24, 32), STUFF, np.int64)
+    second[4:10, 4:20] = 9
+    return [
+        (first, {1001: (0, False), 70000: (17, False), 3003: (2, True)}),
+        (second, {9: (5, False)}),
+    ]
+
+
+def _panoptic_example(ids, things, skipped):
+    """An example as TFDS gives it, the features in `skipped` left encoded (SkipDecoding)."""
+    height, width = ids.shape
+    objects = {"id": [], "area": [], "bbox": [], "label": [], "is_crowd": []}
+    for segment in [*things, STUFF]:
+        ys, xs = np.nonzero(ids == segment)
+        label, crowd = things.get(segment, (100, False))
+        box = [ys.min() / height, xs.min() / width, (ys.max() + 1) / height, (xs.max() + 1) / width]
+        for key, value in zip(objects, (segment, len(ys), box, label, crowd), strict=True):
+            objects[key].append(value)
+    features = {
+        "image": np.full((height, width, 3), 9, np.uint8),
+        "panoptic_image": np.stack([ids % 256, ids // 256 % 256, ids // 65536], -1),
+    }
+    encoders = {"image": tf.io.encode_jpeg, "panoptic_image": tf.io.encode_png}
+    for key, pixels in features.items():
+        pixels = pixels.astype(np.uint8)
+        features[key] = encoders[key](pixels).numpy() if key in skipped else pixels
+    objects = {key: np.array(value) for key, value in objects.items()}
+    return {**features, "image/id": np.int64(7), "panoptic_objects": objects}
+
+
+def _panoptic_split(self, split, decoders=None, **kwargs):
+    del self, kwargs
+    assert split in ("validation", "train[:90%]", "train[90%:]"), split
+    skipped = {
+        key
+        for key, decoder in (decoders or {}).items()
+        if isinstance(decoder, tfds.decode.SkipDecoding)
+    }
+    examples = [_panoptic_example(ids, things, skipped) for ids, things in _panoptic_images()]
+    spec = {
+        key: tf.TensorSpec((), tf.string)
+        if key in skipped
+        else tf.TensorSpec((None, None, 3), tf.uint8)
+        for key in ("image", "panoptic_image")
+    }
+    spec["image/id"] = tf.TensorSpec((), tf.int64)
+    spec["panoptic_objects"] = {
+        "id": tf.TensorSpec((None,), tf.int64),
+        "area": tf.TensorSpec((None,), tf.int64),
+        "bbox": tf.TensorSpec((None, 4), tf.float32),
+        "label": tf.TensorSpec((None,), tf.int64),
+        "is_crowd": tf.TensorSpec((None,), tf.bool),
+    }
+    dataset = tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)
+    return dataset.apply(tf.data.experimental.assert_cardinality(len(examples)))
+
+
+def test_tfds_panoptic_things_become_boxes_masks_and_coco_ground_truth(tmp_path, capsys):
+    data_dir = str(tmp_path)
+    options = {"image_size": 64, "batch_size": 2, "max_boxes": 4, "data_dir": data_dir}
+    with tfds.testing.mock_data(num_examples=2, as_dataset_fn=_panoptic_split):
+        assert is_instance_source(PANOPTIC) and is_detection_source(PANOPTIC)
+        assert len(detection_class_names(PANOPTIC, data_dir)) == 80  # the things only
+        assert detection_category_ids(PANOPTIC, data_dir) == list(COCO_CATEGORY_IDS)
+        _, targets = next(iter(load_instance_dataset(PANOPTIC, "validation", **options)))
+        (_, boxes), *_ = load_detection_dataset(PANOPTIC, "validation", **options)
+        truth = tfds_truth(PANOPTIC, targets["image"].numpy(), data_dir)
+        metric = COCOInstanceAP(
+            80, capacity=2, max_boxes=4, max_detections=3, annotations=PANOPTIC, data_dir=data_dir
+        )
+        rows = targets["boxes"].numpy()
+        order = np.argsort(rows[..., 5] + (rows[..., 4] < 0), axis=1, kind="stable")[:, :3]
+        chosen = np.take_along_axis(rows, order[..., None], 1)
+        masks = np.take_along_axis(targets["masks"].numpy(), order[..., None, None], 1)
+        predicted = chosen[..., 4] >= 0
+        predicted &= chosen[..., 5] == 0  # crowds are not predicted (COCO ignores them)
+        metric.update_state(
+            targets,
+            {
+                "boxes": chosen[..., :4],
+                "scores": np.where(predicted, 0.9, 0.0).astype(np.float32),
+                "classes": np.where(predicted, chosen[..., 4], -1).astype(np.int32),
+                "num_detections": predicted.sum(1).astype(np.int32),
+                "masks": masks.reshape(2, 3, 28, 2, 28, 2).mean((3, 5)),
+            },
+        )
+        values = metric.evaluation()
+        # a run tested on validation (TFDS has no test split) selects on train[90%:]; its
+        # metrics score against the source's own segments, in the run's data_dir
+        config = TrainConfig(
+            data=PANOPTIC, data_dir=data_dir, eval_split="validation", batch_size=2, image_size=64
+        )
+        _, selected = next(iter(instance_segmentation.TASK.datasets(config).validation))
+        run_metric = instance_segmentation.TASK.metrics(80)[0].get_config()
+    code = INSTANCE_SPLITS.index("validation") * SPLIT_STRIDE
+    assert targets["image"].numpy().tolist() == [code, code + 1]
+    code = INSTANCE_SPLITS.index("train[90%:]") * SPLIT_STRIDE
+    assert selected["image"].numpy().tolist() == [code, code + 1]
+    assert (run_metric["annotations"], run_metric["data_dir"]) == (PANOPTIC, data_dir)
+    assert run_metric["capacity"] == 2
+    np.testing.assert_array_equal(boxes.numpy(), targets["boxes"].numpy())
+    # each image's thing rows (stuff dropped), by area; the box-local masks are box_frame of the
+    # segments' pixels (letterbox scale 2: 32 pixels wide at size 64)
+    for ids, things in _panoptic_images():
+        index = 0 if len(things) > 1 else 1
+        image_rows = rows[index][rows[index, :, 4] >= 0]
+        assert sorted(image_rows[:, 4]) == sorted(label for label, _ in things.values())
+        for segment, (label, crowd) in things.items():
+            (row,) = np.nonzero(rows[index, :, 4] == label)[0]
+            x1, y1, x2, y2 = (rows[index, row, :4] / 2).round().astype(int)
+            pixels = ids == segment
+            assert rows[index, row, 5:].tolist() == [crowd, pixels.sum(), 2.0]
+            expected = box_frame(pixels[y1:y2, x1:x2], y1, x1, (x1, y1, x2, y2))
+            np.testing.assert_allclose(targets["masks"][index, row], expected, atol=1e-4)
+            # the ground truth: the segment's pixels at the image's size, its row in pixels
+            (at,) = np.nonzero(truth[index]["rows"][:, 4] == label)[0]
+            rle = truth[index]["segmentations"][at]
+            decoded = mask_api.decode({**rle, "counts": rle["counts"].encode()})
+            np.testing.assert_array_equal(decoded, pixels)
+            np.testing.assert_allclose(
+                truth[index]["rows"][at], rows[index, row, :7] / [2, 2, 2, 2, 1, 1, 1], rtol=1e-5
+            )
+        assert (truth[index]["height"], truth[index]["width"]) == ids.shape
+    assert values["mask_map"] == pytest.approx(1.0) and values["map"] == pytest.approx(1.0)
+    with pytest.raises(ValueError) as caught:
+        load_instance_dataset("tfds:coco/2017", "validation", batch_size=1)
+    message = str(caught.value)
+    assert "\n" not in message and "holds boxes only" in message, message
+    assert "'coco:<path>'" in message and "'tfds:coco/2017_panoptic'" in message
+    out = tmp_path / "run"
+    argv = ["train", "--task", "instance_segmentation", "--data", "tfds:coco/2017"]
+    assert main([*argv, "--out", str(out)]) == 2 and not out.exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "'coco:<path>'" in line and "'tfds:coco/2017_panoptic'" in line, line

@@ -7,7 +7,8 @@ Images: `load_image_dataset` (sources "digits", "tfds:<name>", "dir:<path>"),
 (`load_tokenizer`, `official_sentencepiece_model`) or any compatible tokenizer,
 CSV/TSV text classification files (``csv:<path>``, `read_text_split`,
 `text_split_dataset`), and the locally generated Long-Range Arena ListOps task. Detection:
-`load_detection_dataset` (sources "digits", "coco:<path>", "tfds:coco/2017", "tfds:voc/2007")
+`load_detection_dataset` (sources "digits", "coco:<path>", "tfds:coco/2017",
+"tfds:coco/2017_panoptic", "tfds:voc/2007")
 with its box targets (`TARGET_COLUMNS`).
 """
 

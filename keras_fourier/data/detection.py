@@ -45,7 +45,11 @@ Sources:
   same categories; a category that is the supercategory of others (the
   dataset itself as category 0, in Roboflow's exports) is no class.
 * ``"tfds:coco/2017"`` (or ``coco/2014``): TFDS's COCO, its 80 categories,
-  crowd and area as in COCO's JSON; ``"tfds:voc/2007"`` (or ``voc/2012``):
+  crowd and area as in COCO's JSON; ``"tfds:coco/2017_panoptic"``: COCO's
+  panoptic segments (splits train and validation), its 80 "thing" classes
+  as boxes (the 53 "stuff" ones dropped), crowd and area of the segments,
+  and each instance's own pixels in its PNG (instance segmentation, whose
+  masks never overlap); ``"tfds:voc/2007"`` (or ``voc/2012``):
   its 20 classes, "difficult" boxes as crowd ones (ignored by training and
   evaluation, as mmdetection's VOC evaluation ignores them).
 
@@ -150,11 +154,18 @@ class TFDSBoxes:
         crowd_key: the object feature read as iscrowd.
         area_key: the object feature holding the area; None: the box's.
         category_ids: the original category id of each label; None: label + 1.
+            With them, only the labels below their count are classes (box rows).
+        objects_key: the feature holding the objects. Default "objects".
+        panoptic_key: the feature holding a panoptic PNG (a pixel's segment id
+            R + 256 G + 256^2 B, an object's "id"), the instances' masks; None
+            (default): the dataset has no masks.
     """
 
     crowd_key: str
     area_key: str | None
     category_ids: tuple[int, ...] | None
+    objects_key: str = "objects"
+    panoptic_key: str | None = None
 
 
 _COCO_BOXES = TFDSBoxes("is_crowd", "area", COCO_CATEGORY_IDS)
@@ -162,6 +173,11 @@ _VOC_BOXES = TFDSBoxes("is_difficult", None, None)
 TFDS_BOXES = {
     "coco/2014": _COCO_BOXES,
     "coco/2017": _COCO_BOXES,
+    # COCO panoptic: 133 labels sorted by category id, the 80 "thing" classes (COCO's, in the
+    # same order) first, then the 53 "stuff" ones, which are no boxes.
+    "coco/2017_panoptic": dataclasses.replace(
+        _COCO_BOXES, objects_key="panoptic_objects", panoptic_key="panoptic_image"
+    ),
     "voc/2007": _VOC_BOXES,
     "voc/2012": _VOC_BOXES,
 }
@@ -360,7 +376,8 @@ def detection_class_names(source: str = DIGIT_CANVAS, data_dir: str | None = Non
     """The class names of a detection source, in class index order, without reading images.
 
     COCO JSON: the categories' names sorted by category id (class i is the
-    i-th); digits: "0".."9"; TFDS: its label names (VOC's 20 classes).
+    i-th); digits: "0".."9"; TFDS: its label names (VOC's 20 classes; of
+    COCO panoptic's 133, the 80 "thing" classes).
 
     Example:
         >>> detection_class_names()[:3]
@@ -370,8 +387,10 @@ def detection_class_names(source: str = DIGIT_CANVAS, data_dir: str | None = Non
     if kind == DIGIT_CANVAS:
         return [str(digit) for digit in range(10)]
     if kind == "tfds":
+        convention = _tfds_boxes(value)
         _, builder = _tfds_builder(value, data_dir)
-        return list(builder.info.features["objects"]["label"].names)
+        names = builder.info.features[convention.objects_key]["label"].names
+        return list(names[: len(convention.category_ids or names)])
     return list(_reference_annotations(value).class_names)
 
 
@@ -465,11 +484,14 @@ def _sliced(images_or_files, rows: list[np.ndarray], positions: list[int]):
 def _raw_examples(
     source: str, split: str, data_dir: str | None, training: bool, seed: int, on_bad_image: str
 ) -> tuple[tf.data.Dataset, int]:
-    """(uint8 image (H, W, 3), float32 rows (n, 7), position) examples and their count.
+    """(uint8 image (H, W, 3), float32 rows (n, 7), found) examples and their count.
 
-    `position` is the example's index among the split's canvases or COCO
-    images (-1 for TFDS); the count is -1 when unknown. Training keeps only
-    the images with a non-crowd box.
+    `found` is what a mask hook reads of the example: {"position": its index
+    among the split's canvases, COCO images or TFDS examples (the split's
+    order; -1 for TFDS when training, whose files are read shuffled)}, and
+    for a TFDS panoptic source {"panoptic": its PNG, undecoded, "segments":
+    (n,) int64 its rows' segment ids}. The count is -1 when unknown.
+    Training keeps only the images with a non-crowd box.
     """
     kind, value = _parse_source(source)
     if kind == "tfds":
@@ -479,7 +501,11 @@ def _raw_examples(
         keep = [index for index, boxes in enumerate(rows) if not training or _has_boxes(boxes)]
         dataset, table = _sliced(images[keep], [rows[index] for index in keep], keep)
         return dataset.map(
-            lambda image, start, count, position: (image, table[start : start + count], position)
+            lambda image, start, count, position: (
+                image,
+                table[start : start + count],
+                {"position": position},
+            )
         ), len(keep)
     examples = _coco_examples(value, split)
     kept = [
@@ -502,49 +528,92 @@ def _raw_examples(
     )
     dataset = decode_files(dataset, deterministic=True)
     return dataset.map(
-        lambda image, span: (image, table[span[0] : span[0] + span[1]], span[2]),
+        lambda image, span: (image, table[span[0] : span[0] + span[1]], {"position": span[2]}),
         num_parallel_calls=AUTOTUNE,
     ), len(files)
+
+
+def tfds_box_rows(
+    objects: dict[str, tf.Tensor],
+    height: tf.Tensor | int,
+    width: tf.Tensor | int,
+    convention: TFDSBoxes,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The box rows of a TFDS example's objects, and which objects they are.
+
+    Args:
+        objects: the example's objects (normalized "bbox", "label", ...).
+        height: the image's height in pixels.
+        width: its width.
+        convention: how its objects become rows (`TFDS_BOXES`).
+
+    Returns:
+        (float32 (n, 7) rows x1, y1, x2, y2 in pixels, class, iscrowd, area;
+        bool (objects,) which objects they are: those of a class, at least a
+        pixel wide and high, of positive area).
+    """
+    height, width = tf.cast(height, tf.float32), tf.cast(width, tf.float32)
+    bbox = tf.reshape(tf.cast(objects["bbox"], tf.float32), (-1, 4))
+    x1, y1 = bbox[:, 1] * width, bbox[:, 0] * height
+    x2, y2 = bbox[:, 3] * width, bbox[:, 2] * height
+    if convention.area_key is None:
+        area = (x2 - x1) * (y2 - y1)
+    else:
+        area = tf.cast(objects[convention.area_key], tf.float32)
+    labels = tf.cast(objects["label"], tf.float32)
+    crowd = tf.cast(objects[convention.crowd_key], tf.float32)
+    rows = tf.stack([x1, y1, x2, y2, labels, crowd, area], axis=1)
+    valid = (x2 - x1 >= 1) & (y2 - y1 >= 1) & (area > 0)
+    if convention.category_ids is not None:
+        valid &= labels < len(convention.category_ids)
+    return tf.boolean_mask(rows, valid), valid
+
+
+def tfds_split(
+    name: str,
+    split: str,
+    data_dir: str | None,
+    *,
+    training: bool,
+    seed: int = 0,
+    decode_image: bool = True,
+) -> tuple[tf.data.Dataset, TFDSBoxes]:
+    """A split of a TFDS detection dataset as `builder.as_dataset` reads it, and its convention.
+
+    A panoptic PNG is left undecoded (`tfds.decode.SkipDecoding`): only a
+    mask hook decodes it; so is the image without `decode_image`. Not
+    training, the files are read in the split's order.
+    """
+    convention = _tfds_boxes(name)
+    tfds, builder = _tfds_builder(name, data_dir)
+    skipped = [convention.panoptic_key] if convention.panoptic_key else []
+    skipped += [] if decode_image else ["image"]
+    dataset = builder.as_dataset(
+        split=split,
+        shuffle_files=training,
+        decoders={key: tfds.decode.SkipDecoding() for key in skipped} or None,
+        read_config=tfds.ReadConfig(shuffle_seed=seed),
+    )
+    return dataset, convention
 
 
 def _tfds_examples(
     name: str, split: str, data_dir: str | None, training: bool, seed: int
 ) -> tuple[tf.data.Dataset, int]:
-    convention = _tfds_boxes(name)
-    tfds, builder = _tfds_builder(name, data_dir)
-    dataset = builder.as_dataset(
-        split=split, shuffle_files=training, read_config=tfds.ReadConfig(shuffle_seed=seed)
-    )
+    dataset, convention = tfds_split(name, split, data_dir, training=training, seed=seed)
     count = int(dataset.cardinality())
 
-    def convert(example):
+    def convert(position, example):
         image = example["image"]
-        objects = example["objects"]
-        height = tf.cast(tf.shape(image)[0], tf.float32)
-        width = tf.cast(tf.shape(image)[1], tf.float32)
-        bbox = tf.reshape(tf.cast(objects["bbox"], tf.float32), (-1, 4))
-        x1, y1 = bbox[:, 1] * width, bbox[:, 0] * height
-        x2, y2 = bbox[:, 3] * width, bbox[:, 2] * height
-        if convention.area_key is None:
-            area = (x2 - x1) * (y2 - y1)
-        else:
-            area = tf.cast(objects[convention.area_key], tf.float32)
-        rows = tf.stack(
-            [
-                x1,
-                y1,
-                x2,
-                y2,
-                tf.cast(objects["label"], tf.float32),
-                tf.cast(objects[convention.crowd_key], tf.float32),
-                area,
-            ],
-            axis=1,
-        )
-        valid = (x2 - x1 >= 1) & (y2 - y1 >= 1) & (area > 0)
-        return image, tf.boolean_mask(rows, valid), tf.constant(-1, tf.int64)
+        objects = example[convention.objects_key]
+        rows, kept = tfds_box_rows(objects, tf.shape(image)[0], tf.shape(image)[1], convention)
+        found = {"position": tf.constant(-1, tf.int64) if training else position}
+        if convention.panoptic_key:
+            found["panoptic"] = example[convention.panoptic_key]
+            found["segments"] = tf.boolean_mask(tf.cast(objects["id"], tf.int64), kept)
+        return image, rows, found
 
-    dataset = dataset.map(convert, num_parallel_calls=AUTOTUNE)
+    dataset = dataset.enumerate().map(convert, num_parallel_calls=AUTOTUNE)
     if training:
         dataset = dataset.filter(lambda image, rows, _: tf.reduce_any(tf.equal(rows[:, 5], 0.0)))
         count = -1
@@ -792,8 +861,8 @@ def load_detection_dataset(
     """Build a batched object detection pipeline (see the module docstring).
 
     Args:
-        source: "digits", "coco:<path>", "tfds:coco/2017" or
-            "tfds:voc/2007". Default "digits".
+        source: "digits", "coco:<path>", "tfds:coco/2017",
+            "tfds:coco/2017_panoptic" or "tfds:voc/2007". Default "digits".
         split: "train", "validation" or "test" (TFDS slices such as
             "train[:90%]" for TFDS). Default "train".
         image_size: output height and width S, a positive int. Default 64.
@@ -811,11 +880,14 @@ def load_detection_dataset(
         on_bad_image: a corrupt image file of a ``coco:`` source: "error"
             (the pipeline fails naming it) or "skip" (left out, counted in
             one warning line). Default "error".
-        masks: position -> float32 (n, M, M) box-local masks of the n box
-            rows of the example at that position of the split (its canvas or
-            COCO image index), moved with the boxes; the targets are then
-            {"boxes": ..., "masks": (B, max_boxes, M, M), "image": (B,) int32
-            the positions}
+        masks: (found, rows) -> float32 (n, M, M) box-local masks of an
+            example's n box rows (float32 (n, 7) in its pixels), `found` what
+            the source tells of the example: {"position": its index in the
+            split (canvas, COCO image or TFDS example)}, with, for a TFDS
+            panoptic source, "panoptic" (its PNG, undecoded) and "segments"
+            (its rows' segment ids); the masks move with the boxes, and the
+            targets are then {"boxes": ..., "masks": (B, max_boxes, M, M),
+            "image": (B,) int32 the positions}
             (:func:`keras_fourier.data.instances.load_instance_dataset`).
             Default None.
 
@@ -851,10 +923,10 @@ def load_detection_dataset(
     # Examples are (image, rows, *carried): with masks, carried = (masks, position), the
     # position passing every transform unchanged.
     if masks is None:
-        dataset = dataset.map(lambda image, rows, position: (image, rows))
+        dataset = dataset.map(lambda image, rows, found: (image, rows))
     else:
         dataset = dataset.map(
-            lambda image, rows, position: (image, rows, masks(position), position),
+            lambda image, rows, found: (image, rows, masks(found, rows), found["position"]),
             num_parallel_calls=AUTOTUNE,
         )
 

@@ -22,8 +22,16 @@ Sources:
   RLE (``{"size": [height, width], "counts": ...}``, compressed string or
   uncompressed list, decoded for the box's columns only).
 
+* ``"tfds:coco/2017_panoptic"``: TFDS's COCO panoptic segmentation, its
+  80 "thing" classes (the detection source's boxes), each instance's mask
+  its segment's pixels in the example's panoptic PNG (a pixel's segment id
+  R + 256 G + 256^2 B), resampled within its box's window by area. Panoptic
+  segments never overlap, where COCO's instance annotations may: this is
+  COCO's images and classes, not its instances protocol.
+
 TFDS's ``coco/2017`` holds boxes only (its builder keeps no segmentation),
-so a ``tfds:`` source is refused in one line naming the ``coco:`` layout.
+so it is refused in one line naming ``coco:<path>`` and
+``tfds:coco/2017_panoptic``.
 
 Every segmentation is checked before anything is decoded, and a bad one is
 one `ValueError` line naming the file and the annotation: a polygon of
@@ -39,7 +47,8 @@ columns), and an image whose masks would decode to more than
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,11 +56,18 @@ import tensorflow as tf
 
 from keras_fourier.data.coco_json import CocoAnnotations, short_repr
 from keras_fourier.data.detection import (
+    COCO_HELD_OUT_SPLITS,
+    TFDS_BOXES,
+    TFDSBoxes,
     _coco_examples,
+    _coco_split,
+    _CocoExamples,
     _digit_boxes,
     _parse_source,
     is_detection_source,
     load_detection_dataset,
+    tfds_box_rows,
+    tfds_split,
 )
 from keras_fourier.data.segmentation import DIGIT_CANVAS
 
@@ -65,19 +81,26 @@ MAX_MASK_PIXELS = 100_000_000
 # COCO's compressed RLE: 6-bit groups, ASCII 48 + value.
 _RLE_ALPHABET = range(48, 48 + 64)
 # The splits of instance sources, in the order of their code in the targets' "image": split
-# code * SPLIT_STRIDE + the example's position in its split.
-INSTANCE_SPLITS = ("train", "validation", "test")
+# code * SPLIT_STRIDE + the example's position in its split. The held-out training slices
+# (detection_splits of a source evaluated on its validation split) have theirs.
+INSTANCE_SPLITS = ("train", "validation", "test", *COCO_HELD_OUT_SPLITS)
 SPLIT_STRIDE = 1 << 24
+# The COCO splits whose checked examples coco_truth keeps, the last used.
+TRUTH_CACHE_SIZE = 4
+_TRUTH_CACHE: dict[tuple, _CocoExamples] = {}
 
 
 def is_instance_source(source: str) -> bool:
-    """Whether `source` names instance segmentation data ("digits" or "coco:<path>").
+    """Whether `source` names instance segmentation data (digits, COCO JSON, TFDS panoptic).
 
     Example:
         >>> is_instance_source("coco:/data/coco"), is_instance_source("tfds:voc/2007")
         (True, False)
     """
-    return is_detection_source(source) and _parse_source(source)[0] != "tfds"
+    if not is_detection_source(source):
+        return False
+    kind, value = _parse_source(source)
+    return kind != "tfds" or TFDS_BOXES[value].panoptic_key is not None
 
 
 # ----------------------------------------------------------------------------- box frames
@@ -356,23 +379,82 @@ class DigitMasks:
 # ----------------------------------------------------------------------------- pipeline
 
 
-def instance_masks(source: str, split: str):
-    """The position -> box-local masks function of a split of an instance source.
+def panoptic_box_masks(panoptic: np.ndarray, segments: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """The box-local masks of panoptic segments: each one's pixels within its box's window.
+
+    Args:
+        panoptic: uint8 (H, W, 3) a panoptic PNG's pixels (segment id
+            R + 256 G + 256^2 B).
+        segments: (n,) the segment id of each box.
+        boxes: (n, 4) x1, y1, x2, y2 of the boxes in the image's pixels.
+
+    Returns:
+        float32 (n, M, M): each segment's pixels resampled into its box's
+        frame by area (`box_frame`).
+    """
+    height, width = panoptic.shape[:2]
+    masks = []
+    for segment, box in zip(segments, boxes, strict=True):
+        top, left, bottom, right = _window(box, height, width)
+        ids = panoptic_ids(panoptic[top:bottom, left:right])
+        masks.append(box_frame(ids == segment, top, left, box))
+    return np.stack(masks) if masks else np.zeros((0, MASK_CROP, MASK_CROP), np.float32)
+
+
+def panoptic_ids(pixels: np.ndarray) -> np.ndarray:
+    """The segment ids of a panoptic PNG's uint8 (..., 3) pixels: R + 256 G + 256^2 B, int64.
+
+    Example:
+        >>> panoptic_ids(np.array([[1, 2, 3]], np.uint8)).tolist()
+        [197121]
+    """
+    pixels = pixels.astype(np.int64)
+    return pixels[..., 0] + 256 * pixels[..., 1] + 65536 * pixels[..., 2]
+
+
+def _decode_panoptic(found: dict[str, tf.Tensor], rows: tf.Tensor) -> tf.Tensor:
+    """The box-local masks of a TFDS panoptic example's rows (its PNG decoded here)."""
+    panoptic = tf.io.decode_png(found["panoptic"], channels=3)
+    return tf.numpy_function(
+        panoptic_box_masks, [panoptic, found["segments"], rows[:, :4]], tf.float32, stateful=False
+    )
+
+
+def instance_masks(
+    source: str, split: str
+) -> Callable[[dict[str, tf.Tensor], tf.Tensor], tf.Tensor]:
+    """The mask hook of `load_detection_dataset` for a split of an instance source.
+
+    Returns:
+        (found, rows) -> float32 (n, M, M) the box-local masks of an
+        example's rows: by its position (digits, COCO JSON), or from its
+        panoptic PNG (TFDS panoptic).
 
     Raises:
-        ValueError: a TFDS source (no masks), or a bad segmentation (one line).
+        ValueError: a TFDS source without masks, or a bad segmentation (one line).
     """
     kind, value = _parse_source(source)
-    if kind == DIGIT_CANVAS:
-        return DigitMasks(split)
     if kind == "tfds":
-        raise ValueError(
-            f"Instance segmentation source {source!r}: TFDS's {value} holds boxes only (its "
-            "builder keeps no segmentation); use COCO's annotations as 'coco:<path>' "
-            f"(annotations/instances_<split>.json and the image folders). Received: {source!r}"
-        )
-    examples = _coco_examples(value, split)
-    return CocoMasks(examples.annotations, examples.positions)
+        if not is_instance_source(source):
+            raise ValueError(
+                f"Instance segmentation source {source!r}: TFDS's {value} holds boxes only (its "
+                "builder keeps no segmentation); use COCO's annotations as 'coco:<path>' "
+                "(annotations/instances_<split>.json and the image folders) or COCO's panoptic "
+                f"segments as 'tfds:coco/2017_panoptic'. Received: {source!r}"
+            )
+        decode = _decode_panoptic
+    else:
+        if kind == DIGIT_CANVAS:
+            by_position = DigitMasks(split)
+        else:
+            examples = _coco_examples(value, split)
+            by_position = CocoMasks(examples.annotations, examples.positions)
+
+        def decode(found: dict[str, tf.Tensor], rows: tf.Tensor) -> tf.Tensor:
+            del rows
+            return tf.numpy_function(by_position, [found["position"]], tf.float32, stateful=False)
+
+    return lambda found, rows: tf.ensure_shape(decode(found, rows), (None, MASK_CROP, MASK_CROP))
 
 
 def load_instance_dataset(
@@ -381,8 +463,10 @@ def load_instance_dataset(
     """Build a batched instance segmentation pipeline (see the module docstring).
 
     Args:
-        source: "digits" or "coco:<path>". Default "digits".
-        split: "train", "validation" or "test". Default "train".
+        source: "digits", "coco:<path>" or "tfds:coco/2017_panoptic".
+            Default "digits".
+        split: "train", "validation", "test", or the held-out training
+            slices "train[:90%]" and "train[90%:]". Default "train".
         **options: the keyword arguments of
             :func:`keras_fourier.data.detection.load_detection_dataset`
             (image_size, batch_size, training, augment, max_boxes, seed, ...).
@@ -409,24 +493,58 @@ def load_instance_dataset(
             f"split={split!r}"
         )
     masks = instance_masks(source, split)
-
-    def decode(position: tf.Tensor) -> tf.Tensor:
-        decoded = tf.numpy_function(masks, [position], tf.float32, stateful=False)
-        return tf.ensure_shape(decoded, (None, MASK_CROP, MASK_CROP))
-
     code = INSTANCE_SPLITS.index(split) * SPLIT_STRIDE
-    return load_detection_dataset(source, split, masks=decode, **options).map(
+    return load_detection_dataset(source, split, masks=masks, **options).map(
         lambda images, targets: (images, {**targets, "image": targets["image"] + code})
     )
 
 
-def coco_truth(source: str, images: Sequence[int]) -> list[dict[str, Any]]:
+def _scored_splits(source: str, images: Sequence[int]) -> list[tuple[str, int]]:
+    """The (split, position) of each targets' "image" value, refusing one of no split."""
+    found = []
+    for image in images:
+        code, position = divmod(int(image), SPLIT_STRIDE)
+        if not 0 <= code < len(INSTANCE_SPLITS):
+            raise ValueError(
+                f"Image {int(image)} of source {source!r} names no split (codes 0-"
+                f"{len(INSTANCE_SPLITS) - 1} times {SPLIT_STRIDE}). Received: image={image!r}"
+            )
+        found.append((INSTANCE_SPLITS[code], position))
+    return found
+
+
+def _past_end(source: str, split: str, count: int | str, position: int) -> ValueError:
+    return ValueError(
+        f"Split {split!r} of {source!r} has {count} images. Received: position={position}"
+    )
+
+
+def _checked_examples(path: str, split: str) -> _CocoExamples:
+    """`_coco_examples` of a split, kept while its JSON file is unchanged (size, mtime)."""
+    stat = os.stat(_coco_split(path, split).annotation_file)
+    key = (path, split, stat.st_size, stat.st_mtime_ns)
+    if key not in _TRUTH_CACHE:
+        while len(_TRUTH_CACHE) >= TRUTH_CACHE_SIZE:
+            del _TRUTH_CACHE[next(iter(_TRUTH_CACHE))]
+        _TRUTH_CACHE[key] = _coco_examples(path, split)
+    return _TRUTH_CACHE[key]
+
+
+def coco_truth(
+    source: str, images: Sequence[int], data_dir: str | None = None
+) -> list[dict[str, Any]]:
     """The original ground truth of scored images of a ``coco:`` source, for COCO's evaluation.
+
+    A split's JSON is read and checked (its image files too) once while it
+    is unchanged: the last `TRUTH_CACHE_SIZE` splits are kept, by the JSON
+    file's size and modification time.
 
     Args:
         source: the ``"coco:<path>"`` source the images came from.
         images: each scored image's targets ``"image"`` value (its split's
             code times `SPLIT_STRIDE` plus its position in the split).
+        data_dir: unused (a ``coco:`` source names its folder); the
+            signature of ground-truth readers. Default None.
 
     Returns:
         Per image, {"height", "width": the image's size in the JSON,
@@ -441,30 +559,93 @@ def coco_truth(source: str, images: Sequence[int]) -> list[dict[str, Any]]:
         ValueError: not a ``coco:`` source, an image value of no split or
             past its split's end, or a bad segmentation.
     """
+    del data_dir
     kind, value = _parse_source(source)
     if kind != "coco":
         raise ValueError(
             f"COCO ground truth comes from a 'coco:<path>' source. Received: source={source!r}"
         )
-    splits: dict[int, Any] = {}
     truth = []
-    for image in images:
-        code, position = divmod(int(image), SPLIT_STRIDE)
-        if code not in splits:
-            if not 0 <= code < len(INSTANCE_SPLITS):
-                raise ValueError(
-                    f"Image {int(image)} of source {source!r} names no split (codes 0-"
-                    f"{len(INSTANCE_SPLITS) - 1} times {SPLIT_STRIDE}). Received: image={image!r}"
-                )
-            splits[code] = _coco_examples(value, INSTANCE_SPLITS[code])
-        examples = splits[code]
+    for split, position in _scored_splits(source, images):
+        examples = _checked_examples(value, split)
         if position >= len(examples.positions):
-            raise ValueError(
-                f"Split {INSTANCE_SPLITS[code]!r} of {source!r} has {len(examples.positions)} "
-                f"images. Received: position={position}"
-            )
+            raise _past_end(source, split, len(examples.positions), position)
         truth.append(_image_truth(examples.annotations, examples.positions[position]))
     return truth
+
+
+def tfds_truth(
+    source: str, images: Sequence[int], data_dir: str | None = None
+) -> list[dict[str, Any]]:
+    """The original ground truth of scored images of a TFDS panoptic source (COCO's evaluation).
+
+    One ordered pass over each split the images come from (the order the
+    evaluation pipeline reads it), decoding only the scored images'
+    panoptic PNGs.
+
+    Args:
+        source: ``"tfds:coco/2017_panoptic"``.
+        images: each scored image's targets ``"image"`` value (its split's
+            code times `SPLIT_STRIDE` plus its index in the split).
+        data_dir: the TFDS data directory. Default None.
+
+    Returns:
+        Per image, {"height", "width": its size, "rows": float64 (n, 7) its
+        "thing" segments' rows as the pipeline keeps them (x1, y1, x2, y2,
+        class, iscrowd, area), "segmentations": each one's pixels at the
+        image's size as COCO RLE (compressed counts)}.
+
+    Raises:
+        ValueError: not a TFDS panoptic source, or an image value of no
+            split or past its split's end.
+    """
+    kind, value = _parse_source(source)
+    if kind != "tfds" or not is_instance_source(source):
+        raise ValueError(
+            "TFDS ground truth comes from a TFDS panoptic source ('tfds:coco/2017_panoptic'). "
+            f"Received: source={source!r}"
+        )
+    scored = _scored_splits(source, images)
+    found: dict[tuple[str, int], dict[str, Any]] = {}
+    for split in dict.fromkeys(split for split, _ in scored):
+        wanted = sorted({position for name, position in scored if name == split})
+        read, count = _panoptic_split_truth(value, split, wanted, data_dir)
+        missing = [position for position in wanted if position not in read]
+        if missing:
+            raise _past_end(source, split, count if count >= 0 else "fewer", missing[0])
+        found.update({(split, position): read[position] for position in wanted})
+    return [found[key] for key in scored]
+
+
+def _panoptic_split_truth(
+    name: str, split: str, wanted: list[int], data_dir: str | None
+) -> tuple[dict[int, Any], int]:
+    """({position: `_panoptic_truth`} of the wanted positions of a split, its size or -1)."""
+    dataset, convention = tfds_split(name, split, data_dir, training=False, decode_image=False)
+    count = max(int(dataset.cardinality()), -1)
+    found = {}
+    chosen = tf.constant(wanted, tf.int64)
+    dataset = dataset.take(wanted[-1] + 1).enumerate()
+    dataset = dataset.filter(lambda index, _: tf.reduce_any(tf.equal(index, chosen)))
+    for index, example in dataset:
+        found[int(index)] = _panoptic_truth(example, convention)
+    return found, count
+
+
+def _panoptic_truth(example: dict[str, tf.Tensor], convention: TFDSBoxes) -> dict[str, Any]:
+    """One image's entry of `tfds_truth`."""
+    panoptic = tf.io.decode_png(example[convention.panoptic_key], channels=3).numpy()
+    height, width = panoptic.shape[:2]
+    objects = example[convention.objects_key]
+    rows, kept = tfds_box_rows(objects, height, width, convention)
+    ids = panoptic_ids(panoptic)
+    mask = _mask_api()
+    segmentations = []
+    for segment in objects["id"].numpy()[kept.numpy()]:
+        rle = mask.encode(np.asfortranarray((ids == segment).astype(np.uint8)))
+        segmentations.append({"size": [height, width], "counts": rle["counts"].decode("ascii")})
+    rows = rows.numpy().astype(np.float64)
+    return {"height": height, "width": width, "rows": rows, "segmentations": segmentations}
 
 
 def _image_truth(annotations: CocoAnnotations, index: int) -> dict[str, Any]:

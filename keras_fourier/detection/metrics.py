@@ -234,13 +234,14 @@ class COCOMeanAP(keras.metrics.Metric):
 
 
 # Readers of a source's own ground truth, by source kind: (source, the targets' "image"
-# values) -> per image {"height", "width", "rows", "segmentations"}
-# (keras_fourier.data.instances.coco_truth, which the instance segmentation task registers:
-# the data side stays out of this module).
-GROUND_TRUTH_READERS: dict[str, Callable[[str, np.ndarray], list[dict]]] = {}
+# values, the TFDS data directory) -> per image {"height", "width", "rows", "segmentations"}
+# (keras_fourier.data.instances.coco_truth and tfds_truth, which the instance segmentation
+# task registers: the data side stays out of this module).
+GroundTruthReader = Callable[[str, np.ndarray, str | None], list[dict]]
+GROUND_TRUTH_READERS: dict[str, GroundTruthReader] = {}
 
 
-def register_ground_truth(kind: str, reader: Callable[[str, np.ndarray], list[dict]]) -> None:
+def register_ground_truth(kind: str, reader: GroundTruthReader) -> None:
     """Registers `reader` as the ground truth of :class:`COCOInstanceAP` on `kind` sources.
 
     Example:
@@ -261,8 +262,8 @@ class COCOInstanceAP(COCOMeanAP):
     (:func:`~keras_fourier.detection.evaluation.coco_evaluate_instances`):
     with `annotations` (the ``coco:`` source the targets came from) against
     that source's own annotations at the original resolution, found again
-    by each image's targets ``"image"`` (COCO's protocol); else against the
-    targets' box-local masks.
+    by each image's targets ``"image"`` (COCO's protocol; a TFDS panoptic
+    source's segments likewise); else against the targets' box-local masks.
 
     Args:
         num_classes: the detector's classes. Default None: `class_names`'s count.
@@ -276,9 +277,13 @@ class COCOInstanceAP(COCOMeanAP):
             the masks, "mask_map" (default), "mask_map50", ...
         name: the metric's name. Default `key`.
         dtype: the metric's dtype. Default None.
-        annotations: the ``"coco:<path>"`` source of the scored targets,
-            whose annotations are the ground truth; None (default): the
-            targets' rows and masks.
+        annotations: the source of the scored targets whose annotations
+            are the ground truth, read by the reader registered for its kind
+            (`register_ground_truth`): ``"coco:<path>"``,
+            ``"tfds:coco/2017_panoptic"``; None (default): the targets' rows
+            and masks.
+        data_dir: the TFDS data directory of a ``tfds:`` `annotations`.
+            Default None.
 
     Call arguments (``update_state``):
         y_true: {"boxes": (B, max_boxes, 8) rows (see
@@ -310,6 +315,7 @@ class COCOInstanceAP(COCOMeanAP):
         name: str | None = None,
         dtype=None,
         annotations: str | None = None,
+        data_dir: str | None = None,
     ):
         if num_classes is None and class_names is not None:
             num_classes = len(class_names)
@@ -317,13 +323,16 @@ class COCOInstanceAP(COCOMeanAP):
             num_classes, class_names, capacity, max_boxes, max_detections, key, name, dtype
         )
         if annotations is not None and not (
-            isinstance(annotations, str) and annotations.startswith("coco:")
+            isinstance(annotations, str) and annotations.startswith(("coco:", "tfds:"))
         ):
             raise ValueError(
-                "`annotations` must be None or a 'coco:<path>' source. Received: "
-                f"annotations={annotations!r}"
+                "`annotations` must be None or a 'coco:<path>' or 'tfds:<name>' source. "
+                f"Received: annotations={annotations!r}"
             )
+        if data_dir is not None and not isinstance(data_dir, str):
+            raise TypeError(f"`data_dir` must be None or a str. Received: data_dir={data_dir!r}")
         self.annotations = annotations
+        self.data_dir = data_dir
         self.images = self.add_variable((self.capacity,), "zeros", "int32", name="images")
         size = STORED_MASK_SIZE
         self.detection_masks = self.add_variable(
@@ -398,7 +407,9 @@ class COCOInstanceAP(COCOMeanAP):
         self.count.assign(self.count + kept)
 
     def _truth_source(self) -> str | None:
-        return self.annotations
+        if self.annotations is None:
+            return None
+        return f"{self.annotations} (data_dir={self.data_dir})"
 
     def _stored(self, count: int) -> list[np.ndarray]:
         return [
@@ -420,7 +431,7 @@ class COCOInstanceAP(COCOMeanAP):
                     "segmentation task registers COCO's: import keras_fourier.tasks). Received: "
                     f"annotations={self.annotations!r}"
                 )
-            originals = GROUND_TRUTH_READERS[kind](self.annotations, images)
+            originals = GROUND_TRUTH_READERS[kind](self.annotations, images, self.data_dir)
         return coco_evaluate_instances(
             list(ground_truth),
             list(truth_masks / 255.0),
@@ -431,7 +442,7 @@ class COCOInstanceAP(COCOMeanAP):
         )
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "annotations": self.annotations}
+        return {**super().get_config(), "annotations": self.annotations, "data_dir": self.data_dir}
 
 
 def _as_bytes(masks) -> object:

@@ -1,4 +1,4 @@
-"""Instance segmentation: boxes, classes and masks of "digits" and "coco:" data, two-stage models.
+"""Instance segmentation: boxes, classes and masks of digits, COCO and TFDS panoptic data.
 
 The task builds its model itself (:meth:`InstanceSegmentation.build_model`):
 a :func:`keras_fourier.detection.CascadeMaskRCNN` (`ARCH`) on the run's model
@@ -30,7 +30,12 @@ import tensorflow as tf
 
 from keras_fourier.data.checks import read_image_file
 from keras_fourier.data.detection import count_detection_examples, letterbox_example
-from keras_fourier.data.instances import coco_truth, is_instance_source, load_instance_dataset
+from keras_fourier.data.instances import (
+    coco_truth,
+    is_instance_source,
+    load_instance_dataset,
+    tfds_truth,
+)
 from keras_fourier.detection import COCOInstanceAP
 from keras_fourier.detection.evaluation import coco_results, mask_results, paste_mask
 from keras_fourier.detection.metrics import register_ground_truth
@@ -78,8 +83,10 @@ SMALL_IMAGE_SETTINGS = {
     "proposals": {"train_pre_nms": 128, "train_max_proposals": 128},
     "roi_head": {"num_samples": 32, "train_sampling_terms": 16, "pre_nms": 200},
 }
-# COCOInstanceAP(annotations="coco:<path>") scores against the source's own annotations.
+# COCOInstanceAP(annotations="coco:<path>" or "tfds:coco/2017_panoptic") scores against the
+# source's own annotations.
 register_ground_truth("coco", coco_truth)
+register_ground_truth("tfds", tfds_truth)
 # What the default job on the digit canvases changes of the "deit" recipe.
 DIGITS_RECIPE = {"epochs": 6, "batch_size": 16, "learning_rate": 1e-3, "warmup_epochs": 1}
 # The metrics of runs (COCOInstanceAP keys; "mask_map" selects best.keras).
@@ -115,16 +122,18 @@ class InstanceSegmentation(BoxTask):
 
     name = "instance_segmentation"
     what = "instance segmentation"
-    sources = "'digits' or 'coco:<path>' (COCO polygons or RLE)"
+    sources = "'digits', 'coco:<path>' (COCO polygons or RLE) or 'tfds:coco/2017_panoptic'"
     selection_metric = "mask_map"
     outputs = "classes (Cascade Mask R-CNN: boxes and 28x28 masks)"
     recipe = DIGITS_RECIPE
     is_source = staticmethod(is_instance_source)
     load = staticmethod(load_instance_dataset)
-    # The size of the split a pipeline last scored (the metrics' capacity), and its source when
-    # it has COCO annotations (the metrics' ground truth).
+    # The size of the split a pipeline last scored (the metrics' capacity), its source when it
+    # has its own annotations (the metrics' ground truth: coco: and TFDS panoptic), and the
+    # TFDS data directory.
     _scored_images: int | None = None
     _scored_source: str | None = None
+    _scored_data_dir: str | None = None
 
     def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
         """`ARCH` on `config.model` at the run's size (`SMALL_IMAGE_ARCH` and settings on small)."""
@@ -164,7 +173,8 @@ class InstanceSegmentation(BoxTask):
 
     def _scored(self, data: str, split: str, data_dir: str | None) -> None:
         self._scored_images = count_detection_examples(data, split, data_dir)
-        self._scored_source = data if data.startswith("coco:") else None
+        self._scored_source = data if data.startswith(("coco:", "tfds:")) else None
+        self._scored_data_dir = data_dir
 
     def check_outputs(self, model: keras.Model, num_classes: int | None, what: str) -> None:
         """Refuses a model without a two-stage detector's detections and masks of C classes."""
@@ -189,8 +199,9 @@ class InstanceSegmentation(BoxTask):
         """COCO box mAP and mAP50, mask mAP, mAP50 and mAP75 of the whole split (pycocotools).
 
         They hold as many images as the split last given by `datasets` or
-        `evaluation_data` (else 5,000); on a ``coco:`` source they score
-        against its own annotations at the original resolution.
+        `evaluation_data` (else 5,000); on a ``coco:`` or TFDS panoptic
+        source they score against its own annotations at the original
+        resolution.
         """
         del training
         capacity = self._scored_images or DEFAULT_CAPACITY
@@ -201,6 +212,7 @@ class InstanceSegmentation(BoxTask):
                 max_boxes=100,
                 key=key,
                 annotations=self._scored_source,
+                data_dir=self._scored_data_dir,
             )
             for key in METRIC_KEYS
         ]
