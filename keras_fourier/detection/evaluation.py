@@ -187,15 +187,22 @@ def paste_mask(mask: np.ndarray, box: Sequence[float], height: int, width: int) 
     return pasted
 
 
+def _scales(ground_truth: Sequence[np.ndarray], detections: Sequence[np.ndarray]) -> list:
+    """Each image's letterbox scale (output pixels per original pixel), from its target rows."""
+    return [
+        _image_scale(_rows(array, 8, f"ground_truth[{index}]"), index, len(detections[index]) > 0)
+        for index, array in enumerate(ground_truth)
+    ]
+
+
 def _ground_truth(ground_truth: Sequence[np.ndarray], detections: Sequence[np.ndarray]):
     """COCO's images and annotations (bbox in original pixels) and each image's scale."""
-    images, annotations, scales = [], [], []
+    images, annotations, scales = [], [], _scales(ground_truth, detections)
     for index, array in enumerate(ground_truth):
         rows = _rows(array, 8, f"ground_truth[{index}]")
-        scales.append(_image_scale(rows, index, len(detections[index]) > 0))
         images.append({"id": index})
         for row in rows[rows[:, _CLASS] >= 0]:
-            x1, y1, x2, y2 = row[:4] / scales[-1]
+            x1, y1, x2, y2 = row[:4] / scales[index]
             annotations.append(
                 {
                     "id": len(annotations) + 1,  # COCOeval matches on ids > 0
@@ -395,9 +402,11 @@ def coco_evaluate_instances(
             "ground_truth, ground_truth_masks, detections, detection_masks (and originals) must "
             f"have one entry per image. Received: {[count, *lengths]}"
         )
-    images, annotations, scales = _ground_truth(ground_truth, detections)
-    if originals is not None:
+    if originals is None:
+        images, annotations, scales = _ground_truth(ground_truth, detections)
+    else:
         images, annotations = _original_truth(originals)
+        scales = _scales(ground_truth, detections)
     results = _box_results(detections, class_names, scales)
     values = _run_coco_eval(images, annotations, results, class_names, "bbox")
     numbers, ordered = iter(annotations), iter(results)  # both image by image, in order
