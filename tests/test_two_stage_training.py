@@ -289,6 +289,25 @@ def test_a_tiny_mask_rcnn_fits_one_batch():
     assert history["s0_cls"][-1] < 0.8 * history["s0_cls"][0], history["s0_cls"]
 
 
+@pytest.mark.single_backend  # passes under JAX (71 s: its evaluation step compiles) and PyTorch
+def test_evaluation_takes_its_loss_from_the_pass_that_gives_its_detections():
+    keras.utils.set_random_seed(0)
+    model = _tiny_detector("mask_rcnn")
+    images, y = _batch()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    seed = keras.ops.convert_to_numpy(model.sampling_seed.state)
+    logs = model.evaluate(images, y, batch_size=2, verbose=0, return_dict=True)
+    assert set(logs) == {"loss", *tsl.loss_part_names(1, True)}
+    # The same loss as from the trunk run again on the images, with the same sampling draws.
+    model.sampling_seed.state.assign(seed)
+    detections = model(images)
+    assert sorted(detections) == ["boxes", "classes", "masks", "num_detections", "scores"]
+    expected = model.compute_loss(images, y, detections, training=False)
+    expected = float(keras.ops.convert_to_numpy(keras.ops.stop_gradient(expected)))
+    np.testing.assert_allclose(logs["loss"], expected, rtol=1e-5)
+    assert logs["loss"] > 0
+
+
 @pytest.mark.single_backend
 def test_the_cascades_loss_parts_at_initialisation():
     keras.utils.set_random_seed(0)

@@ -124,8 +124,13 @@ class TwoStageDetector(keras.Model):
             "levels": self.get_layer("neck").output,
             "rpn": self.get_layer("rpn").output,
         }
-        # The trunk shares the layers; it is not tracked (its weights are the model's).
+        # The trunk, and the detections with the trunk's outputs (an evaluation step's one
+        # pass, for its metrics and its loss), share the layers; they are not tracked (their
+        # weights are the model's).
         object.__setattr__(self, "_trunk", keras.Model(self.input, outputs, name="trunk"))
+        evaluated = {**self.output, **outputs}
+        object.__setattr__(self, "_evaluated", keras.Model(self.input, evaluated, name="evaluated"))
+        object.__setattr__(self, "_in_test_step", False)
         # The training loss's random sampling of anchors and RoIs, and the mean of each loss
         # part (rpn_cls, s0_box, ...) that fit and evaluate log.
         self.sampling_seed = keras.random.SeedGenerator(name="sampling_seed")
@@ -148,7 +153,22 @@ class TwoStageDetector(keras.Model):
     def call(self, inputs, training=None, mask=None):
         if training:
             return self._trunk(inputs, training=True)
+        if self._in_test_step:
+            return self._evaluated(inputs, training=False)
         return super().call(inputs, training=training, mask=mask)
+
+    def test_step(self, *args, **kwargs):
+        """Keras's evaluation step, with one pass: the detections and the trunk's outputs.
+
+        The metrics read the detections and the loss the trunk's outputs of
+        the same call (the flag is read while the step is traced or run, on
+        every backend), so the trunk does not run a second time for the loss.
+        """
+        object.__setattr__(self, "_in_test_step", True)
+        try:
+            return super().test_step(*args, **kwargs)
+        finally:
+            object.__setattr__(self, "_in_test_step", False)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The training loss: the sum of the parts of :func:`two_stage_losses`.
@@ -158,8 +178,9 @@ class TwoStageDetector(keras.Model):
             y: {"boxes": (B, G, 8) ground-truth rows (padding rows of class
                 -1), optionally "masks": (B, G, 56, 56) box-local instance
                 masks}; a bare (B, G, 8) array is taken as "boxes".
-            y_pred: the trunk's outputs ({"levels", "rpn"}, a training call);
-                detections (evaluation) run the trunk on `x` again.
+            y_pred: the trunk's outputs ({"levels", "rpn"}: a training call,
+                or an evaluation step's, beside its detections); detections
+                alone run the trunk on `x` again.
             sample_weight: not supported (None).
             training: whether the call is a training step.
 
@@ -209,7 +230,7 @@ class TwoStageDetector(keras.Model):
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """Updates the detection metrics on (targets, detections); training batches skip."""
-        if not (isinstance(y_pred, dict) and set(TRUNK_OUTPUTS) <= set(y_pred)):
+        if isinstance(y_pred, dict) and "boxes" in y_pred:
             for metric in getattr(self, "_detection_metrics", []):
                 metric.update_state(y, y_pred)
         return self.get_metrics_result()
