@@ -424,7 +424,22 @@ def suppress(boxes, scores, groups, valid, iou_threshold: float, limit: int):
     """
     same = ops.cast(groups[:, :, None] == groups[:, None, :], "float32")
     overlaps = ops.cast(pairwise_iou(boxes, boxes) > iou_threshold, "float32") * same
-    keep = greedy_nms(overlaps, valid)
+    return best_kept(boxes, scores, greedy_nms(overlaps, valid), limit)
+
+
+def best_kept(boxes, scores, keep, limit: int):
+    """The `limit` best kept candidates (of `suppress`), best first, padded with zeros.
+
+    Args:
+        boxes: (B, K, 4) candidates.
+        scores: (B, K) their scores, in [0, 1].
+        keep: (B, K) 1/0 float32: the candidates NMS kept.
+        limit: how many to return.
+
+    Returns:
+        ``(boxes, scores, order, kept)`` as :func:`suppress` returns them; ties
+        in score keep the candidates' order.
+    """
     top = min(limit, boxes.shape[1])
     best, order = ops.top_k(scores * keep - (1.0 - keep), top)
     kept = ops.cast(best >= 0, "float32")

@@ -13,10 +13,12 @@ from keras import ops
 
 from keras_fourier.layers.detection import (
     _check_levels,
+    best_kept,
     decode_candidates,
+    greedy_nms,
     has_area,
+    pairwise_iou,
     split_raw,
-    suppress,
 )
 from keras_fourier.validation import check_choice, check_number, check_positive_int, check_rate
 
@@ -122,7 +124,8 @@ class RPNProposals(keras.layers.Layer):
     clamped) and clipped to the image; boxes of no area dropped
     (``min_bbox_size=0``); greedy NMS at `iou_threshold` within each level
     (mmcv's ``batched_nms`` with the level as the group, as mmdetection 2.x
-    does; no classes); then the `max_proposals` best, by score. The level of
+    does; no classes), the levels run side by side as one batch; then the
+    `max_proposals` best, by score. The level of
     each anchor is read from its size, ``anchor_scale * stride``, so any
     input size works. Called with ``training=True`` it keeps `train_pre_nms`
     candidates per level and `train_max_proposals` (mmdetection's
@@ -247,15 +250,24 @@ class RPNProposals(keras.layers.Layer):
             top, index = ops.top_k(ops.where(levels == level, scores, -1.0), per_level)
             picked_scores.append(top)
             picked_index.append(index)
-        candidates = per_level * self.num_levels
-        scores, order = ops.top_k(ops.concatenate(picked_scores, axis=1), candidates)
-        index = ops.take_along_axis(ops.concatenate(picked_index, axis=1), order, axis=1)
-        boxes = decode_candidates(anchors, deltas, index, images, self.min_level)
-        valid = ops.logical_and(scores >= 0, has_area(boxes))
-        levels = ops.take_along_axis(levels, index, axis=1)
-        out_boxes, out_scores, _, kept = suppress(
-            boxes, scores, levels, valid, self.iou_threshold, max_proposals
+        # Level after level, each level's candidates best first.
+        scores = ops.concatenate(picked_scores, axis=1)
+        boxes = decode_candidates(
+            anchors, deltas, ops.concatenate(picked_index, axis=1), images, self.min_level
         )
+        valid = ops.cast(ops.logical_and(scores >= 0, has_area(boxes)), "float32")
+        # NMS within each level, the (image, level) pairs as one batch: L overlap matrices of
+        # the level's candidates (not one of all L levels' candidates masked by level), and a
+        # loop of at most a level's candidates.
+        by_level = ops.reshape(boxes, (-1, per_level, 4))
+        overlaps = ops.cast(pairwise_iou(by_level, by_level) > self.iou_threshold, "float32")
+        keep = greedy_nms(overlaps, ops.reshape(valid, (-1, per_level)))
+        keep = ops.reshape(keep, (-1, per_level * self.num_levels))
+        # All levels' candidates by score (ties in level order), the best kept.
+        scores, order = ops.top_k(scores, per_level * self.num_levels)
+        boxes = ops.take_along_axis(boxes, order[..., None], axis=1)
+        keep = ops.take_along_axis(keep, order, axis=1)
+        out_boxes, out_scores, _, kept = best_kept(boxes, scores, keep, max_proposals)
         return {
             "boxes": out_boxes,
             "scores": out_scores,
