@@ -176,7 +176,7 @@ def test_largest_input_probes_in_processes_and_stops_one_above_the_budget(segmen
     assert report["largest_side"] is None and report["model"] == "tiny_segmenter"
     (row,) = report["rows"]
     assert (row["side"], row["fits"], row["note"]) == (32, False, "stopped above the budget")
-    assert row["peak_mib"] > 0.05 * 1024
+    assert row["peak_mib"] >= 0.05 * 1024  # above it, rounded to 0.1 MiB
 
 
 def test_max_input_command_writes_its_probes(segmenter_file, tmp_path, capsys):
