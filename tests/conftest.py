@@ -51,9 +51,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not item.get_closest_marker("multi_backend"):
             item.add_marker(pytest.mark.single_backend)
-    # The longest tests first (stable otherwise), so that pytest-xdist's workers start them
-    # together and end on short ones instead of one worker finishing a long test alone.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if keras.config.backend() == "tensorflow":
         return
     deselected = [item for item in items if item.get_closest_marker("single_backend")]
