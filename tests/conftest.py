@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -130,3 +131,16 @@ def gfnet_ti_pth() -> bytes:
     buffer = io.BytesIO()
     torch.save({"model": tensors(gfnet_state((256,), (12,), 16, 2))}, buffer)
     return buffer.getvalue()
+
+
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT as a terminal's Ctrl-C finds it (Python's KeyboardInterrupt) during the test.
+
+    A suite started as a background job (``cmd &`` without job control) starts with SIGINT
+    ignored, which the CLI keeps ignored by design (as under ``nohup``); the tests of Ctrl-C
+    need it handled, in this process and in the commands they start.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -347,7 +347,16 @@ def test_a_read_only_or_full_cache_converts_in_memory(gfnet_ti_pth, cache, monke
     ],
 )
 def test_a_signal_during_a_download_is_one_line_and_keeps_nothing(
-    gfnet_ti_pth, cache, tmp_path, monkeypatch, capfd, command, signum, status, word
+    gfnet_ti_pth,
+    cache,
+    tmp_path,
+    monkeypatch,
+    capfd,
+    command,
+    signum,
+    status,
+    word,
+    terminal_sigint,
 ):
     image = tmp_path / "cat.png"
     image.write_bytes(_png())
@@ -368,7 +377,9 @@ def test_a_signal_during_a_download_is_one_line_and_keeps_nothing(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_signal_inside_a_garbage_collector_callback_still_stops_the_command(capfd):
+def test_a_signal_inside_a_garbage_collector_callback_still_stops_the_command(
+    capfd, terminal_sigint
+):
     """Raised there, KeyboardInterrupt would be printed and dropped (JAX's callback, in export)."""
     sent = []
 

@@ -107,7 +107,7 @@ def test_unwritable_out_is_one_error_line(tmp_path, capsys):
         assert os.listdir(read_only) == []
 
 
-def test_ctrl_c_says_the_run_can_be_resumed(tmp_path):
+def test_ctrl_c_says_the_run_can_be_resumed(tmp_path, terminal_sigint):
     out = tmp_path / "run"
     run = subprocess.Popen(
         [sys.executable, "-m", "keras_fourier.cli", *ARGV, "--epochs", "500", "--out", str(out)],
