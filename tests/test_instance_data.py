@@ -524,6 +524,10 @@ def test_tfds_panoptic_things_become_boxes_masks_and_coco_ground_truth(tmp_path,
             )
         assert (truth[index]["height"], truth[index]["width"]) == ids.shape
     assert values["mask_map"] == pytest.approx(1.0) and values["map"] == pytest.approx(1.0)
+    # the same images again (the next validation epoch) read nothing: outside the mock, TFDS
+    # would find no prepared coco/2017_panoptic in data_dir
+    again = tfds_truth(PANOPTIC, targets["image"].numpy(), data_dir)
+    assert len(again) == 2 and all(new is old for new, old in zip(again, truth, strict=True))
     with pytest.raises(ValueError) as caught:
         load_instance_dataset("tfds:coco/2017", "validation", batch_size=1)
     message = str(caught.value)

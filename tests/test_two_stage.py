@@ -18,7 +18,7 @@ from keras_fourier.layers import (
     RPNHead,
     RPNProposals,
 )
-from keras_fourier.layers.detection import greedy_nms
+from keras_fourier.layers.detection import NMS_ROUNDS, greedy_nms
 from tests.harness import check_config, check_dtype_policy
 
 pytestmark = pytest.mark.multi_backend
@@ -225,6 +225,21 @@ def test_greedy_nms_reaches_valid_candidates_after_invalid_ones():
     np.testing.assert_array_equal(keep, [[1, 0, 0]])
     keep = keras.ops.convert_to_numpy(greedy_nms(overlaps * np.eye(3, dtype="float32"), valid))
     np.testing.assert_array_equal(keep, [[1, 0, 1]])
+
+
+@pytest.mark.parametrize("length", [5, NMS_ROUNDS + 9])
+def test_greedy_nms_follows_a_chain_of_suppression_to_its_end(length):
+    # candidate i overlaps i + 1 only: the greedy rule keeps every other one; a chain longer
+    # than NMS_ROUNDS finishes candidate by candidate
+    chain = np.eye(length, k=1) + np.eye(length, k=-1)
+    overlaps = np.stack([chain, chain, np.zeros_like(chain)]).astype("float32")
+    valid = np.ones((3, length), "float32")
+    valid[1, 2] = 0.0  # the chain restarts after an invalid candidate
+    keep = keras.ops.convert_to_numpy(greedy_nms(overlaps, valid))
+    alternate = np.arange(length) % 2 == 0
+    np.testing.assert_array_equal(keep[0], alternate)
+    np.testing.assert_array_equal(keep[1], np.r_[1, 0, 0, ~alternate[3:]])
+    np.testing.assert_array_equal(keep[2], np.ones(length))
 
 
 def _numpy_iou(a, b):

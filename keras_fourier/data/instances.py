@@ -46,6 +46,7 @@ columns), and an image whose masks would decode to more than
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -85,9 +86,20 @@ _RLE_ALPHABET = range(48, 48 + 64)
 # (detection_splits of a source evaluated on its validation split) have theirs.
 INSTANCE_SPLITS = ("train", "validation", "test", *COCO_HELD_OUT_SPLITS)
 SPLIT_STRIDE = 1 << 24
-# The COCO splits whose checked examples coco_truth keeps, the last used.
+# How many ground truths the readers keep, the last used: a COCO split's checked examples
+# (while its JSON is unchanged), a TFDS split's scored images (TFDS's prepared data does not
+# change under a version), so validation epochs do not read them again.
 TRUTH_CACHE_SIZE = 4
-_TRUTH_CACHE: dict[tuple, _CocoExamples] = {}
+_TRUTH_CACHE: dict[tuple, Any] = {}
+
+
+def _kept_truth(key: tuple, read: Callable[[], Any]) -> Any:
+    """`read()`, kept under `key` with the last `TRUTH_CACHE_SIZE` ground truths."""
+    if key not in _TRUTH_CACHE:
+        while len(_TRUTH_CACHE) >= TRUTH_CACHE_SIZE:
+            del _TRUTH_CACHE[next(iter(_TRUTH_CACHE))]
+        _TRUTH_CACHE[key] = read()
+    return _TRUTH_CACHE[key]
 
 
 def is_instance_source(source: str) -> bool:
@@ -522,12 +534,8 @@ def _past_end(source: str, split: str, count: int | str, position: int) -> Value
 def _checked_examples(path: str, split: str) -> _CocoExamples:
     """`_coco_examples` of a split, kept while its JSON file is unchanged (size, mtime)."""
     stat = os.stat(_coco_split(path, split).annotation_file)
-    key = (path, split, stat.st_size, stat.st_mtime_ns)
-    if key not in _TRUTH_CACHE:
-        while len(_TRUTH_CACHE) >= TRUTH_CACHE_SIZE:
-            del _TRUTH_CACHE[next(iter(_TRUTH_CACHE))]
-        _TRUTH_CACHE[key] = _coco_examples(path, split)
-    return _TRUTH_CACHE[key]
+    key = ("coco", path, split, stat.st_size, stat.st_mtime_ns)
+    return _kept_truth(key, functools.partial(_coco_examples, path, split))
 
 
 def coco_truth(
@@ -581,7 +589,9 @@ def tfds_truth(
 
     One ordered pass over each split the images come from (the order the
     evaluation pipeline reads it), decoding only the scored images'
-    panoptic PNGs.
+    panoptic PNGs; the last `TRUTH_CACHE_SIZE` reads are kept (by source,
+    split, data directory and scored images), so evaluating the same images
+    again (each validation epoch) reads nothing.
 
     Args:
         source: ``"tfds:coco/2017_panoptic"``.
@@ -609,7 +619,10 @@ def tfds_truth(
     found: dict[tuple[str, int], dict[str, Any]] = {}
     for split in dict.fromkeys(split for split, _ in scored):
         wanted = sorted({position for name, position in scored if name == split})
-        read, count = _panoptic_split_truth(value, split, wanted, data_dir)
+        read, count = _kept_truth(
+            ("tfds", value, split, data_dir, tuple(wanted)),
+            functools.partial(_panoptic_split_truth, value, split, wanted, data_dir),
+        )
         missing = [position for position in wanted if position not in read]
         if missing:
             raise _past_end(source, split, count if count >= 0 else "fewer", missing[0])

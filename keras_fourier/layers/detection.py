@@ -352,12 +352,23 @@ def image_size(anchors, images, min_level: int):
     return extent[0], extent[1]
 
 
+# Parallel rounds of `greedy_nms` before it finishes candidate by candidate.
+NMS_ROUNDS = 32
+
+
 def greedy_nms(overlaps, valid):
     """Greedy non-maximum suppression over candidates sorted by score, batched.
 
     Candidate ``i`` is kept when it is valid and no kept candidate before it
-    overlaps it (``overlaps[b, j, i] == 1``). The loop runs up to the last
-    valid candidate of the batch, so invalid candidates may sit anywhere.
+    overlaps it (``overlaps[b, j, i] == 1``, ``j < i``): the sequential rule,
+    computed by parallel rounds. Each round recomputes every candidate from
+    the previous round's kept flags (one batched matrix product); the greedy
+    flags are the rounds' only fixed point, and after ``t`` rounds the first
+    ``t`` candidates are final, so the rounds stop once nothing changes,
+    which takes a few (7 for an 800 x 1344 image's RPN candidates). Chains
+    of suppression longer than `NMS_ROUNDS` finish candidate by candidate
+    from the last round's final ones, so the work stays within that of the
+    sequential loop plus `NMS_ROUNDS` rounds.
 
     Args:
         overlaps: (B, K, K) 1 where two candidates suppress each other (IoU
@@ -369,19 +380,34 @@ def greedy_nms(overlaps, valid):
     """
     valid = ops.cast(valid, "float32")
     count = valid.shape[1]
-    positions = ops.cast(ops.arange(1, count + 1), "float32")
-    steps = ops.cast(ops.max(valid * positions[None, :]), "int32")
+    overlaps = ops.cast(overlaps, "float32") * ops.triu(ops.ones((count, count)), k=1)[None]
 
-    def condition(i, keep):
+    def changing(i, keep, previous):
+        return ops.logical_and(i < NMS_ROUNDS, ops.any(keep != previous))
+
+    def round_(i, keep, previous):
+        suppressed = ops.matmul(keep[:, None, :], overlaps)[:, 0, :] > 0.5
+        return i + 1, valid * (1.0 - ops.cast(suppressed, "float32")), keep
+
+    rounds, keep, previous = ops.while_loop(
+        changing, round_, (ops.zeros((), "int32"), valid, ops.zeros_like(valid))
+    )
+    # Unsettled after NMS_ROUNDS rounds: the first NMS_ROUNDS candidates are final; the rest
+    # follow one by one, up to the last valid candidate.
+    positions = ops.arange(count)
+    start = ops.where(ops.any(keep != previous), rounds, count)
+    keep = keep * ops.cast(positions < start, "float32")[None, :]
+    steps = ops.max(ops.where(valid > 0, positions[None, :] + 1, 0))
+
+    def remaining(i, keep):
         return i < steps
 
-    def body(i, keep):
-        suppressed = ops.max(keep * ops.take(overlaps, i, axis=1), axis=1)
+    def step(i, keep):
+        suppressed = ops.max(keep * ops.take(overlaps, i, axis=2), axis=1)
         kept = ops.take(valid, i, axis=1) * (1.0 - suppressed)
         return i + 1, keep + ops.one_hot(i, count)[None, :] * kept[:, None]
 
-    _, keep = ops.while_loop(condition, body, (ops.zeros((), "int32"), ops.zeros_like(valid)))
-    return keep
+    return ops.while_loop(remaining, step, (ops.cast(start, "int32"), keep))[1]
 
 
 def decode_candidates(anchors, deltas, index, images, min_level: int):
@@ -406,25 +432,37 @@ def decode_candidates(anchors, deltas, index, images, min_level: int):
     return ops.minimum(ops.maximum(boxes, 0.0), limit)
 
 
-def suppress(boxes, scores, groups, valid, iou_threshold: float, limit: int):
-    """Greedy NMS within groups (classes, levels), then the `limit` best kept candidates.
+def suppress(boxes, scores, valid, iou_threshold: float, limit: int, groups=None, blocks: int = 1):
+    """Greedy NMS within groups (classes) or blocks (levels), then the `limit` best kept.
 
     Args:
-        boxes: (B, K, 4) "xyxy" candidates, sorted by score.
+        boxes: (B, K, 4) "xyxy" candidates; sorted by score within each block.
         scores: (B, K) their scores, in [0, 1].
-        groups: (B, K) ints; only candidates of one group suppress each other.
         valid: (B, K) bool: the candidates that may be kept.
         iou_threshold: the IoU above which a box is dropped.
         limit: how many to return.
+        groups: None (default: every candidate of a block may suppress every
+            other) or (B, K) ints: only candidates of one group suppress each
+            other.
+        blocks: 1 (default) or the number of equal consecutive runs of the K
+            candidates (an RPN's levels) that never suppress each other: NMS
+            runs on the (image, block) pairs as one batch, with K / blocks
+            square overlap matrices instead of one of all K.
 
     Returns:
         ``(boxes, scores, order, kept)``: (B, limit, 4) boxes and (B, limit)
-        scores, best first, zero past the kept ones; the (B, limit) int
-        candidate index of each row and its 1/0 float32 kept flag.
+        scores, best first across blocks (ties in candidate order), zero past
+        the kept ones; the (B, limit) int candidate index of each row and its
+        1/0 float32 kept flag.
     """
-    same = ops.cast(groups[:, :, None] == groups[:, None, :], "float32")
-    overlaps = ops.cast(pairwise_iou(boxes, boxes) > iou_threshold, "float32") * same
-    return best_kept(boxes, scores, greedy_nms(overlaps, valid), limit)
+    size = boxes.shape[1] // blocks
+    by_block = ops.reshape(boxes, (-1, size, 4))
+    overlaps = ops.cast(pairwise_iou(by_block, by_block) > iou_threshold, "float32")
+    if groups is not None:
+        groups = ops.reshape(groups, (-1, size))
+        overlaps = overlaps * ops.cast(groups[:, :, None] == groups[:, None, :], "float32")
+    keep = greedy_nms(overlaps, ops.reshape(valid, (-1, size)))
+    return best_kept(boxes, scores, ops.reshape(keep, (-1, boxes.shape[1])), limit)
 
 
 def best_kept(boxes, scores, keep, limit: int):
@@ -528,7 +566,7 @@ class DetectionDecoder(keras.layers.Layer):
         boxes = decode_candidates(anchors, deltas, anchor_index, images, self.min_level)
         valid = ops.logical_and(scores > self.score_threshold, has_area(boxes))
         out_boxes, out_scores, order, kept = suppress(
-            boxes, scores, classes, valid, self.iou_threshold, self.max_detections
+            boxes, scores, valid, self.iou_threshold, self.max_detections, groups=classes
         )
         out_classes = ops.where(
             kept > 0, ops.take_along_axis(ops.cast(classes, "int32"), order, axis=1), -1

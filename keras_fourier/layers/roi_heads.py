@@ -632,10 +632,10 @@ class CascadeRoIHead(keras.layers.Layer):
         out_boxes, out_scores, order, kept = suppress(
             boxes,
             scores,
-            classes,
             scores > self.score_threshold,
             self.iou_threshold,
             self.max_detections,
+            groups=classes,
         )
         out_classes = ops.take_along_axis(ops.cast(classes, "int32"), order, axis=1)
         result = {

@@ -13,12 +13,10 @@ from keras import ops
 
 from keras_fourier.layers.detection import (
     _check_levels,
-    best_kept,
     decode_candidates,
-    greedy_nms,
     has_area,
-    pairwise_iou,
     split_raw,
+    suppress,
 )
 from keras_fourier.validation import check_choice, check_number, check_positive_int, check_rate
 
@@ -255,19 +253,12 @@ class RPNProposals(keras.layers.Layer):
         boxes = decode_candidates(
             anchors, deltas, ops.concatenate(picked_index, axis=1), images, self.min_level
         )
-        valid = ops.cast(ops.logical_and(scores >= 0, has_area(boxes)), "float32")
-        # NMS within each level, the (image, level) pairs as one batch: L overlap matrices of
-        # the level's candidates (not one of all L levels' candidates masked by level), and a
-        # loop of at most a level's candidates.
-        by_level = ops.reshape(boxes, (-1, per_level, 4))
-        overlaps = ops.cast(pairwise_iou(by_level, by_level) > self.iou_threshold, "float32")
-        keep = greedy_nms(overlaps, ops.reshape(valid, (-1, per_level)))
-        keep = ops.reshape(keep, (-1, per_level * self.num_levels))
-        # All levels' candidates by score (ties in level order), the best kept.
-        scores, order = ops.top_k(scores, per_level * self.num_levels)
-        boxes = ops.take_along_axis(boxes, order[..., None], axis=1)
-        keep = ops.take_along_axis(keep, order, axis=1)
-        out_boxes, out_scores, _, kept = best_kept(boxes, scores, keep, max_proposals)
+        valid = ops.logical_and(scores >= 0, has_area(boxes))
+        # NMS within each level, the (image, level) pairs as one batch; then every level's
+        # kept candidates by score, ties in level order.
+        out_boxes, out_scores, _, kept = suppress(
+            boxes, scores, valid, self.iou_threshold, max_proposals, blocks=self.num_levels
+        )
         return {
             "boxes": out_boxes,
             "scores": out_scores,
