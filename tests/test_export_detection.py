@@ -167,8 +167,10 @@ def test_flops_and_bench_take_a_detector(exported, tmp_path, capsys):
     positions = 8 * 8 + 4 * 4 + 2 * 2 + 1 + 1
     assert table["head"] == positions * 9 * 32 * (32 + 32 + 9 * CLASSES + 9 * 4)
     assert table["anchors"] == 0 and table["neck"] > 0
-    argv = ["bench", str(path), "--batch-size", "1", "--repeats", "1", "--no-train"]
+    # the training step: the detection task's loss on seeded ground-truth rows
+    argv = ["bench", str(path), "--batch-size", "1", "--repeats", "1"]
     assert cli.main([*argv, "--out", str(tmp_path)]) == 0
     (report,) = [name for name in os.listdir(tmp_path) if name.endswith(".json")]
     rows = json.loads((tmp_path / report).read_text())["rows"]
     assert rows[0]["gflops"] == round(total / 1e9, 4) and rows[0]["predict_img_s"] > 0
+    assert rows[0]["train_img_s"] > 0 and rows[0]["train_peak_mib"] >= 0

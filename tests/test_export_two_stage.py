@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -150,3 +151,14 @@ def test_full_integer_tflite_of_a_two_stage_detector_is_refused_writing_nothing(
     error = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and not out.exists()
     assert len(error) == 1 and "two-stage detector" in error[0] and "int8" in error[0], error
+
+
+def test_bench_times_a_two_stage_detectors_inference_and_training_step(exported, tmp_path):
+    # the training step: the detector's own loss on seeded boxes and box-local masks
+    _, root, _, _ = exported
+    argv = ["bench", str(root / "model.keras"), "--batch-size", "1", "--repeats", "1"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    (row,) = json.loads((tmp_path / "bench.json").read_text())["rows"]
+    assert row["batch_size"] == 1 and row["gflops"] > 0
+    assert row["predict_img_s"] > 0 and row["train_img_s"] > 0 and row["train_peak_mib"] >= 0
+    assert row["train_gmac_s"] > 0 and row["train_fraction"] > 0

@@ -1,11 +1,12 @@
 """Model timing: throughput, latency and peak memory of a Keras model at a precision.
 
-Classifiers (one (B, classes) output) and dense-prediction models (one
-(B, H, W, classes) output, e.g. a segmenter) alike: inference
-(``predict_on_batch``) and training-step (``train_on_batch`` after a plain
-``compile(AdamW, sparse cross-entropy)``, per pixel for dense models) images
-per second, batch-1 latency and the resident memory each phase adds at its
-peak. A model that takes any input size (``input_shape=(None, None, 3)``)
+Classifiers (one (B, classes) output), dense-prediction models (one
+(B, H, W, classes) output, e.g. a segmenter), field models and detectors
+alike: inference (``predict_on_batch``) and training-step
+(``train_on_batch`` after ``compile(AdamW, loss)``: sparse cross-entropy,
+per pixel for dense models; MSE for fields; a detector's own loss on seeded
+ground-truth boxes and masks) images per second, batch-1 latency and the
+resident memory each phase adds at its peak. A model that takes any input size (``input_shape=(None, None, 3)``)
 is timed at each of several sizes (512 and 1024 by default, as dense
 prediction is measured), batch 1 and 8.
 """
@@ -230,13 +231,74 @@ def random_inputs(model, batch_size: int):
     return keras.tree.map_structure(make, model._inputs_struct)
 
 
-def _labels(model, batch_size: int):
-    """Seeded labels of a training step: (B,) for a classifier, (B, H, W) for dense prediction."""
+# Ground-truth boxes per image of a detector's timed training step (of the pipelines' rows).
+BENCH_BOXES = 5
+
+
+def _box_targets(model, batch_size: int, num_classes: int, masks: bool):
+    """Seeded detection targets: `BENCH_BOXES` boxes per image in the pipelines' rows.
+
+    Boxes of 10-50 % of the image's sides, anywhere in it, random classes;
+    rows padded to the pipelines' 100 (class -1); with `masks`, each box's
+    56 x 56 box-local mask is an ellipse filling its frame.
+    """
     import numpy as np
 
+    from keras_fourier.data.detection import PADDING_CLASS, TARGET_COLUMNS
+    from keras_fourier.data.instances import MASK_CROP
+    from keras_fourier.tasks.detection import MAX_BOXES
+
+    height, width = model.input_shape[1:3]
+    rng = np.random.default_rng(0)
+    rows = np.zeros((batch_size, MAX_BOXES, len(TARGET_COLUMNS)), "float32")
+    rows[..., 4] = PADDING_CLASS
+    size = rng.uniform(0.1, 0.5, (batch_size, BENCH_BOXES, 2)) * (width, height)
+    corner = rng.uniform(0, 1, (batch_size, BENCH_BOXES, 2)) * ((width, height) - size)
+    rows[:, :BENCH_BOXES, :4] = np.concatenate([corner, corner + size], -1)
+    rows[:, :BENCH_BOXES, 4] = rng.integers(0, num_classes, (batch_size, BENCH_BOXES))
+    rows[:, :BENCH_BOXES, 6] = size.prod(-1)
+    rows[..., 7] = 1.0
+    if not masks:
+        return rows
+    cells = (np.arange(MASK_CROP) + 0.5) / MASK_CROP - 0.5
+    ellipse = (cells[:, None] ** 2 + cells[None, :] ** 2 <= 0.25).astype("float32")
+    box_masks = np.zeros((batch_size, MAX_BOXES, MASK_CROP, MASK_CROP), "float32")
+    box_masks[:, :BENCH_BOXES] = ellipse
+    return {"boxes": rows, "masks": box_masks}
+
+
+def _training_step(model, batch_size: int, field: bool) -> tuple[Any, Any] | None:
+    """(loss, seeded targets) of `model`'s timed training step; None for a model not trained.
+
+    Classifiers: sparse cross-entropy on (B,) labels; dense-prediction models:
+    per pixel on (B, H, W); field models: MSE on the next state; one-stage
+    detectors: the detection task's loss (RetinaNet's focal and L1) on
+    ground-truth rows; two-stage detectors: their own loss (None) on rows
+    and, with a mask head, box-local masks.
+    """
+    import keras
+    import numpy as np
+
+    from keras_fourier.detection import TwoStageDetector
+    from keras_fourier.export.detections import is_detector
+    from keras_fourier.layers.detection import RAW_BOX_COLUMNS
+
+    if isinstance(model, TwoStageDetector):
+        head = model.roi_head
+        return None, _box_targets(model, batch_size, head.num_classes, head.with_mask)
+    if is_detector(model):
+        from keras_fourier.tasks.detection import TASK
+
+        classes = int(model.output.shape[-1]) - RAW_BOX_COLUMNS
+        return TASK.loss(), _box_targets(model, batch_size, classes, masks=False)
+    if field:
+        return keras.losses.MeanSquaredError(), random_inputs(model, batch_size)
+    if _output_rank(model) not in (2, 4):
+        return None
     shape = model.output.shape
     rng = np.random.default_rng(0)
-    return rng.integers(0, int(shape[-1]), (batch_size, *shape[1:-1])).astype("int32")
+    labels = rng.integers(0, int(shape[-1]), (batch_size, *shape[1:-1])).astype("int32")
+    return keras.losses.SparseCategoricalCrossentropy(), labels
 
 
 def benchmark_model(
@@ -255,8 +317,8 @@ def benchmark_model(
         batch_size: images per call. Default 16.
         jit_compile: "auto" (Keras' default), "on" or "off", passed to compile().
         repeats: timed calls per figure (median). Default 5.
-        train: also time `train_on_batch` (classifiers and dense-prediction
-            models only). Default True.
+        train: also time `train_on_batch` (classifiers, dense-prediction and
+            field models, detectors; see `_training_step`). Default True.
         between: called before each timed phase (throughput, latency, training
             step), e.g. :meth:`HostLimits.measure` to measure the host's limit
             interleaved with the model. Default None.
@@ -273,14 +335,8 @@ def benchmark_model(
     inputs = keras.tree.map_structure(keras.ops.convert_to_tensor, random_inputs(model, batch_size))
     single = keras.tree.map_structure(keras.ops.convert_to_tensor, random_inputs(model, 1))
     result: dict[str, Any] = {}
-    field = is_field_model(model)  # a forecaster trains on the next state, MSE
-    model.compile(
-        optimizer=keras.optimizers.AdamW(1e-4),
-        loss=keras.losses.MeanSquaredError()
-        if field
-        else keras.losses.SparseCategoricalCrossentropy(),
-        jit_compile=jit,
-    )
+    step = _training_step(model, batch_size, is_field_model(model)) if train else None
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4), loss=step and step[0], jit_compile=jit)
     before()
     with PeakMemory() as memory:
         seconds = median_seconds(lambda: model.predict_on_batch(inputs), repeats)
@@ -290,9 +346,8 @@ def benchmark_model(
         result["predict_device_peak_mib"] = memory.device_mib
     before()
     result["latency_ms"] = 1e3 * median_seconds(lambda: model.predict_on_batch(single), repeats)
-    if train and _output_rank(model) in (2, 4):
-        labels = random_inputs(model, batch_size) if field else _labels(model, batch_size)
-        labels = keras.tree.map_structure(keras.ops.convert_to_tensor, labels)
+    if step is not None:
+        labels = keras.tree.map_structure(keras.ops.convert_to_tensor, step[1])
         before()
         with PeakMemory() as memory:
             seconds = median_seconds(lambda: model.train_on_batch(inputs, labels), repeats)
