@@ -6,9 +6,9 @@ alike: inference (``predict_on_batch``) and training-step
 (``train_on_batch`` after ``compile(AdamW, loss)``: sparse cross-entropy,
 per pixel for dense models; MSE for fields; a detector's own loss on seeded
 ground-truth boxes and masks) images per second, batch-1 latency and the
-resident memory each phase adds at its peak. A model that takes any input size (``input_shape=(None, None, 3)``)
-is timed at each of several sizes (512 and 1024 by default, as dense
-prediction is measured), batch 1 and 8.
+resident memory each phase adds at its peak. A model that takes any input
+size (``input_shape=(None, None, 3)``) is timed at each of several sizes
+(512 and 1024 by default, as dense prediction is measured), batch 1 and 8.
 """
 
 from __future__ import annotations
