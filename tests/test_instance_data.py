@@ -163,12 +163,20 @@ def _segment(index, value):
 
 BAD_SEGMENTATIONS = [
     (_segment(0, [[4, 4, 20, 4]]), "annotations[0] (id 1) has a polygon of fewer than 3 points"),
+    (_segment(0, [[4, 4, 20, 4, 20, 14, 7]]), "has a polygon of an odd count of numbers"),
+    (_segment(0, [[4, 4, 20, 4, 20, float("nan")]]), "has a polygon of a number that is not"),
     (_segment(0, [[4, 4, 20, 4, 20, "x"]]), "annotations[0] (id 1) has a polygon that is not"),
     (_segment(0, [[4, 4, 90, 4, 20, 14]]), "has a polygon reaching outside its 48x40 image"),
     (_segment(1, {"size": [20, 48], "counts": "PP"}), "annotations[1] (id 2) has an RLE of size"),
     (_segment(2, {"size": [HEIGHT, WIDTH], "counts": [5, 7]}), "covering 12 pixels, not its"),
     (_segment(1, {"size": [HEIGHT, WIDTH], "counts": "5 2"}), "outside COCO's RLE alphabet"),
     (_segment(1, {"size": [HEIGHT, WIDTH], "counts": {"a": 1}}), "neither a string nor"),
+    # runs past 64 bits, or summing past them, or longer than the image: refused as read
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": "o" * 40 + "0"}), "longer than 64 bits"),
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": [2**70, 5]}), "a run of 1,180,591,620"),
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": [2**62] * 4 + [5]}), "a run of 4,611,686"),
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": "0" * 5000}), "more runs than its image"),
+    (_segment(1, {"size": [HEIGHT, WIDTH], "counts": "@"}), "a run of -16 pixels"),
     (_segment(0, []), "annotations[0] (id 1) has no segmentation (polygons or RLE)"),
 ]
 

@@ -176,12 +176,23 @@ def _mask_api():
     return mask
 
 
-def rle_counts(counts: str | bytes) -> np.ndarray:
+def rle_counts(counts: str | bytes, pixels: int | None = None) -> np.ndarray:
     """The run lengths of a compressed COCO RLE string (pycocotools' ``rleFrString``).
 
+    Args:
+        counts: the compressed counts.
+        pixels: the image's pixel count, or None (default): with it, a run
+            outside 0..pixels or more runs than ``pixels + 1`` is refused as
+            soon as it is read, so a hostile string costs no more than a
+            valid one.
+
+    Returns:
+        int64 (n,) run lengths, background first.
+
     Raises:
-        ValueError: a character outside COCO's alphabet, or a run that does
-            not end in the string.
+        ValueError: a character outside COCO's alphabet, a run that does not
+            end in the string or exceeds 64 bits, or (with `pixels`) a run
+            or run count the image cannot hold.
 
     Example:
         >>> rle_counts("52203").tolist()
@@ -197,6 +208,8 @@ def rle_counts(counts: str | bytes) -> np.ndarray:
         while more:
             if position >= len(data):
                 raise ValueError("a run that does not end")
+            if shift > 60:
+                raise ValueError("a run longer than 64 bits")
             group = data[position] - 48
             value |= (group & 0x1F) << shift
             more = bool(group & 0x20)
@@ -206,7 +219,11 @@ def rle_counts(counts: str | bytes) -> np.ndarray:
                 value |= -1 << shift
         if len(values) > 2:
             value += values[-2]
+        if pixels is not None and not 0 <= value <= pixels:
+            raise ValueError(f"a run of {value:,} pixels (its image has {pixels:,})")
         values.append(value)
+        if pixels is not None and len(values) > pixels + 1:
+            raise ValueError(f"more runs than its image's {pixels:,} pixels")
     return np.array(values, np.int64)
 
 
@@ -241,12 +258,17 @@ def _polygons(segmentation: list, where: str, size: tuple[int, int], refuse) -> 
         ):
             raise refuse(where, "has a polygon that is not a list of numbers", short_repr(polygon))
         points = np.asarray(polygon, np.float64)
-        if len(points) % 2 or len(points) < 6 or not np.isfinite(points).all():
-            raise refuse(
-                where,
-                "has a polygon of fewer than 3 points (x, y pairs of finite numbers)",
-                f"polygon={short_repr(polygon)}",
-            )
+        problem = (
+            "an odd count of numbers (x, y pairs)"
+            if len(points) % 2
+            else "fewer than 3 points"
+            if len(points) < 6
+            else "a number that is not finite"
+            if not np.isfinite(points).all()
+            else None
+        )
+        if problem:
+            raise refuse(where, f"has a polygon of {problem}", f"polygon={short_repr(polygon)}")
         points = points.reshape(-1, 2)
         outside = (
             (points < -OUTSIDE_TOLERANCE) | (points > np.array([width, height]) + OUTSIDE_TOLERANCE)
@@ -272,24 +294,32 @@ def _rle(segmentation: dict, where: str, size: tuple[int, int], refuse) -> np.nd
             f"size={short_repr(shape)}",
         )
     counts = segmentation.get("counts")
+    pixels = height * width
     if isinstance(counts, (str, bytes)):
         try:
-            runs = rle_counts(counts)
+            runs = rle_counts(counts, pixels)
         except ValueError as error:
             raise refuse(where, f"has RLE counts with {error}", short_repr(counts)) from None
     elif isinstance(counts, list) and all(
         isinstance(value, int) and not isinstance(value, bool) for value in counts
     ):
+        beyond = [value for value in counts if not 0 <= value <= pixels]
+        if beyond or len(counts) > pixels + 1:
+            problem = f"a run of {beyond[0]:,} pixels" if beyond else f"{len(counts):,} runs"
+            raise refuse(
+                where,
+                f"has RLE counts with {problem} (its {height}x{width} image has {pixels:,} pixels)",
+                f"counts={short_repr(counts)}",
+            )
         runs = np.asarray(counts, np.int64)
     else:
         raise refuse(
             where, "has RLE counts that are neither a string nor a list of ints", short_repr(counts)
         )
-    if (runs < 0).any() or int(runs.sum()) != height * width:
+    if int(runs.sum()) != pixels:
         raise refuse(
             where,
-            f"has RLE counts covering {int(runs.sum()):,} pixels, not its {height}x{width} image "
-            "(or a negative run)",
+            f"has RLE counts covering {int(runs.sum()):,} pixels, not its {height}x{width} image",
             f"counts={short_repr(counts)}",
         )
     return runs
