@@ -24,10 +24,10 @@ import tensorflow as tf
 
 from keras_fourier import segmentation
 from keras_fourier.cli import main
+from keras_fourier.data.checks import data_check_error
 from keras_fourier.data.segmentation import (
     IGNORE_INDEX,
     load_segmentation_dataset,
-    segmentation_data_error,
 )
 from keras_fourier.data.text_files import read_text_split, text_label_ids
 from keras_fourier.limits import MAX_MEMORY_ENV
@@ -266,7 +266,7 @@ def test_bad_files_are_one_line_naming_the_file(models, tmp_path, capsys):
         source = _segdir(tmp_path / stem, {"test": {stem: (image_file, mask_file)}})
         with pytest.raises(tf.errors.InvalidArgumentError) as caught:
             list(load_segmentation_dataset(source, "test", batch_size=1))
-        line = str(segmentation_data_error(caught.value, source))
+        line = str(data_check_error(caught.value, source))
         assert reason in line and str(tmp_path / stem / kind / "test" / f"{stem}.png") in line
         assert "\n" not in line
     # The commands give that line: here the test evaluation (`evaluate`, `train`'s last step).

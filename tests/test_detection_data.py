@@ -23,7 +23,7 @@ from keras_fourier.data import (
     is_detection_source,
     load_detection_dataset,
 )
-from keras_fourier.data.checks import unreadable_file
+from keras_fourier.data.checks import data_check_error, unreadable_file
 from keras_fourier.data.coco_json import MAX_ANNOTATIONS_PER_IMAGE
 from keras_fourier.data.detection import (
     COCO_CATEGORY_IDS,
@@ -269,6 +269,7 @@ BAD_DOCUMENTS = [
     (lambda d: d["annotations"][0].update(image_id=99), "refers to no image"),
     (lambda d: d["annotations"][0].update(iscrowd=2), "iscrowd other than 0 or 1"),
     (lambda d: d["images"][0].update(file_name="../a.png"), "leaves the image folder"),
+    (lambda d: d["images"][0].update(width=2 * 10**9), "more than the 40,000,000 an image may"),
 ]
 
 
@@ -304,6 +305,16 @@ def test_missing_images_empty_splits_and_unreadable_files(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError) as caught:
         _collect(load_detection_dataset(f"coco:{root}", "validation", batch_size=4))
     assert unreadable_file(caught.value) == str(root / "valid" / "d.png")
+    # an image of another size than the JSON declares (resized after annotation): its rows
+    # would be moved; refused as it is read, in the one line the trainer prints
+    _write_image(root / "valid" / "d.png", 32, 40)
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        _collect(load_detection_dataset(f"coco:{root}", "validation", batch_size=4))
+    line = str(data_check_error(caught.value, f"coco:{root}"))
+    image = root / "valid" / "d.png"
+    assert "\n" not in line and f"Bad COCO image {image} is 32 x 40 pixels" in line, line
+    assert "declares 32 x 32 (resized after annotation?)" in line, line
+    (root / "valid" / "d.png").write_bytes(b"not an image")
     images, _ = _collect(
         load_detection_dataset(f"coco:{root}", "validation", batch_size=4, on_bad_image="skip")
     )

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_fourier.data import load_digits
+from keras_fourier.data.checks import data_check_error
 from keras_fourier.data.inpainting import (
     default_walk_steps,
     load_inpainting_dataset,
@@ -23,7 +24,6 @@ from keras_fourier.data.segmentation import (
     digit_canvas,
     load_segmentation_dataset,
     segmentation_class_names,
-    segmentation_data_error,
     segmentation_num_classes,
     segmentation_splits,
 )
@@ -250,7 +250,7 @@ def test_segdir_ade20k_convention(tmp_path):
 def _failure(source, split, **options):
     with pytest.raises(tf.errors.InvalidArgumentError) as caught:
         _collect(load_segmentation_dataset(source, split, training=False, **options))
-    error = segmentation_data_error(caught.value, source)
+    error = data_check_error(caught.value, source)
     assert error is not None and "\n" not in str(error)
     return str(error)
 

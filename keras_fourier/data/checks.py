@@ -34,6 +34,12 @@ MAX_IMAGE_FILE_BYTES = 256 * 2**20
 _JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
 _RIFF, _WEBP = b"RIFF", b"WEBP"
 UNREADABLE = "Cannot decode image file"
+# The first words of a pipeline's data-check failures (an image and what the data says of it
+# disagree), which `data_check_error` turns into one line: the segmentation pipeline's (its
+# image and mask) and the COCO detection pipeline's (its image and the JSON's size).
+SEGMENTATION_CHECK = "Bad segmentation"
+COCO_IMAGE_CHECK = "Bad COCO image"
+DATA_CHECKS = (SEGMENTATION_CHECK, COCO_IMAGE_CHECK)
 
 
 def class_folders(root: str) -> list[str]:
@@ -323,6 +329,29 @@ def decode_files(files: tf.data.Dataset, deterministic: bool | None = None) -> t
     if count >= 0:  # one output per file: keep the cardinality that interleave hides
         decoded = decoded.apply(tf.data.experimental.assert_cardinality(count))
     return decoded
+
+
+def data_check_error(error: Exception, data: str) -> ValueError | None:
+    """The one-line ValueError of a pipeline's data-check failure (one of `DATA_CHECKS`).
+
+    Args:
+        error: the error a pipeline raised (a `tf.errors.InvalidArgumentError`).
+        data: the data source, for the message.
+
+    Returns:
+        The ValueError to raise, or None when `error` is no data-check failure.
+
+    Example:
+        >>> data_check_error(ValueError("other"), "digits") is None
+        True
+    """
+    text = str(error)
+    starts = [at for at in (text.find(marker) for marker in DATA_CHECKS) if at >= 0]
+    if not starts:
+        return None
+    detail = re.sub(r"\]\s*\[", " ", text[min(starts) :].splitlines()[0]).strip("[] ")
+    detail = re.sub(r"\s+", " ", detail.replace("[", "").replace("]", ""))
+    return ValueError(f"Data {data!r}: {detail}. Received: data={data!r}")
 
 
 class UnreadableImageError(ValueError):

@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 
+from keras_fourier.data.checks import MAX_IMAGE_PIXELS
 from keras_fourier.limits import check_memory, format_bytes, loads_json, max_memory
 
 # Annotations one image may hold in a COCO JSON, far above what annotators draw on one image
@@ -187,6 +188,13 @@ def _read_coco(key: tuple[str, int, int]) -> CocoAnnotations:
         },
         refuse,
     )
+    for position, image in enumerate(images):
+        if image["width"] * image["height"] > MAX_IMAGE_PIXELS:
+            raise refuse(
+                f"images[{position}] declares {image['height']} x {image['width']} pixels "
+                f"(height x width), more than the {MAX_IMAGE_PIXELS:,} an image may have",
+                f"height={image['height']}, width={image['width']}",
+            )
     annotations = _records(
         document,
         "annotations",

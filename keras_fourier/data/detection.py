@@ -85,6 +85,7 @@ import tensorflow as tf
 
 from keras_fourier.data.augment import check_image_size
 from keras_fourier.data.checks import (
+    COCO_IMAGE_CHECK,
     check_split_size,
     decode_files,
     find_unreadable,
@@ -524,13 +525,38 @@ def _raw_examples(
     if training and files:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(
-        lambda file, start, count, position: (file, tf.stack([start, count, position]))
+        lambda file, start, count, position: (file, (tf.stack([start, count, position]), file))
     )
     dataset = decode_files(dataset, deterministic=True)
-    return dataset.map(
-        lambda image, span: (image, table[span[0] : span[0] + span[1]], {"position": span[2]}),
-        num_parallel_calls=AUTOTUNE,
-    ), len(files)
+    sizes = examples.annotations.sizes[np.array(examples.positions, np.int64)].reshape(-1, 2)
+    declared = tf.constant(sizes, tf.int32)
+    json_file = examples.annotations.file
+
+    def example(image, label):
+        span, file = label
+        size = declared[span[2]]
+        # Rows and masks are in the JSON's pixels: an image of another size would move them.
+        check = tf.debugging.Assert(
+            tf.reduce_all(tf.shape(image)[:2] == size),
+            [
+                COCO_IMAGE_CHECK,
+                file,
+                "is",
+                tf.shape(image)[0],
+                "x",
+                tf.shape(image)[1],
+                f"pixels (height x width) but COCO JSON {json_file} declares",
+                size[0],
+                "x",
+                size[1],
+                "(resized after annotation?)",
+            ],
+        )
+        with tf.control_dependencies([check]):
+            image = tf.identity(image)
+        return image, table[span[0] : span[0] + span[1]], {"position": span[2]}
+
+    return dataset.map(example, num_parallel_calls=AUTOTUNE), len(files)
 
 
 def tfds_box_rows(

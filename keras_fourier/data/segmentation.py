@@ -60,7 +60,7 @@ Files are checked as they are read: an image or mask over 40 megapixels
 (corrupt, truncated), a colour mask, a mask whose size differs from its
 image's, or with a label outside the classes (other than 255), fails the
 pipeline with a message naming the file (or example) and the value;
-:func:`segmentation_data_error` turns that failure into a one-line
+:func:`~keras_fourier.data.checks.data_check_error` turns that failure into a one-line
 `ValueError`. A ``segdir:`` image without its mask is refused before
 anything is read.
 """
@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import struct
 import zlib
 from collections.abc import Callable, Collection
@@ -81,6 +80,7 @@ import tensorflow as tf
 from keras_fourier.data.augment import check_image_size
 from keras_fourier.data.checks import (
     MAX_IMAGE_PIXELS,
+    SEGMENTATION_CHECK,
     check_split_size,
     decoded_or_flag,
     header_image_size,
@@ -109,7 +109,7 @@ SPLIT_ALIASES = {
     "validation": ("validation", "val"),
     "test": ("test", "testing"),
 }
-DATA_ERROR = "Bad segmentation"
+DATA_ERROR = SEGMENTATION_CHECK
 MASK_ERROR = f"{DATA_ERROR} mask"
 IMAGE_ERROR = f"{DATA_ERROR} image"
 # The PNG colour type of palette images, and where IHDR's bit depth and colour type sit.
@@ -612,29 +612,6 @@ def _check_example(
     )
     with tf.control_dependencies([size_check, label_check]):
         return tf.identity(image), tf.identity(labels)
-
-
-def segmentation_data_error(error: Exception, data: str) -> ValueError | None:
-    """The one-line ValueError for an image or mask check failure of the segmentation pipeline.
-
-    Args:
-        error: the error a pipeline raised (a `tf.errors.InvalidArgumentError`).
-        data: the data source, for the message.
-
-    Returns:
-        The ValueError to raise, or None when `error` is no mask check failure.
-
-    Example:
-        >>> segmentation_data_error(ValueError("other"), "digits") is None
-        True
-    """
-    text = str(error)
-    start = text.find(DATA_ERROR)
-    if start < 0:
-        return None
-    detail = re.sub(r"\]\s*\[", " ", text[start:].splitlines()[0]).strip("[] ")
-    detail = re.sub(r"\s+", " ", detail.replace("[", "").replace("]", ""))
-    return ValueError(f"Data {data!r}: {detail}. Received: data={data!r}")
 
 
 # ----------------------------------------------------------------------------- public helpers

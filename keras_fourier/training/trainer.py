@@ -57,8 +57,7 @@ import keras
 import tensorflow as tf
 
 from keras_fourier import __version__
-from keras_fourier.data.checks import UnreadableImageError, unreadable_file
-from keras_fourier.data.segmentation import segmentation_data_error
+from keras_fourier.data.checks import UnreadableImageError, data_check_error, unreadable_file
 from keras_fourier.data.text import select_model_inputs
 from keras_fourier.fileio import check_writable_folder, remove_stale_temporaries, warn
 from keras_fourier.flop_count import flops
@@ -257,7 +256,7 @@ def _data_error(error: tf.errors.InvalidArgumentError, data: str, note: str = ""
         data: the data source, for the message.
         note: a sentence appended to an unreadable image's message.
     """
-    bad_data = segmentation_data_error(error, data)
+    bad_data = data_check_error(error, data)
     if bad_data is not None:
         return bad_data
     file = unreadable_file(error)
