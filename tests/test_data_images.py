@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from keras_fourier.cli import main
 from keras_fourier.data import (
     AugmentConfig,
     count_examples,
@@ -258,12 +259,29 @@ def test_unknown_source_names_it(source):
         get_num_classes(source)
 
 
-def test_missing_directory_names_it(tmp_path):
+@pytest.mark.parametrize(
+    ("task", "source", "what"),
+    [
+        ("image_classification", "dir", "Image directory"),
+        ("segmentation", "segdir", "Segmentation folder"),
+        ("detection", "coco", "Detection folder"),
+        ("instance_segmentation", "coco", "Detection folder"),
+    ],
+)
+def test_a_missing_data_folder_is_bad_input_named_in_one_line(tmp_path, capsys, task, source, what):
+    # a mistyped --data is the user's input: exit 2 naming it, not a failure to write the run
     missing = str(tmp_path / "no_such_folder")
-    with pytest.raises(FileNotFoundError, match=re.escape(repr(missing))):
-        load_image_dataset(f"dir:{missing}")
-    with pytest.raises(FileNotFoundError, match=re.escape(repr(missing))):
-        get_num_classes(f"dir:{missing}")
+    file = tmp_path / "a_file.png"
+    file.write_bytes(b"x")
+    if source == "dir":
+        with pytest.raises(ValueError, match=re.escape(repr(missing))):
+            get_num_classes(f"dir:{missing}")
+    for path, problem in ((missing, "does not exist"), (str(file), "is a file, not a folder")):
+        out = tmp_path / "run"
+        argv = ["train", "--task", task, "--data", f"{source}:{path}", "--out", str(out)]
+        assert main(argv) == 2 and not out.exists()
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"{what} {path!r} {problem}. Received: data='{source}:{path}'" in line, line
 
 
 def test_unknown_tfds_name_names_it(tmp_path):

@@ -42,6 +42,24 @@ COCO_IMAGE_CHECK = "Bad COCO image"
 DATA_CHECKS = (SEGMENTATION_CHECK, COCO_IMAGE_CHECK)
 
 
+def check_source_folder(path: str, what: str, source: str) -> None:
+    """Refuses a folder source whose folder is missing or is not a folder (one-line ValueError).
+
+    Args:
+        path: the source's folder.
+        what: what the folder holds, for the message ("Image directory").
+        source: the whole source ("dir:<path>").
+
+    Example:
+        >>> check_source_folder("/no/such", "Image directory", "dir:/no/such")
+        Traceback (most recent call last):
+        ValueError: Image directory '/no/such' does not exist. Received: data='dir:/no/such'
+    """
+    if not os.path.isdir(path):
+        problem = "is a file, not a folder" if os.path.exists(path) else "does not exist"
+        raise ValueError(f"{what} {path!r} {problem}. Received: data={source!r}")
+
+
 def class_folders(root: str) -> list[str]:
     """The sorted class folder names of a folder of class folders."""
     return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())

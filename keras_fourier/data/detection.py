@@ -86,6 +86,7 @@ import tensorflow as tf
 from keras_fourier.data.augment import check_image_size
 from keras_fourier.data.checks import (
     COCO_IMAGE_CHECK,
+    check_source_folder,
     check_split_size,
     decode_files,
     find_unreadable,
@@ -263,8 +264,7 @@ def _export_json(folder: str, source: str) -> str:
 def _coco_folders(path: str) -> dict[str, tuple[str, str]]:
     """The split -> (annotation file, image folder) pairs a ``coco:`` folder has."""
     source = f"coco:{path}"
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"Detection folder {path!r} (source {source!r}) does not exist.")
+    check_source_folder(path, "Detection folder", source)
     found = {}
     annotations = os.path.join(path, "annotations")
     if os.path.isdir(annotations):

@@ -62,6 +62,7 @@ from keras_fourier.data.augment import (
 )
 from keras_fourier.data.checks import (
     check_class_folders,
+    check_source_folder,
     check_split_size,
     decode_files,
     find_unreadable,
@@ -190,8 +191,7 @@ def _class_root(path: str, split: str) -> tuple[str, bool | None]:
     ``train`` folder) or True (test and validation carved out of class
     folders at the top level).
     """
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"Image directory {path!r} (source 'dir:{path}') does not exist.")
+    check_source_folder(path, "Image directory", f"dir:{path}")
     split_dir = os.path.join(path, split)
     train_dir = os.path.join(path, "train")
     has_validation = os.path.isdir(os.path.join(path, "validation"))

@@ -81,6 +81,7 @@ from keras_fourier.data.augment import check_image_size
 from keras_fourier.data.checks import (
     MAX_IMAGE_PIXELS,
     SEGMENTATION_CHECK,
+    check_source_folder,
     check_split_size,
     decoded_or_flag,
     header_image_size,
@@ -303,8 +304,7 @@ class _Folder:
 
 def _segdir_folder(path: str) -> _Folder:
     source = f"segdir:{path}"
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"Segmentation folder {path!r} (source {source!r}) does not exist.")
+    check_source_folder(path, "Segmentation folder", source)
     images = os.path.join(path, "images")
     found = [name for name in ("masks", "annotations") if os.path.isdir(os.path.join(path, name))]
     if not os.path.isdir(images) or len(found) != 1:
