@@ -329,3 +329,17 @@ def test_ranking_the_labels_of_a_split_is_linear(tmp_path):
     elapsed = time.perf_counter() - started
     # Every class has one row, its first: all in "train" (0.3 s measured; 52 s before).
     assert len(rows.labels) == 100_000 and elapsed < 10, elapsed
+
+
+def test_predict_refuses_inputs_that_would_overwrite_each_others_outputs(models, tmp_path, capsys):
+    # Finding: a/x.png and b/x.png both wrote x_labels.png (the second silently replacing the
+    # first); x.png and x.jpg would too
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "x.png").write_bytes(_image(SIZE, SIZE))
+    first, second = str(tmp_path / "a" / "x.png"), str(tmp_path / "b" / "x.png")
+    out = tmp_path / "out"
+    assert main(["predict", first, second, "--model", models[3], "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert f"Inputs {first!r} and {second!r} would write the same files x_* in" in line, line
+    assert not out.exists()

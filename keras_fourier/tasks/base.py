@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,30 @@ class PredictRequest:
     crop_pct: float | None = None
     out: str | None = None
     steps: int = 1
+
+    def __post_init__(self) -> None:
+        """Refuses inputs whose outputs in `out` would overwrite each other (one line)."""
+        if self.out is None:
+            return
+        seen: dict[str, str] = {}
+        for path in self.inputs:
+            stem = self.stem(path)
+            if stem in seen:
+                raise ValueError(
+                    f"Inputs {seen[stem]!r} and {path!r} would write the same files "
+                    f"{os.path.basename(stem)}_* in {self.out!r}: predict them into separate "
+                    f"folders. Received: inputs={list(self.inputs)[:5]}"
+                )
+            seen[stem] = path
+
+    def stem(self, path: str) -> str:
+        """The path in `out` that input `path`'s output files begin with (its name, no extension).
+
+        Example:
+            >>> PredictRequest(["a/cat.png"], {}, out="masks").stem("a/cat.png")
+            'masks/cat'
+        """
+        return os.path.join(self.out or "", os.path.splitext(os.path.basename(path))[0])
 
 
 def run_splits(

@@ -397,7 +397,7 @@ class Detection(BoxTask):
             results = coco_results([found], [image_id], category_ids)
             for result in results:
                 result["file_name"] = os.path.basename(path)
-            stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
+            stem = request.stem(path)
             drawn = _draw(image.numpy(), found[found[:, 4] > DRAW_SCORE], names)
             os.makedirs(request.out, exist_ok=True)
             atomic_write_bytes(

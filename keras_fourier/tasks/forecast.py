@@ -263,8 +263,7 @@ class Forecast(Task):
             forecast = np.moveaxis(trajectory * std + mean, -1, 1).astype(np.float32)
             if not np.all(np.isfinite(forecast)):
                 raise ValueError(f"The forecast of {path!r} is not finite: nothing written.")
-            stem = os.path.splitext(os.path.basename(path))[0]
-            target = os.path.join(request.out, f"{stem}_forecast.npy")
+            target = f"{request.stem(path)}_forecast.npy"
             atomic_save(
                 target,
                 lambda temporary, data=forecast: np.save(temporary, data, allow_pickle=False),

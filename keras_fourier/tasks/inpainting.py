@@ -173,7 +173,7 @@ class Inpainting(Task):
             image = tf.image.resize(tf.cast(image, tf.float32), (size, size))[None]
             inputs, _ = mask_batch(image, tf.constant([EVAL_MASK_SEED, index], tf.int64))
             restored = model.predict(inputs, verbose=0)
-            stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
+            stem = request.stem(path)
             for suffix, pixels in (
                 ("masked", inputs[MASKED_IMAGE_KEY][0]),
                 ("restored", restored[0]),

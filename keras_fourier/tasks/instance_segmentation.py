@@ -252,8 +252,10 @@ class InstanceSegmentation(BoxTask):
     def predict(self, model: keras.Model, request: PredictRequest) -> list[str]:
         """Writes ``<stem>_instances.json`` (COCO results, RLE) and ``<stem>_masks.png`` per image.
 
-        Every image is read before anything is written: an unreadable one
-        refuses the whole request, and the folder is not created.
+        Every image is decoded before anything is written: an unreadable one
+        refuses the whole request, and the folder is not created. Images are
+        held one at a time (decoded again for their prediction), so memory
+        does not grow with the number of inputs.
         """
         if request.out is None:
             raise ValueError(
@@ -265,10 +267,12 @@ class InstanceSegmentation(BoxTask):
         num_classes = model.get_layer("roi_head").num_classes
         names = request.record.get(CLASS_NAMES_KEY) or [str(index) for index in range(num_classes)]
         category_ids = request.record.get(CATEGORY_IDS_KEY) or list(range(1, num_classes + 1))
-        images = [read_image_file(path) for path in request.inputs]
+        for path in request.inputs:
+            read_image_file(path)
         os.makedirs(request.out, exist_ok=True)
         lines = []
-        for image_id, (path, image) in enumerate(zip(request.inputs, images, strict=True)):
+        for image_id, path in enumerate(request.inputs):
+            image = read_image_file(path)
             fitted, _, scale = letterbox_example(
                 tf.cast(image, tf.float32), tf.zeros((0, 7), tf.float32), size
             )
@@ -286,7 +290,7 @@ class InstanceSegmentation(BoxTask):
                 for row, mask in zip(found[shown], masks[shown], strict=True)
             ]
             overlay = _overlay(image.numpy(), found[shown], pasted, names)
-            stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
+            stem = request.stem(path)
             atomic_write_bytes(stem + "_instances.json", json.dumps(results, indent=1).encode())
             atomic_write_bytes(stem + "_masks.png", tf.io.encode_png(overlay).numpy())
             labels = [f"{names[int(cls)]} {score:.2f}" for *_, score, cls in found[shown]]

@@ -447,7 +447,7 @@ class Segmentation(Task):
                 mixed = image[band].astype(np.uint16) + colours[classes[band]]
                 overlay[band] = mixed // 2  # (image + colour) / 2, rounded down
             del image
-            stem = os.path.join(request.out, os.path.splitext(os.path.basename(path))[0])
+            stem = request.stem(path)
             os.makedirs(request.out, exist_ok=True)
             atomic_write_bytes(stem + "_labels.png", tf.io.encode_png(classes[..., None]).numpy())
             atomic_write_bytes(stem + "_overlay.png", tf.io.encode_png(overlay).numpy())
