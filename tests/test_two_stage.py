@@ -293,6 +293,10 @@ def test_rpn_proposals_are_mmdetections_top_k_per_level_then_nms_per_level():
     images = np.zeros((2, 32, 48, 3), "float32")
     layer = RPNProposals(pre_nms=40, iou_threshold=0.7, max_proposals=50, num_levels=2)
     out = {k: keras.ops.convert_to_numpy(v) for k, v in layer(raw, images).items()}
+    shapes = layer.compute_output_shape(raw.shape, images.shape)
+    assert {key: tuple(shape) for key, shape in shapes.items()} == {
+        key: value.shape for key, value in out.items()
+    }
     levels = np.repeat([0, 1], [8 * 12 * 3, 4 * 6 * 3])
     for b in range(2):
         boxes, scores = _numpy_proposals(

@@ -265,6 +265,10 @@ class RPNProposals(keras.layers.Layer):
             "num_proposals": ops.cast(ops.sum(kept, axis=1), "int32"),
         }
 
+    def compute_output_shape(self, raw_shape, images_shape=None):
+        batch, count = raw_shape[0], self.max_proposals
+        return {"boxes": (batch, count, 4), "scores": (batch, count), "num_proposals": (batch,)}
+
     def compute_output_spec(self, raw, images=None, training=None):
         batch = raw.shape[0]
         shape = (batch, self._limits(training)[1])
