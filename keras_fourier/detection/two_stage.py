@@ -337,9 +337,9 @@ def two_stage_detector(
         "roi_head", roi_head, CascadeRoIHead, head_fixed, head_arguments
     )
     check_weights_argument(weights, arch, backbone, num_classes, neck)
-    inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
+    inputs, x = image_inputs(backbone, input_shape, include_preprocessing, pad=True)
     maps = pyramid_maps(
-        backbone, x, tuple(input_shape), drop_path_rate, fft_impl, built_size(backbone)
+        backbone, x, tuple(x.shape[1:]), drop_path_rate, fft_impl, built_size(backbone)
     )
     levels = DetectionFPN(
         channels,
