@@ -1,4 +1,4 @@
-"""Mlp, GLU, SelfAttention, LayerScale, DropPath, PositionEmbedding and StrideCheck."""
+"""Mlp, GLU, SelfAttention, LayerScale, DropPath, PositionEmbedding, StrideCheck, PadToMultiple."""
 
 import math
 
@@ -11,6 +11,7 @@ from keras_fourier.layers import (
     DropPath,
     LayerScale,
     Mlp,
+    PadToMultiple,
     PositionEmbedding,
     SelfAttention,
     StrideCheck,
@@ -64,6 +65,7 @@ def _silu(x):
             {"pos_embed": (1, 4, 4, 5)},
         ),
         (lambda **kw: StrideCheck(2, **kw), (2, 4, 6, 3), {}),
+        (lambda **kw: PadToMultiple(4, **kw), (2, 5, 6, 3), {}),
     ],
     ids=[
         "mlp",
@@ -74,6 +76,7 @@ def _silu(x):
         "pos_embed",
         "pos_embed-resized",
         "stride_check",
+        "pad_to_multiple",
     ],
 )
 def test_shared_checks(make, shape, weights, tmp_path):
@@ -218,9 +221,23 @@ def test_stride_check_refuses_a_run_time_size_in_a_graph():
         traced(random_input((2, 8, 10, 3)))
 
 
+def test_pad_to_multiple_pads_bottom_and_right_with_zeros_for_any_size():
+    # a fixed size, and one known only at run time (the model's (None, None) input)
+    inputs = keras.Input((None, None, 2))
+    model = keras.Model(inputs, PadToMultiple(8)(inputs))
+    assert model.output.shape == (None, None, None, 2)
+    for height, width in ((5, 8), (8, 16), (9, 17)):
+        x = random_input((1, height, width, 2))
+        expected = np.pad(x, [(0, 0), (0, -height % 8), (0, -width % 8), (0, 0)])
+        np.testing.assert_array_equal(to_numpy(PadToMultiple(8)(x)), expected)
+        np.testing.assert_array_equal(model.predict(x, verbose=0), expected)
+    assert PadToMultiple(32).compute_output_shape((None, 70, None, 3)) == (None, 96, None, 3)
+
+
 @pytest.mark.parametrize(
     ("make", "match"),
     [
+        (lambda: PadToMultiple(0), "multiple=0"),
         (lambda: PositionEmbedding(height=0), "height=0"),
         (lambda: PositionEmbedding(width=2.5), "width=2.5"),
         (lambda: StrideCheck(0), "stride=0"),

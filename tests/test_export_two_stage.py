@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 
 from keras_fourier.cli import main
-from keras_fourier.detection import paste_masks
+from keras_fourier.detection import MaskRCNN, paste_masks
 from keras_fourier.export.parity import mask_iou, match_detections
+from keras_fourier.export.signatures import fixed_size
 from keras_fourier.tasks import select_task
 from keras_fourier.training.config import TrainConfig
 from tests.harness import export_run_model
@@ -162,3 +163,28 @@ def test_bench_times_a_two_stage_detectors_inference_and_training_step(exported,
     assert row["batch_size"] == 1 and row["gflops"] > 0
     assert row["predict_img_s"] > 0 and row["train_img_s"] > 0 and row["train_peak_mib"] >= 0
     assert row["train_gmac_s"] > 0 and row["train_fraction"] > 0
+
+
+def test_an_any_size_two_stage_detector_exports_at_any_image_size(tmp_path, capsys):
+    # The model pads its images to multiples of 32 itself: `--image-size` takes any size, and is
+    # still needed (in one line, without a stride to meet) for a converted file.
+    keras.utils.set_random_seed(0)
+    tiny = {"channels": 16, "fc_channels": 32, "mask_channels": 16, "max_proposals": 20}
+    model = MaskRCNN("gfnet_tiny", num_classes=CLASSES, max_detections=10, **tiny)
+    model.save(tmp_path / "model.keras")
+    out = tmp_path / "out"
+    assert (
+        main(["export", str(tmp_path / "model.keras"), "--format", "tflite", "--out", str(out)])
+        == 2
+    )
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "pass --image-size." in error[0] and "stride" not in error[0], error
+    assert not out.exists()
+    fixed = fixed_size(model, (71, 101), "--image-size")
+    assert fixed.input_shape == (None, 71, 101, 3)
+    assert fixed.get_layer("pad_to_stride").output.shape == (None, 96, 128, 3)
+    images = _images(1, seed=7, height=71, width=101)
+    expected = keras.tree.map_structure(keras.ops.convert_to_numpy, model(images))
+    for key, value in keras.tree.map_structure(keras.ops.convert_to_numpy, fixed(images)).items():
+        np.testing.assert_allclose(value, expected[key], atol=1e-4)
+    assert expected["boxes"][..., 2].max() <= 101 and expected["boxes"][..., 3].max() <= 71

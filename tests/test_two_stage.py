@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_fourier.detection import CascadeMaskRCNN, MaskRCNN, TwoStageDetector, paste_masks
+from keras_fourier.detection.coco import MEAN as COCO_MEAN
 from keras_fourier.layers import (
     AnchorBoxes,
     BBoxHead,
@@ -601,6 +602,62 @@ def test_a_mask_rcnn_of_any_size_round_trips_through_a_keras_file(tmp_path):
         )
 
 
+def test_a_mask_rcnn_of_any_size_pads_the_image_to_32_as_mmdetection():
+    # mmdetection: normalise, pad bottom/right with zeros to multiples of 32, clip proposals and
+    # detections to the unpadded image. Zeros after the normalisation = the mean colour before.
+    keras.utils.set_random_seed(0)
+    model = MaskRCNN("gfnet_tiny", num_classes=3, max_detections=10, **TINY)
+    assert model.get_layer("pad_to_stride").multiple == 32
+    images = np.random.default_rng(13).uniform(0, 255, (2, 70, 100, 3)).astype("float32")
+    out = model.predict(images, verbose=0)
+    _check_detections(out, 70, 100)
+    assert (out["boxes"] >= 0).all() and out["boxes"][..., 2].max() > 90
+    # the reference: the trunk on the image padded by hand, proposals and RoI head clipped to
+    # the unpadded image (its own model: one compiled pass)
+    by_hand = np.broadcast_to(np.float32(COCO_MEAN), (2, 96, 128, 3)).copy()
+    by_hand[:, :70, :100] = images
+    trunk = keras.Model(model.input, [model.get_layer(name).output for name in ("neck", "rpn")])
+    padded_input, image_input = keras.Input((96, 128, 3)), keras.Input((70, 100, 3))
+    levels, rpn = trunk(padded_input)
+    detections = model.roi_head(levels, model.proposals(rpn, image_input), image_input)
+    reference = keras.Model(
+        [padded_input, image_input],
+        {"detections": detections, "padded": [*levels, rpn], "trunk": trunk(image_input)},
+    )
+    expected = reference.predict([by_hand, images], verbose=0)
+    sizes = [(-(-96 // s), 128 // s) for s in (4, 8, 16, 32, 64)]
+    assert [level.shape[1:3] for level in expected["trunk"][0]] == sizes
+    mine = keras.tree.flatten(expected["trunk"])
+    for value, padded in zip(mine, expected["padded"], strict=True):
+        np.testing.assert_allclose(value, padded, atol=1e-4)
+    for key, value in expected["detections"].items():
+        np.testing.assert_allclose(out[key], value, atol=1e-4)
+
+
+def _to_numpy(tree):
+    return keras.tree.map_structure(keras.ops.convert_to_numpy, tree)
+
+
+@pytest.mark.single_backend
+def test_a_mask_rcnn_of_a_size_32_does_not_divide_pads_inside_and_round_trips(tmp_path):
+    model = MaskRCNN(
+        "gfnet_tiny", num_classes=3, max_detections=10, input_shape=(70, 100, 3), **TINY
+    )
+    # the backbone built for the padded (96, 128): the position embedding of its 2-pixel patches
+    assert model.get_layer("pad_to_stride").output.shape == (None, 96, 128, 3)
+    assert model.get_layer("pos_embed").pos_embed.shape[:3] == (1, 48, 64)
+    images = np.random.default_rng(14).uniform(0, 255, (2, 70, 100, 3)).astype("float32")
+    out = _to_numpy(model(images))
+    _check_detections(out, 70, 100)
+    path = tmp_path / "fixed.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.input_shape == (None, 70, 100, 3)
+    again = _to_numpy(loaded(images))
+    for key, value in out.items():
+        np.testing.assert_allclose(again[key], value, atol=1e-5)
+
+
 @pytest.mark.single_backend
 def test_a_cascade_of_fixed_size_detects_gives_its_trunk_in_training_and_refuses_bad_input():
     model = CascadeMaskRCNN(
@@ -635,7 +692,7 @@ def test_a_cascade_of_fixed_size_detects_gives_its_trunk_in_training_and_refuses
         (lambda: CascadeMaskRCNN("gfnet_tiny", neck="bifpn"), "neck='bifpn'"),
         (lambda: CascadeMaskRCNN("gfnet_tiny", fc_channels=0), "fc_channels=0"),
         (lambda: CascadeMaskRCNN("gfnet_tiny", weights="missing.h5"), "weights='missing.h5'"),
-        (lambda: CascadeMaskRCNN("gfnet_tiny", input_shape=(60, 64, 3)), "input_shape="),
+        (lambda: CascadeMaskRCNN("gfnet_tiny", input_shape=(0, 64, 3)), "input_shape=(0,"),
         (lambda: MaskRCNN("gfnet_tiny", proposals={"num_levels": 3}), "proposals={'num_levels'"),
         (lambda: MaskRCNN("gfnet_tiny", roi_head={"slots": 3}), "'slots'"),
         (lambda: MaskRCNN("gfnet_tiny", roi_head={"num_samples": 0}), "num_samples=0"),

@@ -3,9 +3,14 @@
 mmdetection 2.x's models as HorNet's COCO configs use them, layer by layer
 (names are stable; the checkpoint converter maps mmdetection's keys to them):
 
-* ``images``: (B, H, W, 3) 0-255 RGB; H and W multiples of 32, or None for
-  any such size; ``preprocessing``: ImageNet's normalisation, then the
-  backbone's layers and its pyramid ``norm0``-``norm3`` at strides 4-32
+* ``images``: (B, H, W, 3) 0-255 RGB of any height and width (None for any
+  size); ``preprocessing``: ImageNet's normalisation; ``pad_to_stride``: a
+  :class:`~keras_fourier.layers.PadToMultiple` padding it bottom and right
+  with zeros to multiples of 32, as mmdetection's ``Pad(size_divisor=32)``
+  (absent where the fixed size is already such a multiple; the proposals,
+  the detections and the training's border rule read the unpadded
+  ``images``), then the backbone's layers, built for the padded size, and
+  its pyramid ``norm0``-``norm3`` at strides 4-32
   (:func:`keras_fourier.models.pyramid.pyramid_maps`, filters built for
   224-pixel images as HorNet's detection configs);
 * ``neck``: a :class:`~keras_fourier.layers.DetectionFPN` of 256 channels,
@@ -275,8 +280,9 @@ def two_stage_detector(
             :func:`~keras_fourier.detection.checkpoints.mmdet_key_map`), or a
             `.weights.h5` or `.keras` file saved by keras_fourier for the
             same architecture; all or nothing.
-        input_shape: (height, width, 3), multiples of 32, or None for any
-            such size. Default (None, None, 3).
+        input_shape: (height, width, 3), any height and width (the model
+            pads them to multiples of 32), or None for any size. Default
+            (None, None, 3).
         channels: the width of the neck, the RPN and the box heads' convs.
             Default 256.
         fc_channels: the box heads' dense width. Default 1024.
@@ -302,8 +308,8 @@ def two_stage_detector(
         A :class:`TwoStageDetector`.
 
     Raises:
-        ValueError: an unknown architecture, backbone or neck, an input size
-            32 does not divide, weights that do not fit.
+        ValueError: an unknown architecture, backbone or neck, an input
+            shape that is not (height, width, 3), weights that do not fit.
     """
     row = TWO_STAGE_ARCHS[check_choice("arch", arch, tuple(TWO_STAGE_ARCHS))]
     num_classes = check_positive_int("num_classes", num_classes)
@@ -337,9 +343,9 @@ def two_stage_detector(
         "roi_head", roi_head, CascadeRoIHead, head_fixed, head_arguments
     )
     check_weights_argument(weights, arch, backbone, num_classes, neck)
-    inputs, x = image_inputs(backbone, input_shape, include_preprocessing)
+    inputs, x = image_inputs(backbone, input_shape, include_preprocessing, pad=True)
     maps = pyramid_maps(
-        backbone, x, tuple(input_shape), drop_path_rate, fft_impl, built_size(backbone)
+        backbone, x, tuple(x.shape[1:]), drop_path_rate, fft_impl, built_size(backbone)
     )
     levels = DetectionFPN(
         channels,

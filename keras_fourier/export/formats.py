@@ -295,10 +295,12 @@ def _fixed_model(
     if any(len(shape) == 4 and None in shape[1:3] for shape in shapes) and (
         {"tflite", "onnx"} & set(formats) or not is_dense_model(model)
     ):
+        stride = model_stride(model)
+        sizes = f" (multiples of its stride {stride})" if stride > 1 else ""
         raise ValueError(
             f"Model {model.name!r} takes images of any size; TFLite, ONNX and the SavedModel "
-            f"of a classifier or detector are exported at one size: pass {flag} (multiples of "
-            f"its stride {model_stride(model)}). Received: {flag}=None"
+            f"of a classifier or detector are exported at one size: pass {flag}{sizes}. "
+            f"Received: {flag}=None"
         )
     return model
 

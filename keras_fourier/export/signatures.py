@@ -67,6 +67,7 @@ from keras_fourier.export.detections import (
 )
 from keras_fourier.layers import spectral
 from keras_fourier.layers.decode_heads import ResizeToMatch
+from keras_fourier.layers.padding import PadToMultiple
 from keras_fourier.layers.position import StrideCheck
 from keras_fourier.models.clone import clone_with
 from keras_fourier.models.kinds import classifier_head, is_field_model
@@ -145,10 +146,16 @@ def is_dense_model(model: keras.Model) -> bool:
 def model_stride(model: keras.Model) -> int:
     """What an any-size model's input height and width must be multiples of (1: anything).
 
+    1 for a model that pads its images itself (a :class:`PadToMultiple`
+    layer, a two-stage detector's): the stride checks after it read the
+    padded image.
+
     Example:
         >>> model_stride(keras_fourier.segmentation.UPerNet(backbone="hornet_tiny"))
         32
     """
+    if any(isinstance(layer, PadToMultiple) for layer in model.layers):
+        return 1
     strides = [layer.stride for layer in model.layers if isinstance(layer, StrideCheck)]
     return max(strides, default=1)
 

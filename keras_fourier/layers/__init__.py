@@ -21,7 +21,7 @@ from keras_fourier.layers.fourier import AFNO2D, FourierMixing, GlobalFilter
 from keras_fourier.layers.fourier1d import AFNO1D, GlobalFilter1D
 from keras_fourier.layers.fpn import DetectionFPN
 from keras_fourier.layers.hornet import GlobalLocalFilter, GnConv
-from keras_fourier.layers.padding import PeriodicPad2D
+from keras_fourier.layers.padding import PadToMultiple, PeriodicPad2D
 from keras_fourier.layers.position import PositionEmbedding, StrideCheck
 from keras_fourier.layers.regularization import DropPath, LayerScale
 from keras_fourier.layers.roi import RoIAlign
@@ -62,6 +62,7 @@ __all__ = [
     "MaskHead",
     "Mlp",
     "MultiScaleNeck",
+    "PadToMultiple",
     "PeriodicPad2D",
     "PositionEmbedding",
     "RPNHead",

@@ -59,3 +59,55 @@ class PeriodicPad2D(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "pad_width": self.pad_width}
+
+
+@keras.saving.register_keras_serializable(package="keras_fourier")
+class PadToMultiple(keras.layers.Layer):
+    """Pads (B, H, W, C) images bottom and right with zeros to multiples of `multiple`.
+
+    mmdetection's ``Pad(size_divisor=32)`` after its normalisation: the
+    backbone of a two-stage detector reads an image whose height and width
+    its stride divides, whatever the input's size; sizes already multiples
+    pass unchanged. Works on a fixed size and on one known only at run time.
+
+    Args:
+        multiple: what the padded height and width are multiples of, a
+            positive int. Default 32.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: (B, H, W, C) tensor.
+
+    Returns:
+        Tensor (B, H', W', C): `inputs` in its top-left corner, zeros below and
+        to its right; H' and W' the smallest multiples of `multiple` at or
+        above H and W.
+
+    Example:
+        >>> PadToMultiple(32)(keras.ops.ones((1, 70, 100, 3))).shape
+        TensorShape([1, 96, 128, 3])
+
+    Reference:
+        Chen et al., "MMDetection: Open MMLab Detection Toolbox and
+        Benchmark", arXiv:1906.07155 (``mmdet/datasets/pipelines/transforms.py``,
+        ``Pad``).
+    """
+
+    def __init__(self, multiple: int = 32, **kwargs):
+        super().__init__(**kwargs)
+        self.multiple = check_positive_int("multiple", multiple)
+
+    def call(self, inputs):
+        shape = ops.shape(inputs)
+        grow = [(self.multiple - shape[axis] % self.multiple) % self.multiple for axis in (1, 2)]
+        return ops.pad(inputs, [[0, 0], [0, grow[0]], [0, grow[1]], [0, 0]])
+
+    def compute_output_shape(self, input_shape):
+        batch, height, width, channels = input_shape
+        padded = [
+            None if d is None else -(-d // self.multiple) * self.multiple for d in (height, width)
+        ]
+        return (batch, *padded, channels)
+
+    def get_config(self):
+        return {**super().get_config(), "multiple": self.multiple}

@@ -13,9 +13,12 @@ stage outputs, isotropic ones (GFNet, AFNONet) their one token map through a
 
 from __future__ import annotations
 
+import math
+
 import keras
 
 from keras_fourier.layers.decode_heads import MultiScaleNeck
+from keras_fourier.layers.padding import PadToMultiple
 from keras_fourier.layers.position import StrideCheck
 from keras_fourier.models.builder import build_model
 from keras_fourier.models.catalog import vision_stride
@@ -35,6 +38,8 @@ IMAGENET_STD = (58.395, 57.12, 57.375)
 def check_input_shape(input_shape, stride: int) -> tuple:
     """`input_shape` as a tuple, checked: (height, width, 3), each a multiple of `stride` or None.
 
+    A `stride` of 1 takes any positive height and width.
+
     Raises:
         ValueError: any other shape, naming `input_shape`.
     """
@@ -48,9 +53,10 @@ def check_input_shape(input_shape, stride: int) -> tuple:
             for d in input_shape[:2]
         )
     ):
+        sizes = f"multiples of {stride}" if stride > 1 else "positive ints"
         raise ValueError(
-            f"`input_shape` must be (height, width, 3) with height and width multiples of "
-            f"{stride} (or None for any size). Received: input_shape={input_shape!r}"
+            f"`input_shape` must be (height, width, 3) with height and width {sizes} (or None "
+            f"for any size). Received: input_shape={input_shape!r}"
         )
     return tuple(input_shape)
 
@@ -181,20 +187,28 @@ def pyramid_maps(
     return list(maps)
 
 
-def image_inputs(backbone: str | keras.Model, input_shape: tuple, include_preprocessing: bool):
+def image_inputs(
+    backbone: str | keras.Model, input_shape: tuple, include_preprocessing: bool, pad: bool = False
+):
     """The image input of a dense model on `backbone`, and the tensor its backbone reads.
 
     The stride check of an any-size input, then (with `include_preprocessing`)
-    the ImageNet normalisation of 0-255 RGB pixels (``preprocessing``).
+    the ImageNet normalisation of 0-255 RGB pixels (``preprocessing``). With
+    `pad`, the input takes any height and width instead, and the normalised
+    image is padded bottom and right with zeros to multiples of the
+    backbone's stride and 32 (``pad_to_stride``, mmdetection's
+    ``Pad(size_divisor=32)``) where a size may need it.
 
     Returns:
-        (the `keras.Input` "images", the tensor after its checks and normalisation).
+        (the `keras.Input` "images", the tensor after its checks, normalisation
+        and padding; its static shape is the one the backbone is built for).
     """
     stride = required_stride(backbone)
-    input_shape = check_input_shape(input_shape, stride)
+    multiple = math.lcm(stride, PYRAMID_STRIDES[-1]) if pad else stride
+    input_shape = check_input_shape(input_shape, 1 if pad else stride)
     inputs = keras.Input(input_shape, name="images")
     x = inputs
-    if None in input_shape[:2] and stride > 1:
+    if None in input_shape[:2] and stride > 1 and not pad:
         x = StrideCheck(stride, name="pyramid_stride_check")(x)
     if include_preprocessing:
         x = keras.layers.Normalization(
@@ -202,6 +216,8 @@ def image_inputs(backbone: str | keras.Model, input_shape: tuple, include_prepro
             variance=[s**2 for s in IMAGENET_STD],
             name="preprocessing",
         )(x)
+    if pad and any(d is None or d % multiple for d in input_shape[:2]):
+        x = PadToMultiple(multiple, name="pad_to_stride")(x)
     return inputs, x
 
 
