@@ -406,7 +406,7 @@ def test_weights_of_detection_runs_and_other_weights_are_refused(tmp_path, capsy
     cases = [
         ("detection", "coco", "A detection run starts from random weights"),
         ("instance_segmentation", "run.keras", "An instance segmentation run starts from"),
-        ("instance_segmentation", "coco", "--model` of ['hornet_b_7x7'"),
+        ("instance_segmentation", "coco", "use a `--model` of ['hornet_b_7x7'"),
     ]
     for task, weights, expected in cases:
         out = tmp_path / task

@@ -163,8 +163,8 @@ class InstanceSegmentation(BoxTask):
             )
         if weights == "coco" and key not in coco.RELEASES:
             raise ValueError(
-                f"`{flag}` coco is the official Cascade Mask R-CNN checkpoint of HorNet: use a "
-                f"`{name('model')}` of {sorted(coco.RELEASES)}. Received: "
+                f"`{flag} coco` loads the official Cascade Mask R-CNN checkpoint of a HorNet "
+                f"backbone: use a `{name('model')}` of {sorted(coco.RELEASES)}. Received: "
                 f"{name('model')}={config.model!r}"
             )
         if weights != "coco" and not os.path.isfile(weights):
