@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Collection
 
 import keras
 
@@ -144,7 +145,7 @@ def _fine_tuning_key_map(
     key_map: KeyMapFunction,
     checkpoint_classes: int | None,
     model: keras.Model,
-    checkpoint_keys,
+    checkpoint_keys: Collection[str],
 ) -> tuple[KeyMap, set[str]]:
     """`key_map` without the class-dependent keys when the class counts differ (ignored)."""
     keys, ignored = key_map(model, checkpoint_keys)

@@ -7,9 +7,9 @@ checked, or nothing; ``KERAS_FOURIER_MIRROR``; a progress bar), reads it
 with the release's reader (:data:`READERS`), converts it through the key map
 all or nothing (:func:`keras_fourier.weights.convert.load_tensors`) and
 saves the model's weights beside the download (:func:`converted_path`);
-later calls load that file, offline (but the variables a partial load
-keeps, ``keep``: a fine-tuned model's fresh head). A damaged conversion is converted
-again, a damaged download downloaded again, and a cache that cannot hold the
+later calls load that file, offline (but for the variables a partial load
+keeps, ``keep``: a fine-tuned model's fresh head). A damaged conversion is
+converted again, a damaged download downloaded again, and a cache that cannot hold the
 conversion leaves it in memory, each with one warning line.
 :func:`load_checkpoint` is the same read-and-convert for a file the user names.
 """
