@@ -1,5 +1,6 @@
 """mmdetection checkpoints of two-stage detectors: key map against NumPy heads, refusals, COCO."""
 
+import functools
 import io
 import os
 
@@ -8,20 +9,37 @@ import numpy as np
 import pytest
 
 from keras_fourier import detection
+from keras_fourier.cli import main
 from keras_fourier.detection import coco
-from keras_fourier.detection.checkpoints import mmdet_key_map
+from keras_fourier.detection.checkpoints import (
+    class_variables,
+    load_detection_weights,
+    mmdet_key_map,
+)
 from keras_fourier.detection.two_stage import TWO_STAGE_ARCHS
 from keras_fourier.layers import AnchorBoxes, CascadeRoIHead, DetectionFPN, RPNHead, RPNProposals
 from keras_fourier.weights.convert import load_tensors
+from keras_fourier.weights.pipeline import load_release
 from keras_fourier.weights.pth import read_pth
+from keras_fourier.weights.releases import Release
 from tests.harness import to_numpy
+from tests.test_checkpoints import OfficialState, gfnet_state
 from tests.test_segmentation_models import _np_conv, _np_conv_module, _save_mmseg
+from tests.test_tasks import write_tiny_instances
 
 CHANNELS, FC, MASK, CLASSES, STAGES = 8, 16, 8, 3, 3
 BACKBONE_CHANNELS = (4, 6, 8, 10)
 
 
-def _mmdet_state(seed=0, cascade=True) -> dict[str, np.ndarray]:
+def _mmdet_state(
+    seed=0,
+    cascade=True,
+    classes=CLASSES,
+    backbone_channels=BACKBONE_CHANNELS,
+    channels=CHANNELS,
+    fc=FC,
+    mask_width=MASK,
+) -> dict[str, np.ndarray]:
     """A random neck/rpn_head/roi_head state dict of mmdetection's CascadeRCNN or MaskRCNN.
 
     The cascade's heads are ``ConvFCBBoxHead`` (4 convs with BatchNorm, 1 fc) indexed by
@@ -35,36 +53,38 @@ def _mmdet_state(seed=0, cascade=True) -> dict[str, np.ndarray]:
         if bias:
             sd[f"{prefix}.bias"] = rng.normal(0, 0.3, cout)
 
-    for i, cin in enumerate(BACKBONE_CHANNELS):
-        conv(f"neck.lateral_convs.{i}.conv", CHANNELS, cin, 1)
-        conv(f"neck.fpn_convs.{i}.conv", CHANNELS, CHANNELS, 3)
-    conv("rpn_head.rpn_conv", CHANNELS, CHANNELS, 3)
-    conv("rpn_head.rpn_cls", 3, CHANNELS, 1)
-    conv("rpn_head.rpn_reg", 12, CHANNELS, 1)
+    for i, cin in enumerate(backbone_channels):
+        conv(f"neck.lateral_convs.{i}.conv", channels, cin, 1)
+        conv(f"neck.fpn_convs.{i}.conv", channels, channels, 3)
+    conv("rpn_head.rpn_conv", channels, channels, 3)
+    conv("rpn_head.rpn_cls", 3, channels, 1)
+    conv("rpn_head.rpn_reg", 12, channels, 1)
     for s in range(STAGES if cascade else 1):
         head = f"roi_head.bbox_head.{s}" if cascade else "roi_head.bbox_head"
         for i in range(4 if cascade else 0):
-            conv(f"{head}.shared_convs.{i}.conv", CHANNELS, CHANNELS, 3, bias=False)
-            sd[f"{head}.shared_convs.{i}.bn.weight"] = rng.normal(1, 0.2, CHANNELS)
-            sd[f"{head}.shared_convs.{i}.bn.bias"] = rng.normal(0, 0.2, CHANNELS)
-            sd[f"{head}.shared_convs.{i}.bn.running_mean"] = rng.normal(0, 0.2, CHANNELS)
-            sd[f"{head}.shared_convs.{i}.bn.running_var"] = rng.uniform(0.5, 1.5, CHANNELS)
+            conv(f"{head}.shared_convs.{i}.conv", channels, channels, 3, bias=False)
+            sd[f"{head}.shared_convs.{i}.bn.weight"] = rng.normal(1, 0.2, channels)
+            sd[f"{head}.shared_convs.{i}.bn.bias"] = rng.normal(0, 0.2, channels)
+            sd[f"{head}.shared_convs.{i}.bn.running_mean"] = rng.normal(0, 0.2, channels)
+            sd[f"{head}.shared_convs.{i}.bn.running_var"] = rng.uniform(0.5, 1.5, channels)
             sd[f"{head}.shared_convs.{i}.bn.num_batches_tracked"] = np.array(9)
-        sd[f"{head}.shared_fcs.0.weight"] = rng.normal(0, 0.05, (FC, CHANNELS * 49))
-        sd[f"{head}.shared_fcs.0.bias"] = rng.normal(0, 0.3, FC)
+        sd[f"{head}.shared_fcs.0.weight"] = rng.normal(0, 0.05, (fc, channels * 49))
+        sd[f"{head}.shared_fcs.0.bias"] = rng.normal(0, 0.3, fc)
         if not cascade:
-            sd[f"{head}.shared_fcs.1.weight"] = rng.normal(0, 0.3, (FC, FC))
-            sd[f"{head}.shared_fcs.1.bias"] = rng.normal(0, 0.3, FC)
-        sd[f"{head}.fc_cls.weight"] = rng.normal(0, 0.5, (CLASSES + 1, FC))
-        sd[f"{head}.fc_cls.bias"] = rng.normal(0, 0.3, CLASSES + 1)
-        sd[f"{head}.fc_reg.weight"] = rng.normal(0, 0.5, (4 * CLASSES, FC))
-        sd[f"{head}.fc_reg.bias"] = rng.normal(0, 0.3, 4 * CLASSES)
+            sd[f"{head}.shared_fcs.1.weight"] = rng.normal(0, 0.3, (fc, fc))
+            sd[f"{head}.shared_fcs.1.bias"] = rng.normal(0, 0.3, fc)
+        sd[f"{head}.fc_cls.weight"] = rng.normal(0, 0.5, (classes + 1, fc))
+        sd[f"{head}.fc_cls.bias"] = rng.normal(0, 0.3, classes + 1)
+        sd[f"{head}.fc_reg.weight"] = rng.normal(0, 0.5, (4 * classes, fc))
+        sd[f"{head}.fc_reg.bias"] = rng.normal(0, 0.3, 4 * classes)
         mask = f"roi_head.mask_head.{s}" if cascade else "roi_head.mask_head"
         for i in range(4):
-            conv(f"{mask}.convs.{i}.conv", MASK, CHANNELS if i == 0 else MASK, 3)
-        sd[f"{mask}.upsample.weight"] = rng.normal(0, 0.5, (MASK, MASK, 2, 2))  # (in, out, kh, kw)
-        sd[f"{mask}.upsample.bias"] = rng.normal(0, 0.3, MASK)
-        conv(f"{mask}.conv_logits", CLASSES, MASK, 1)
+            conv(f"{mask}.convs.{i}.conv", mask_width, channels if i == 0 else mask_width, 3)
+        sd[f"{mask}.upsample.weight"] = rng.normal(
+            0, 0.5, (mask_width, mask_width, 2, 2)
+        )  # (in, out, kh, kw)
+        sd[f"{mask}.upsample.bias"] = rng.normal(0, 0.3, mask_width)
+        conv(f"{mask}.conv_logits", classes, mask_width, 1)
     return sd
 
 
@@ -212,7 +232,6 @@ def test_mismatched_mmdet_checkpoints_are_refused_by_name_and_leave_the_model_un
 
 def test_coco_weights_arguments_are_checked_before_building():
     cases = [
-        ({"num_classes": 3}, "num_classes=3"),
         ({"backbone": "gfnet_h_ti"}, "backbone='gfnet_h_ti'"),
         ({"backbone": "hornet_t_gf", "neck": "horfpn_gf"}, "neck='horfpn_gf'"),
     ]
@@ -260,3 +279,139 @@ def test_coco_weights_come_from_the_mirror_and_a_mismatch_is_refused(tmp_path, m
     assert server.requests == [f"/{release.file_name}"]
     cached = tmp_path / "keras_home" / "keras_fourier" / release.file_name
     assert cached.read_bytes() == buffer.getvalue()
+
+
+# GFNet-H-Ti, the smallest backbone with an official key map: its widths and depths.
+GFNET_H_TI = ((64, 128, 256, 512), (3, 3, 10, 3))
+TINY_HEADS = {"channels": CHANNELS, "fc_channels": FC, "mask_channels": MASK}
+# The release's widths (the neck, RPN and box-head convs; the box heads' fc; the mask heads).
+RELEASE_HEADS = {"channels": 256, "fc": 1024, "mask_width": 256}
+
+
+def _detector_state(classes=80, **heads) -> dict[str, np.ndarray]:
+    """An official-layout Cascade Mask R-CNN checkpoint on GFNet-H-Ti (`classes`, tiny heads).
+
+    The backbone as its classification checkpoint (without its head and last norm) with
+    the detection backbone's ``norm0``-``norm3``; the neck and heads of :func:`_mmdet_state`.
+    """
+    dims, depths = GFNET_H_TI
+    backbone = gfnet_state(dims, depths, patch=4, grid=8)
+    norms = OfficialState(seed=3)
+    for index, dim in enumerate(dims):
+        norms.norm(f"norm{index}", dim)
+    state = {
+        f"backbone.{key}": value
+        for key, value in {**backbone, **norms.state}.items()
+        if not key.startswith(("head.", "norm."))
+    }
+    state.update(_mmdet_state(classes=classes, backbone_channels=dims, **heads))
+    return {key: value.astype(np.float32) if value.ndim else value for key, value in state.items()}
+
+
+def _values(model) -> dict[str, np.ndarray]:
+    return {variable.path: to_numpy(variable) for variable in model.weights}
+
+
+def test_a_coco_checkpoint_fine_tunes_on_other_classes(tmp_path, monkeypatch):
+    """An 80-class checkpoint into 3 classes: all but the class layers, which stay fresh.
+
+    As a `.pth` path, then as a release through a 127.0.0.1 mirror (a temporary KERAS_HOME):
+    one conversion cached per layout, and a model loaded from the cached 3-class conversion
+    keeps its own fresh class layers.
+    """
+    from tests.release_server import serve
+
+    state = _detector_state()
+    path = _save_mmseg(tmp_path / "cascade_gfnet_h_ti.pth", state)
+    build = functools.partial(
+        detection.CascadeMaskRCNN, "gfnet_h_ti", input_shape=(32, 32, 3), **TINY_HEADS
+    )
+    coco_model = build(num_classes=80, weights=path)
+    loaded = _values(coco_model)
+    keras.utils.set_random_seed(7)
+    fresh_model = build(num_classes=3)
+    keras.utils.set_random_seed(7)
+    tuned = build(num_classes=3, weights=path)
+    class_paths = {variable.path for variable in class_variables(tuned)}
+    assert len(class_paths) == 3 * 2 * 3  # fc_cls, fc_reg, conv_logits of 3 stages
+    fresh = _values(fresh_model)
+    assert fresh["roi_head/bbox_head_2/fc_reg/kernel"].shape == (FC, 4 * 3)
+
+    def check(values, fresh):
+        for name, value in values.items():
+            if name in class_paths:
+                np.testing.assert_array_equal(value, fresh[name], err_msg=name)
+                assert value.shape != loaded[name].shape, name
+            else:
+                np.testing.assert_array_equal(value, loaded[name], err_msg=name)
+                assert not np.array_equal(value, fresh[name]), name
+
+    check(_values(tuned), fresh)
+
+    state["roi_head.bbox_head.1.shared_fcs.0.bias"] = np.zeros(FC + 1)
+    wrong = _save_mmseg(tmp_path / "wrong.pth", state)
+    with pytest.raises(ValueError) as error:
+        load_detection_weights(fresh_model, wrong, "gfnet_h_ti")
+    message = str(error.value)
+    assert "\n" not in message and "model was left unchanged" in message
+    assert "wrong shapes (1): roi_head.bbox_head.1.shared_fcs.0.bias" in message
+    for name, value in _values(fresh_model).items():
+        np.testing.assert_array_equal(value, fresh[name], err_msg=name)
+
+    release = Release(file_name=os.path.basename(path), url="", source="test", license="test")
+    key_map = mmdet_key_map("gfnet_h_ti", checkpoint_classes=80)
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
+    for variable in class_variables(fresh_model):  # other values than those cached below
+        variable.assign(2 * variable.numpy() + 1)
+    kept = _values(fresh_model)
+    with serve({release.file_name: path.read_bytes()}) as server:
+        monkeypatch.setenv("KERAS_FOURIER_MIRROR", server.url)
+        load_release(coco_model, release, key_map, label="coco")
+        for model in (tuned, fresh_model):  # the first converts, the second loads that
+            load_release(model, release, key_map, label="coco", keep=class_variables(model))
+    assert server.requests == [f"/{release.file_name}"]
+    cache = tmp_path / "keras_home" / "keras_fourier"
+    assert len(list(cache.glob("cascade_gfnet_h_ti_*.weights.h5"))) == 2  # 80 and 3 classes
+    for name, value in _values(coco_model).items():  # all 80 classes', as from the .pth
+        np.testing.assert_array_equal(value, loaded[name], err_msg=name)
+    check(_values(tuned), fresh)
+    check(_values(fresh_model), kept)
+
+
+@pytest.mark.slow
+def test_train_fine_tunes_a_coco_checkpoint_on_the_data_classes(tmp_path, monkeypatch, capsys):
+    """`keras-fourier train --task instance_segmentation --weights PATH.pth` on 2 classes."""
+    monkeypatch.setenv("KERAS_HOME", os.fspath(tmp_path / "keras_home"))
+    data = tmp_path / "coco"
+    data.mkdir()
+    write_tiny_instances(data)
+    checkpoint = _save_mmseg(tmp_path / "coco.pth", _detector_state(**RELEASE_HEADS))
+    out = tmp_path / "run"
+    argv = ["train", "--task", "instance_segmentation", "--data", f"coco:{data}"]
+    argv += ["--model", "gfnet_h_ti", "--image-size", "32", "--batch-size", "8", "--epochs", "1"]
+    argv += ["--verbose", "0", "--no-tensorboard", "--out", str(out)]
+    assert main([*argv, "--weights", os.fspath(checkpoint)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("test_mask_map="), lines[-3:]
+    model = keras.saving.load_model(out / "model.keras")
+    roi_head = model.get_layer("roi_head")
+    assert (roi_head.num_classes, roi_head.num_stages) == (2, 3)
+    assert model.get_layer("neck").channels == 256
+
+
+def test_weights_of_detection_runs_and_other_weights_are_refused(tmp_path, capsys):
+    data = tmp_path / "coco"
+    data.mkdir()
+    write_tiny_instances(data)
+    cases = [
+        ("detection", "coco", "A detection run starts from random weights"),
+        ("instance_segmentation", "run.keras", "An instance segmentation run starts from"),
+        ("instance_segmentation", "coco", "use a `--model` of ['hornet_b_7x7'"),
+    ]
+    for task, weights, expected in cases:
+        out = tmp_path / task
+        argv = ["train", "--task", task, "--data", f"coco:{data}", "--model", "gfnet_h_ti"]
+        assert main([*argv, "--weights", weights, "--out", str(out)]) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and expected in error[0], error
+        assert not out.exists()

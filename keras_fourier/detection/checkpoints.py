@@ -28,12 +28,21 @@ checkpoint that does not match lists the missing keys, the unexpected keys
 and the wrong shapes; the model is then unchanged) and, for
 ``weights="coco"``, downloads once and caches the conversion. BatchNorm's
 ``num_batches_tracked`` counters have no Keras counterpart and are skipped.
+
+Fine-tuning on other classes: when the checkpoint's class count (80 for
+"coco"; a `.pth`'s from its first ``fc_cls``) differs from the model's, the
+class-dependent tensors (:data:`CLASS_LAYERS`: each stage's ``fc_cls`` and
+``fc_reg``, each mask head's ``conv_logits``) are skipped and keep their
+fresh initialisation, as mmdetection's ``load_from`` leaves them; every
+other tensor still loads all or nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
+from collections.abc import Collection
 
 import keras
 
@@ -47,8 +56,9 @@ from keras_fourier.segmentation.checkpoints import (
     openmmlab_key_map,
     variant_key,
 )
-from keras_fourier.weights.convert import KeyMapFunction
+from keras_fourier.weights.convert import KeyMap, KeyMapFunction
 from keras_fourier.weights.pipeline import load_release_or_file
+from keras_fourier.weights.pth import read_pth
 
 _BN_PARAMETERS = {**PARAMETERS, "moving_mean": "running_mean", "moving_variance": "running_var"}
 _STAGE_HEAD = re.compile(r"(bbox_head|mask_head)_(\d+)")
@@ -56,6 +66,11 @@ _STAGE_HEAD = re.compile(r"(bbox_head|mask_head)_(\d+)")
 # mmdetection's "shared_convs.2.bn"; a mask conv "convs_1" is the ConvModule "convs.1.conv".
 _HEAD_PART = re.compile(r"(shared_convs|shared_fcs|convs)_(\d+)(?:_(conv|bn))?")
 _LINEAR = frozenset({"shared_fcs", "fc_cls", "fc_reg"})
+# The RoI heads' layers whose outputs count classes: the box heads' classifier (C + 1
+# logits) and class-specific deltas (4C), the mask heads' logits (C channels).
+CLASS_LAYERS = ("fc_cls", "fc_reg", "conv_logits")
+# The first box head's classifier bias of a cascade's and of Mask R-CNN's checkpoints.
+_CLASSIFIER_BIASES = ("roi_head.bbox_head.0.fc_cls.bias", "roi_head.bbox_head.fc_cls.bias")
 
 
 def mmdet_key(path: str, backbone: str, cascade: bool = True) -> str | None:
@@ -112,12 +127,55 @@ def _transform(path: str) -> str:
     return "linear" if _HEAD_PART.sub(r"\1", owner) in _LINEAR else "conv"
 
 
-def mmdet_key_map(backbone: str, cascade: bool = True) -> KeyMapFunction:
+def class_variables(model: keras.Model) -> list[keras.Variable]:
+    """The variables of a two-stage detector's class-dependent layers (:data:`CLASS_LAYERS`).
+
+    Example:
+        >>> [v.path for v in class_variables(detection.MaskRCNN(num_classes=3))][:2]
+        ['roi_head/bbox_head_0/fc_cls/kernel', 'roi_head/bbox_head_0/fc_cls/bias']
+    """
+    return [
+        variable
+        for variable in model.weights
+        if variable.path.startswith("roi_head/") and variable.path.split("/")[-2] in CLASS_LAYERS
+    ]
+
+
+def _fine_tuning_key_map(
+    key_map: KeyMapFunction,
+    checkpoint_classes: int | None,
+    model: keras.Model,
+    checkpoint_keys: Collection[str],
+) -> tuple[KeyMap, set[str]]:
+    """`key_map` without the class-dependent keys when the class counts differ (ignored)."""
+    keys, ignored = key_map(model, checkpoint_keys)
+    ignored = set(ignored)
+    if checkpoint_classes is None or checkpoint_classes == model.get_layer("roi_head").num_classes:
+        return keys, ignored
+    fresh = {id(variable) for variable in class_variables(model)}
+    skipped = {key for key, (variable, _) in keys.items() if id(variable) in fresh}
+    return {key: keys[key] for key in keys if key not in skipped}, ignored | skipped
+
+
+def mmdet_key_map(
+    backbone: str, cascade: bool = True, checkpoint_classes: int | None = None
+) -> KeyMapFunction:
     """The key map of mmdetection checkpoints of two-stage detectors on `backbone`.
 
     :func:`~keras_fourier.segmentation.checkpoints.openmmlab_key_map` with
     :func:`mmdet_key` (`cascade`: stage-indexed heads, default True; False
     for Mask R-CNN) and the RoI heads' layout changes.
+
+    Args:
+        backbone: the backbone's variant key, e.g. "hornet_t_gf".
+        cascade: whether the heads are indexed by stage. Default True.
+        checkpoint_classes: the checkpoint's class count; when it differs
+            from the model's, the class-dependent keys (:data:`CLASS_LAYERS`)
+            are ignored and their variables keep their values. Default None:
+            every key is loaded.
+
+    Returns:
+        The key map (:func:`keras_fourier.weights.convert.convert`).
 
     Example:
         >>> keys, _ = mmdet_key_map("hornet_t_gf")(detection.CascadeMaskRCNN(), ())
@@ -125,7 +183,33 @@ def mmdet_key_map(backbone: str, cascade: bool = True) -> KeyMapFunction:
         'roi_linear'
     """
     key_of = functools.partial(mmdet_key, cascade=cascade)
-    return openmmlab_key_map(backbone, key_of, _transform, "mmdetection")
+    key_map = openmmlab_key_map(backbone, key_of, _transform, "mmdetection")
+    return functools.partial(_fine_tuning_key_map, key_map, checkpoint_classes)
+
+
+def checkpoint_classes(weights) -> int | None:
+    """The class count of a detector's `weights`: 80 for "coco", a `.pth`'s from its classifier.
+
+    Args:
+        weights: "coco" or a path.
+
+    Returns:
+        The count (the first box head's ``fc_cls`` outputs less the
+        background), or None for other files and a `.pth` without a box head.
+
+    Raises:
+        ValueError: a `.pth` that cannot be read.
+    """
+    if weights == "coco":
+        return coco.NUM_CLASSES
+    if not os.fspath(weights).endswith((".pth", ".pt")):
+        return None
+    tensors = read_pth(weights)  # the archive's index only: no storage is read here
+    for key in _CLASSIFIER_BIASES:
+        bias = tensors.get(key)
+        if bias is not None and len(bias.shape) == 1:
+            return int(bias.shape[0]) - 1
+    return None
 
 
 def built_size(backbone) -> int:
@@ -145,14 +229,16 @@ def built_size(backbone) -> int:
     return BUILT_SIZE if release is None else release.filter_size
 
 
-def check_weights_argument(weights, architecture: str, backbone, num_classes: int, neck) -> None:
+def check_weights_argument(weights, architecture: str, backbone, neck) -> None:
     """Refuses, before building, `weights` that cannot fit the detector (one-line ValueError).
+
+    Any class count fits: the class-dependent layers of a checkpoint of
+    other classes are skipped (see the module docstring).
 
     Args:
         weights: the builder's `weights`: None, "coco" or a path.
         architecture: the architecture row ("cascade_mask_rcnn" or "mask_rcnn").
         backbone: the builder's `backbone`.
-        num_classes: the builder's `num_classes`.
         neck: the builder's `neck`.
     """
     if weights is None:
@@ -164,11 +250,6 @@ def check_weights_argument(weights, architecture: str, backbone, num_classes: in
                 f"CascadeMaskRCNN with a backbone of {sorted(coco.RELEASES)}. Received: "
                 f"architecture={architecture!r}, backbone={backbone!r}"
             )
-        if num_classes != coco.NUM_CLASSES:
-            raise ValueError(
-                f"weights='coco' need num_classes={coco.NUM_CLASSES}. "
-                f"Received: num_classes={num_classes}"
-            )
         if neck != "fpn":
             raise ValueError(f"weights='coco' need neck='fpn'. Received: neck={neck!r}")
     check_weights_path(weights, "coco")
@@ -179,7 +260,9 @@ def load_detection_weights(model: keras.Model, weights, backbone) -> None:
 
     The release is downloaded once (Keras cache, ``$KERAS_FOURIER_MIRROR``)
     and converted once; the package's own `.weights.h5` and `.keras` files
-    load as saved.
+    load as saved. A "coco" or `.pth` checkpoint of other classes than the
+    model's loads all but the class-dependent tensors (:data:`CLASS_LAYERS`),
+    which keep their fresh initialisation, also from the cached conversion.
 
     Args:
         model: the freshly built detector.
@@ -190,14 +273,18 @@ def load_detection_weights(model: keras.Model, weights, backbone) -> None:
         ValueError: weights that do not fit; `model` is left unchanged.
     """
     key = variant_key(backbone) or str(backbone)
+    roi_head = model.get_layer("roi_head")
+    classes = checkpoint_classes(weights)
+    fine_tuning = classes is not None and classes != roi_head.num_classes
     load_release_or_file(
         model,
         weights,
-        mmdet_key_map(key, cascade=model.get_layer("roi_head").num_stages > 1),
+        mmdet_key_map(key, cascade=roi_head.num_stages > 1, checkpoint_classes=classes),
         release_name="coco",
         release=lambda: coco.RELEASES[key],
         label=f"weights='coco' for {key!r}",
         description=f"model {model.name!r} (backbone {key!r})",
         refusal="`weights` must be 'coco', a '.weights.h5' or '.keras' file, or an "
         "mmdetection '.pth' checkpoint.",
+        keep=class_variables(model) if fine_tuning else (),
     )

@@ -275,11 +275,14 @@ def two_stage_detector(
         weights: None (default, random initialisation), "coco" (the
             official HorNet Cascade Mask R-CNN 3x checkpoint of the
             backbone, :data:`~keras_fourier.detection.coco.RELEASES`:
-            downloaded once, converted once; needs `num_classes=80` and
-            ``neck="fpn"``), an mmdetection `.pth` checkpoint (converted by
+            downloaded once, converted once; needs ``neck="fpn"``), an
+            mmdetection `.pth` checkpoint (converted by
             :func:`~keras_fourier.detection.checkpoints.mmdet_key_map`), or a
             `.weights.h5` or `.keras` file saved by keras_fourier for the
-            same architecture; all or nothing.
+            same architecture; all or nothing. With another `num_classes`
+            than the checkpoint's (80 for "coco"), fine-tuning: each stage's
+            ``fc_cls`` and ``fc_reg`` and each mask head's ``conv_logits``
+            keep their fresh initialisation, everything else loads.
         input_shape: (height, width, 3), any height and width (the model
             pads them to multiples of 32), or None for any size. Default
             (None, None, 3).
@@ -342,7 +345,7 @@ def two_stage_detector(
     roi_head = check_layer_arguments(
         "roi_head", roi_head, CascadeRoIHead, head_fixed, head_arguments
     )
-    check_weights_argument(weights, arch, backbone, num_classes, neck)
+    check_weights_argument(weights, arch, backbone, neck)
     inputs, x = image_inputs(backbone, input_shape, include_preprocessing, pad=True)
     maps = pyramid_maps(
         backbone, x, tuple(x.shape[1:]), drop_path_rate, fft_impl, built_size(backbone)

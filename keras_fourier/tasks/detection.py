@@ -160,10 +160,19 @@ class BoxTask(Task):
                 f"backbone's stride). Received: {name('image_size')}={size}"
             )
         if config.weights is not None:
-            raise ValueError(
-                f"A {self.what} run starts from random weights; `{name('weights')}` is not "
-                f"supported yet. Received: {name('weights')}={config.weights!r}"
-            )
+            self.check_weights(config, name)
+
+    def check_weights(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        """Refuses `config.weights` that the task cannot start from. Default: any (no release).
+
+        A subclass whose models have released weights accepts those.
+        """
+        article = "An" if self.what[0] in "aeiou" else "A"
+        raise ValueError(
+            f"{article} {self.what} run starts from random weights (its model has no released "
+            f"checkpoint); `{name('weights')}` is not supported. "
+            f"Received: {name('weights')}={config.weights!r}"
+        )
 
     def identity(self, config: TrainConfig, values: dict[str, Any]) -> dict[str, Any]:
         values["image_size"] = self.image_size(config)

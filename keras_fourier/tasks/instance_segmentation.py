@@ -2,7 +2,9 @@
 
 The task builds its model itself (:meth:`InstanceSegmentation.build_model`):
 a :func:`keras_fourier.detection.CascadeMaskRCNN` (`ARCH`) on the run's model
-as backbone, with a narrow neck and heads (`CHANNELS`, `FC_CHANNELS`), whose
+as backbone, with a narrow neck and heads (`CHANNELS`, `FC_CHANNELS`), or,
+with ``weights`` ("coco" or an mmdetection `.pth`), the release's own
+Cascade Mask R-CNN fine-tuned from them on the data's classes, whose
 output is the detections dict {"boxes", "scores", "classes",
 "num_detections", "masks"}. Targets are the box rows and box-local masks
 of :func:`keras_fourier.data.instances.load_instance_dataset`; the model
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -36,12 +38,14 @@ from keras_fourier.data.instances import (
     load_instance_dataset,
     tfds_truth,
 )
-from keras_fourier.detection import COCOInstanceAP
+from keras_fourier.detection import COCOInstanceAP, coco
 from keras_fourier.detection.evaluation import coco_results, mask_results, paste_mask
 from keras_fourier.detection.metrics import register_ground_truth
 from keras_fourier.detection.two_stage import TwoStageDetector, two_stage_detector
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.model_record import CLASS_NAMES_KEY
+from keras_fourier.models.names import VARIANTS
+from keras_fourier.segmentation.checkpoints import variant_key
 from keras_fourier.tasks.base import EvaluationRequest, PredictRequest
 from keras_fourier.tasks.detection import (
     CATEGORY_IDS_KEY,
@@ -135,21 +139,58 @@ class InstanceSegmentation(BoxTask):
     _scored_source: str | None = None
     _scored_data_dir: str | None = None
 
+    def check_weights(self, config: TrainConfig, name: Callable[[str], str]) -> None:
+        """Accepts "coco" (the release of a HorNet `model`) and an existing mmdetection `.pth`.
+
+        Both start the release's Cascade Mask R-CNN on the named backbone
+        (:meth:`build_model`), so the model must be a named variant with an
+        official key map and no architecture settings.
+        """
+        flag, weights = name("weights"), config.weights
+        if weights != "coco" and not str(weights).endswith((".pth", ".pt")):
+            raise ValueError(
+                f"An {self.what} run starts from random weights, from 'coco' (the official HorNet "
+                f"Cascade Mask R-CNN checkpoint of `{name('model')}`) or from an mmdetection "
+                f"'.pth' checkpoint in its layout; `{flag}` takes nothing else. "
+                f"Received: {flag}={weights!r}"
+            )
+        key = variant_key(config.model)
+        if config.architecture or key is None:
+            raise ValueError(
+                f"`{flag}` of an {self.what} run loads into a named backbone of "
+                f"{sorted(VARIANTS)} without architecture settings. "
+                f"Received: {name('model')}={config.model!r}"
+            )
+        if weights == "coco" and key not in coco.RELEASES:
+            raise ValueError(
+                f"`{flag} coco` loads the official Cascade Mask R-CNN checkpoint of a HorNet "
+                f"backbone: use a `{name('model')}` of {sorted(coco.RELEASES)}. Received: "
+                f"{name('model')}={config.model!r}"
+            )
+        if weights != "coco" and not os.path.isfile(weights):
+            raise ValueError(f"`{flag}` names no file. Received: {flag}={weights!r}")
+
     def build_model(self, config: TrainConfig, num_classes: int) -> keras.Model:
-        """`ARCH` on `config.model` at the run's size (`SMALL_IMAGE_ARCH` and settings on small)."""
+        """`ARCH` on `config.model` at the run's size (`SMALL_IMAGE_ARCH` and settings on small).
+
+        With `config.weights` ("coco" or an mmdetection `.pth`), the release's
+        Cascade Mask R-CNN (its widths, not the runs' narrow heads) starts
+        from them; on other classes than the checkpoint's, its class-dependent
+        layers start fresh (:func:`~keras_fourier.detection.checkpoints.load_detection_weights`).
+        """
         size = self.image_size(config)
         small = size <= SMALL_IMAGE
+        widths = {"channels": CHANNELS, "fc_channels": FC_CHANNELS, "mask_channels": MASK_CHANNELS}
         return two_stage_detector(
-            SMALL_IMAGE_ARCH if small else ARCH,
+            SMALL_IMAGE_ARCH if small and config.weights is None else ARCH,
             backbone(config, size),
             num_classes,
             input_shape=(size, size, 3),
-            channels=CHANNELS,
-            fc_channels=FC_CHANNELS,
-            mask_channels=MASK_CHANNELS,
+            weights=config.weights,
             max_proposals=SMALL_IMAGE_PROPOSALS if small else 1000,
             max_detections=SMALL_IMAGE_DETECTIONS if small else 100,
             drop_path_rate=config.drop_path_rate,
+            **(widths if config.weights is None else {}),
             **(SMALL_IMAGE_SETTINGS if small else {}),
         )
 

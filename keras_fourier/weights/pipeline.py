@@ -7,8 +7,9 @@ checked, or nothing; ``KERAS_FOURIER_MIRROR``; a progress bar), reads it
 with the release's reader (:data:`READERS`), converts it through the key map
 all or nothing (:func:`keras_fourier.weights.convert.load_tensors`) and
 saves the model's weights beside the download (:func:`converted_path`);
-later calls load that file, offline. A damaged conversion is converted
-again, a damaged download downloaded again, and a cache that cannot hold the
+later calls load that file, offline (but for the variables a partial load
+keeps, ``keep``: a fine-tuned model's fresh head). A damaged conversion is
+converted again, a damaged download downloaded again, and a cache that cannot hold the
 conversion leaves it in memory, each with one warning line.
 :func:`load_checkpoint` is the same read-and-convert for a file the user names.
 """
@@ -21,7 +22,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import keras
 import numpy as np
@@ -106,6 +107,7 @@ def load_release(
     *,
     label: str,
     description: str | None = None,
+    keep: Collection[keras.Variable] = (),
 ) -> None:
     """Loads the official release into `model`: downloaded once, converted once, then offline.
 
@@ -121,6 +123,10 @@ def load_release(
         label: what the user asked for, to begin the network error, e.g.
             ``"weights='imagenet' for 'gfnet_ti'"``.
         description: names the model in a mismatch message. Default None.
+        keep: variables that `key_map` leaves out (a head fine-tuned on
+            other classes): they keep their values, also when the conversion
+            is loaded from the cache (which holds the values they had when
+            it was saved). Default ().
 
     Raises:
         ValueError: the download failed (the message says how to work
@@ -135,8 +141,11 @@ def load_release(
     path = download_release(release, label, model)
     cache = converted_path(path, model)
     if os.path.exists(cache):
+        kept = [(variable, variable.numpy()) for variable in keep]
         try:
             load_weights_file(model, cache)
+            for variable, value in kept:
+                variable.assign(value)
             return
         except ValueError as error:
             _remove_damaged_conversion(cache, str(error))
@@ -236,6 +245,7 @@ def load_release_or_file(
     label: str,
     description: str,
     refusal: str,
+    keep: Collection[keras.Variable] = (),
 ) -> None:
     """A family's `weights` argument: its release by name, the package's own file, or a `.pth`.
 
@@ -250,6 +260,8 @@ def load_release_or_file(
         label: the release's name in messages.
         description: the model, for messages.
         refusal: the message for any other file, before "Received: weights=...".
+        keep: the variables `key_map` leaves out, kept from the cached
+            conversion too (:func:`load_release`). Default ().
 
     Raises:
         ValueError: another kind of file, or a file that does not fit the
@@ -261,7 +273,7 @@ def load_release_or_file(
         ...     description="UPerNet", refusal="`weights` must be 'ade20k' or a file.")
     """
     if weights == release_name:
-        load_release(model, release(), key_map, label=label, description=description)
+        load_release(model, release(), key_map, label=label, description=description, keep=keep)
         return
     path = os.fspath(weights)
     if load_saved_weights(model, path):
