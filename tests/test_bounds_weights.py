@@ -26,6 +26,7 @@ import pytest
 import torch  # the test extra installs it; the package does not need it
 
 from keras_fourier.cli import main
+from keras_fourier.limits import open_zip_member
 from keras_fourier.models.fourcastnet import FourCastNet
 from keras_fourier.models.fourcastnet_family import VARIANTS
 from keras_fourier.models.names import TEXT_PRESETS
@@ -267,3 +268,33 @@ def test_a_dripping_mirror_is_abandoned_below_the_minimum_rate(
         error,
     ), error
     assert time.monotonic() - started < 8
+
+
+def test_zip_members_open_seekable_and_a_renamed_local_header_is_refused(tmp_path):
+    # .keras weights are a stored member that HDF5 reads by jumping about: read from the file
+    # itself (zipfile rereads a member from its start for every backward seek); a compressed
+    # member opens as zipfile opens it
+    payload = bytes(range(256)) * 64
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("stored.bin"), payload)
+        archive.writestr("deflated.bin", payload, compress_type=zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(path) as archive:
+        for member in ("stored.bin", "deflated.bin"):
+            with open_zip_member(archive, member) as file:
+                assert file.read() == payload
+                file.seek(1000)
+                assert file.read(3) == payload[1000:1003]
+                file.seek(-2, os.SEEK_END)
+                assert file.read() == payload[-2:] and file.read(5) == b""
+                file.seek(10)
+                assert file.tell() == 10 and file.read(2) == payload[10:12]
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"stored.bin", b"stored.exe", 1))  # the local header's name
+    with (
+        zipfile.ZipFile(path) as archive,
+        pytest.raises(ValueError) as caught,
+        open_zip_member(archive, "stored.bin"),
+    ):
+        pass
+    assert str(caught.value).endswith("has another name in its local header"), caught.value

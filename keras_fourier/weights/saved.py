@@ -28,6 +28,7 @@ from keras_fourier.limits import (
     check_memory,
     check_parameters,
     check_zip_members,
+    open_zip_member,
     read_zip_json,
 )
 from keras_fourier.weights.convert import assign_atomically
@@ -196,7 +197,7 @@ def check_keras_archive(path: str) -> dict[str, DatasetHeader]:
         check_memory(f"{what} describes a model whose largest input", largest_input * 4, named)
         if KERAS_WEIGHTS not in archive.namelist():
             return {}
-        with archive.open(KERAS_WEIGHTS) as member:
+        with open_zip_member(archive, KERAS_WEIGHTS) as member:
             headers = dataset_headers(member, skip=())
     check_headers(headers, path)
     for name, header in headers.items():
