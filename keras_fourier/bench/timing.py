@@ -26,7 +26,12 @@ from keras_fourier.bench.host import (
 )
 from keras_fourier.bench.measure import PeakMemory, median_seconds
 from keras_fourier.bench.report import rounded
+from keras_fourier.data.detection import PADDING_CLASS, TARGET_COLUMNS
+from keras_fourier.data.instances import MASK_CROP
+from keras_fourier.detection import TwoStageDetector
+from keras_fourier.export.detections import is_detector
 from keras_fourier.flop_count import flops
+from keras_fourier.layers.detection import RAW_BOX_COLUMNS
 from keras_fourier.layers.spectral import dft_precision_scope, get_dft_precision
 from keras_fourier.models.catalog import (
     VISION_PRESETS,
@@ -39,6 +44,7 @@ from keras_fourier.models.fourcastnet_family import VARIANTS as FOURCASTNET_VARI
 from keras_fourier.models.kinds import classifier_head, is_field_model
 from keras_fourier.models.names import FIELD_PRESETS, modality
 from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS, DIGITS_NUM_CLASSES
+from keras_fourier.tasks.detection import MAX_BOXES, TASK
 from keras_fourier.validation import check_choice
 
 # Sizes and batches of a model that takes any input size (dense prediction at high resolution).
@@ -244,10 +250,6 @@ def _box_targets(model, batch_size: int, num_classes: int, masks: bool):
     """
     import numpy as np
 
-    from keras_fourier.data.detection import PADDING_CLASS, TARGET_COLUMNS
-    from keras_fourier.data.instances import MASK_CROP
-    from keras_fourier.tasks.detection import MAX_BOXES
-
     height, width = model.input_shape[1:3]
     rng = np.random.default_rng(0)
     rows = np.zeros((batch_size, MAX_BOXES, len(TARGET_COLUMNS)), "float32")
@@ -279,16 +281,10 @@ def _training_step(model, batch_size: int, field: bool) -> tuple[Any, Any] | Non
     import keras
     import numpy as np
 
-    from keras_fourier.detection import TwoStageDetector
-    from keras_fourier.export.detections import is_detector
-    from keras_fourier.layers.detection import RAW_BOX_COLUMNS
-
     if isinstance(model, TwoStageDetector):
         head = model.roi_head
         return None, _box_targets(model, batch_size, head.num_classes, head.with_mask)
     if is_detector(model):
-        from keras_fourier.tasks.detection import TASK
-
         classes = int(model.output.shape[-1]) - RAW_BOX_COLUMNS
         return TASK.loss(), _box_targets(model, batch_size, classes, masks=False)
     if field:
