@@ -38,6 +38,9 @@ MAX_PARAMETERS_ENV = "KERAS_FOURIER_MAX_PARAMETERS"
 MAX_MEMORY_ENV = "KERAS_FOURIER_MAX_MEMORY"
 DEFAULT_MAX_PARAMETERS = 300_000_000
 DEFAULT_MAX_MEMORY = 8 * 2**30
+# Largest image (height * width) decoded by serving_bytes, predict and image data, and the
+# largest a COCO JSON may declare.
+MAX_IMAGE_PIXELS = 40_000_000
 # `bench --threads` takes at most this many threads per CPU of the machine.
 MAX_THREADS_PER_CPU = 4
 # Bytes of one float32 value.

@@ -23,12 +23,10 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from keras_fourier.limits import read_file_bounded
+from keras_fourier.limits import MAX_IMAGE_PIXELS, read_file_bounded
 from keras_fourier.validation import listed
 
 SPLIT_FOLDERS = ("train", "validation", "test")
-# Largest image (height * width) decoded by serving_bytes, predict and "dir:" data.
-MAX_IMAGE_PIXELS = 40_000_000
 # Largest image file read whole by `predict` (an uncompressed 40-megapixel BMP is 120 MB).
 MAX_IMAGE_FILE_BYTES = 256 * 2**20
 _JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"

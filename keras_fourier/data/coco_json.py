@@ -26,8 +26,13 @@ import os
 
 import numpy as np
 
-from keras_fourier.data.checks import MAX_IMAGE_PIXELS
-from keras_fourier.limits import check_memory, format_bytes, loads_json, max_memory
+from keras_fourier.limits import (
+    MAX_IMAGE_PIXELS,
+    check_memory,
+    format_bytes,
+    loads_json,
+    max_memory,
+)
 
 # Annotations one image may hold in a COCO JSON, far above what annotators draw on one image
 # (the detection models keep 100 to 1,000 per image): past it the file is refused.

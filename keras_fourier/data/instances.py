@@ -176,6 +176,14 @@ def _mask_api():
     return mask
 
 
+def _check_run(value: int, count: int, pixels: int) -> None:
+    """Refuses run number `count` of an RLE, `value` pixels long, that `pixels` cannot hold."""
+    if not 0 <= value <= pixels:
+        raise ValueError(f"a run of {value:,} pixels (its image has {pixels:,})")
+    if count > pixels + 1:
+        raise ValueError(f"more runs than its image's {pixels:,} pixels")
+
+
 def rle_counts(counts: str | bytes, pixels: int | None = None) -> np.ndarray:
     """The run lengths of a compressed COCO RLE string (pycocotools' ``rleFrString``).
 
@@ -219,11 +227,9 @@ def rle_counts(counts: str | bytes, pixels: int | None = None) -> np.ndarray:
                 value |= -1 << shift
         if len(values) > 2:
             value += values[-2]
-        if pixels is not None and not 0 <= value <= pixels:
-            raise ValueError(f"a run of {value:,} pixels (its image has {pixels:,})")
         values.append(value)
-        if pixels is not None and len(values) > pixels + 1:
-            raise ValueError(f"more runs than its image's {pixels:,} pixels")
+        if pixels is not None:
+            _check_run(value, len(values), pixels)
     return np.array(values, np.int64)
 
 
@@ -303,14 +309,11 @@ def _rle(segmentation: dict, where: str, size: tuple[int, int], refuse) -> np.nd
     elif isinstance(counts, list) and all(
         isinstance(value, int) and not isinstance(value, bool) for value in counts
     ):
-        beyond = [value for value in counts if not 0 <= value <= pixels]
-        if beyond or len(counts) > pixels + 1:
-            problem = f"a run of {beyond[0]:,} pixels" if beyond else f"{len(counts):,} runs"
-            raise refuse(
-                where,
-                f"has RLE counts with {problem} (its {height}x{width} image has {pixels:,} pixels)",
-                f"counts={short_repr(counts)}",
-            )
+        try:
+            for count, value in enumerate(counts, 1):
+                _check_run(value, count, pixels)
+        except ValueError as error:
+            raise refuse(where, f"has RLE counts with {error}", short_repr(counts)) from None
         runs = np.asarray(counts, np.int64)
     else:
         raise refuse(
