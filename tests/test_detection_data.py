@@ -27,11 +27,11 @@ from keras_fourier.data.checks import data_check_error, unreadable_file
 from keras_fourier.data.coco_json import MAX_ANNOTATIONS_PER_IMAGE
 from keras_fourier.data.detection import (
     COCO_CATEGORY_IDS,
-    PADDING_CLASS,
     augment_detection_example,
 )
 from keras_fourier.data.segmentation import digit_canvas
 from keras_fourier.detection import coco_evaluate, coco_results
+from keras_fourier.detection.targets import PADDING_CLASS
 from keras_fourier.limits import MAX_MEMORY_ENV
 from tests.test_memory_bounds import HIGH_WATER, PEAK_RSS_BYTES
 

@@ -13,7 +13,6 @@ from pycocotools import mask as mask_api
 from keras_fourier.cli import main
 from keras_fourier.data.detection import (
     COCO_CATEGORY_IDS,
-    PADDING_CLASS,
     DetectionAugment,
     detection_category_ids,
     detection_class_names,
@@ -23,7 +22,6 @@ from keras_fourier.data.detection import (
 )
 from keras_fourier.data.instances import (
     INSTANCE_SPLITS,
-    MASK_CROP,
     MAX_MASK_PIXELS,
     SPLIT_STRIDE,
     box_frame,
@@ -36,6 +34,7 @@ from keras_fourier.data.instances import (
 from keras_fourier.data.segmentation import DIGIT_CANVAS_THRESHOLD
 from keras_fourier.detection import COCOInstanceAP, paste_masks
 from keras_fourier.detection.evaluation import paste_mask
+from keras_fourier.detection.targets import MASK_CROP, PADDING_CLASS
 from keras_fourier.tasks import instance_segmentation  # (registers COCO's reader)
 from keras_fourier.training.config import TrainConfig
 

@@ -26,10 +26,9 @@ from keras_fourier.bench.host import (
 )
 from keras_fourier.bench.measure import PeakMemory, median_seconds
 from keras_fourier.bench.report import rounded
-from keras_fourier.data.detection import PADDING_CLASS, TARGET_COLUMNS
-from keras_fourier.data.instances import MASK_CROP
-from keras_fourier.detection import TwoStageDetector
-from keras_fourier.export.detections import is_detector
+from keras_fourier.detection import RetinaNetLoss, TwoStageDetector
+from keras_fourier.detection.models import is_detector
+from keras_fourier.detection.targets import MASK_CROP, MAX_BOXES, PADDING_CLASS, TARGET_COLUMNS
 from keras_fourier.flop_count import flops
 from keras_fourier.layers.detection import RAW_BOX_COLUMNS
 from keras_fourier.layers.spectral import dft_precision_scope, get_dft_precision
@@ -44,7 +43,6 @@ from keras_fourier.models.fourcastnet_family import VARIANTS as FOURCASTNET_VARI
 from keras_fourier.models.kinds import classifier_head, is_field_model
 from keras_fourier.models.names import FIELD_PRESETS, modality
 from keras_fourier.settings import BENCH_JIT, BENCH_PRECISIONS, DIGITS_NUM_CLASSES
-from keras_fourier.tasks.detection import MAX_BOXES, TASK
 from keras_fourier.validation import check_choice
 
 # Sizes and batches of a model that takes any input size (dense prediction at high resolution).
@@ -286,7 +284,7 @@ def _training_step(model, batch_size: int, field: bool) -> tuple[Any, Any] | Non
         return None, _box_targets(model, batch_size, head.num_classes, head.with_mask)
     if is_detector(model):
         classes = int(model.output.shape[-1]) - RAW_BOX_COLUMNS
-        return TASK.loss(), _box_targets(model, batch_size, classes, masks=False)
+        return RetinaNetLoss(), _box_targets(model, batch_size, classes, masks=False)
     if field:
         return keras.losses.MeanSquaredError(), random_inputs(model, batch_size)
     if _output_rank(model) not in (2, 4):

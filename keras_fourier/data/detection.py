@@ -112,12 +112,10 @@ from keras_fourier.data.segmentation import (
     tfds_split_count,
     transform_examples,
 )
+from keras_fourier.detection.targets import PADDING_CLASS, TARGET_COLUMNS
 from keras_fourier.settings import BAD_IMAGE_MODES
 from keras_fourier.validation import check_choice
 
-TARGET_COLUMNS = ("x1", "y1", "x2", "y2", "class", "iscrowd", "area", "scale")
-# The class of a padding row of the targets.
-PADDING_CLASS = -1
 # The original COCO category id of each of the 80 classes of TFDS's coco (in label order).
 COCO_CATEGORY_IDS = (
     *range(1, 12),

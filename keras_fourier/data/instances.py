@@ -71,9 +71,8 @@ from keras_fourier.data.detection import (
     tfds_split,
 )
 from keras_fourier.data.segmentation import DIGIT_CANVAS
+from keras_fourier.detection.targets import MASK_CROP
 
-# The side of the box-local instance masks of the targets.
-MASK_CROP = 56
 # Pixels a polygon's point may lie outside its image (COCO's polygons touch the border).
 OUTSIDE_TOLERANCE = 1.0
 # Pixels the masks of one image may decode to (RLE windows of height x box columns, M x M

@@ -1,7 +1,7 @@
 """COCO box evaluation with the reference tool (pycocotools' COCOeval), over a whole split.
 
 :func:`coco_evaluate` takes the ground truth as the detection pipeline's
-targets (:data:`keras_fourier.data.detection.TARGET_COLUMNS`) and the
+targets (:data:`keras_fourier.detection.targets.TARGET_COLUMNS`) and the
 detections as (K, 6) rows ``[x1, y1, x2, y2, score, class]`` in the same
 model-input frame, maps both back to original pixels (dividing by each
 image's letterbox scale), builds COCO's ground truth and results in memory
@@ -31,7 +31,7 @@ COCO_STATS = {
     "map_large": 5,
     "ar100": 8,
 }
-# Target columns read here (keras_fourier.data.detection.TARGET_COLUMNS).
+# Target columns read here (keras_fourier.detection.targets.TARGET_COLUMNS).
 _CLASS, _CROWD, _AREA, _SCALE = 4, 5, 6, 7
 
 
@@ -273,7 +273,7 @@ def coco_evaluate(
 
     Args:
         ground_truth: per image, its (N, 8) target rows (the detection
-            pipeline's layout, :data:`keras_fourier.data.detection.TARGET_COLUMNS`);
+            pipeline's layout, :data:`keras_fourier.detection.targets.TARGET_COLUMNS`);
             rows of class -1 (padding) are ignored, crowd rows count as
             COCO crowd regions, the area column picks the size range.
         detections: per image, a (K, 6) array ``[x1, y1, x2, y2, score,

@@ -1,7 +1,7 @@
 """RetinaNet's training loss: anchor assignment, sigmoid focal loss and a box loss, in keras.ops.
 
 The targets are the ground truth itself, (B, M, 8) rows in the layout of
-:data:`keras_fourier.data.detection.TARGET_COLUMNS` (``[x1, y1, x2, y2,
+:data:`keras_fourier.detection.targets.TARGET_COLUMNS` (``[x1, y1, x2, y2,
 class, iscrowd, area, scale]``, padding rows of class -1); the predictions
 are a one-stage detector's raw (B, A, 8 + C) output, which carries its
 anchors (:data:`keras_fourier.layers.detection.RAW_COLUMNS`). So the loss

@@ -73,7 +73,7 @@ class COCOMeanAP(keras.metrics.Metric):
 
     Call arguments (``update_state``):
         y_true: (B, max_boxes, 8) ground-truth rows (see
-            :data:`keras_fourier.data.detection.TARGET_COLUMNS`).
+            :data:`keras_fourier.detection.targets.TARGET_COLUMNS`).
         y_pred: the detector's raw (B, A, 8 + C) output.
 
     Returns:
@@ -287,7 +287,7 @@ class COCOInstanceAP(COCOMeanAP):
 
     Call arguments (``update_state``):
         y_true: {"boxes": (B, max_boxes, 8) rows (see
-            :data:`keras_fourier.data.detection.TARGET_COLUMNS`), "masks":
+            :data:`keras_fourier.detection.targets.TARGET_COLUMNS`), "masks":
             (B, max_boxes, M', M') box-local masks, M' a multiple of 28,
             "image": (B,) int the images' split codes and positions, needed
             with `annotations`

@@ -31,6 +31,7 @@ import os
 import keras
 
 from keras_fourier.layers import AnchorBoxes, DetectionDecoder, DetectionFPN, RetinaHead
+from keras_fourier.layers.detection import RAW_BOX_COLUMNS
 from keras_fourier.models.pyramid import backbone_key, image_inputs, pyramid_maps
 from keras_fourier.models.vision import BUILT_SIZE
 from keras_fourier.segmentation import ade20k
@@ -45,6 +46,36 @@ MIN_LEVEL = 3
 NUM_LEVELS = 5
 # COCO's 80 classes, the papers' detection benchmark.
 COCO_CLASSES = 80
+
+
+def is_detector(model: keras.Model) -> bool:
+    """Whether `model` is a one-stage detector: images to raw (B, A, 8 + C) rows, with anchors.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        True for one (B, H, W, 3) input, one rank-3 output of more than
+        ``RAW_BOX_COLUMNS`` (8) columns, and an
+        :class:`~keras_fourier.layers.AnchorBoxes` layer (the models of
+        :func:`keras_fourier.detection.RetinaNet`).
+
+    Example:
+        >>> is_detector(keras_fourier.detection.RetinaNet(
+        ...     "gfnet_tiny", num_classes=3, input_shape=(64, 64, 3)))
+        True
+    """
+    if isinstance(model.output, dict) or len(model.outputs) != 1 or len(model.inputs) != 1:
+        return False
+    image, output = tuple(model.inputs[0].shape), tuple(model.outputs[0].shape)
+    return (
+        len(image) == 4
+        and image[-1] == 3
+        and len(output) == 3
+        and output[-1] is not None
+        and output[-1] > RAW_BOX_COLUMNS
+        and any(isinstance(layer, AnchorBoxes) for layer in model.layers)
+    )
 
 
 def _check_weights(weights) -> None:

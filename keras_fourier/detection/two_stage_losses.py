@@ -33,7 +33,7 @@ returns every part (``rpn_cls``, ``rpn_box``, ``s0_cls``, ``s0_box``,
 ``s0_mask``, ...) already weighted by its stage; their sum is the loss.
 
 The targets are ``y = {"boxes": (B, G, 8) rows of
-data.detection.TARGET_COLUMNS (padding rows of class -1), "masks": (B, G,
+detection.targets.TARGET_COLUMNS (padding rows of class -1), "masks": (B, G,
 56, 56) box-local instance masks}``; without "masks", no mask loss.
 """
 

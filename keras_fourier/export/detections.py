@@ -58,7 +58,6 @@ import tensorflow as tf
 
 from keras_fourier.detection.two_stage import paste_masks
 from keras_fourier.layers.detection import (
-    RAW_BOX_COLUMNS,
     AnchorBoxes,
     DetectionDecoder,
     decode_boxes,
@@ -81,36 +80,6 @@ MASK_THRESHOLD = 0.5
 MASK_MAX_PIXELS = 4_000_000
 # How far a matched box may be from Keras's, per coordinate, as a fraction of the image size.
 BOX_TOLERANCE = 1e-3
-
-
-def is_detector(model: keras.Model) -> bool:
-    """Whether `model` is a one-stage detector: images to raw (B, A, 8 + C) rows, with anchors.
-
-    Args:
-        model: a Keras model.
-
-    Returns:
-        True for one (B, H, W, 3) input, one rank-3 output of more than
-        ``RAW_BOX_COLUMNS`` (8) columns, and an
-        :class:`~keras_fourier.layers.AnchorBoxes` layer (the models of
-        :func:`keras_fourier.detection.RetinaNet`).
-
-    Example:
-        >>> is_detector(keras_fourier.detection.RetinaNet(
-        ...     "gfnet_tiny", num_classes=3, input_shape=(64, 64, 3)))
-        True
-    """
-    if isinstance(model.output, dict) or len(model.outputs) != 1 or len(model.inputs) != 1:
-        return False
-    image, output = tuple(model.inputs[0].shape), tuple(model.outputs[0].shape)
-    return (
-        len(image) == 4
-        and image[-1] == 3
-        and len(output) == 3
-        and output[-1] is not None
-        and output[-1] > RAW_BOX_COLUMNS
-        and any(isinstance(layer, AnchorBoxes) for layer in model.layers)
-    )
 
 
 def is_two_stage(model: keras.Model) -> bool:

@@ -57,9 +57,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_fourier.data.checks import MAX_IMAGE_PIXELS, decode_image_checked
+from keras_fourier.detection.models import is_detector
 from keras_fourier.export.detections import (
     export_decoder,
-    is_detector,
     is_two_stage,
     nms_detections,
     roi_head,

@@ -4,7 +4,7 @@ The task builds its model itself (:meth:`Detection.build_model`): a
 :func:`keras_fourier.detection.RetinaNet` on the run's model as backbone,
 whose raw (B, A, 8 + C) output carries its anchors, box deltas and class
 logits (:data:`keras_fourier.layers.detection.RAW_COLUMNS`). Targets are the
-ground-truth rows themselves (:data:`keras_fourier.data.detection.TARGET_COLUMNS`);
+ground-truth rows themselves (:data:`keras_fourier.detection.targets.TARGET_COLUMNS`);
 the loss assigns anchors in the graph (:class:`~keras_fourier.detection.RetinaNetLoss`:
 focal loss and L1). Metrics: COCO mAP@[.5:.95] (selects ``best.keras``),
 mAP50, mAP75 and mAP per object size, from pycocotools' COCOeval over the
@@ -43,6 +43,7 @@ from keras_fourier.data.detection import (
 )
 from keras_fourier.detection import COCOMeanAP, RetinaNet, RetinaNetLoss, detector
 from keras_fourier.detection.evaluation import coco_results
+from keras_fourier.detection.targets import MAX_BOXES
 from keras_fourier.fileio import atomic_write_bytes
 from keras_fourier.layers.detection import RAW_BOX_COLUMNS
 from keras_fourier.model_record import CLASS_NAMES_KEY
@@ -70,8 +71,6 @@ DIGITS_RECIPE = {"epochs": 12, "batch_size": 16, "learning_rate": 1e-3, "warmup_
 # The anchors' base size of runs on the digit canvases: their 10-32 pixel digits are smaller
 # than the 32-pixel anchors of RetinaNet's COCO setting at P3.
 DIGITS_ANCHOR_SCALE = 2.0
-# Ground-truth rows per image of the pipelines.
-MAX_BOXES = 100
 # The category ids a run stores beside its class names (COCO results JSON needs them).
 CATEGORY_IDS_KEY = "category_ids"
 # Detections drawn by `predict`: those above this score.
