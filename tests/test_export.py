@@ -27,8 +27,14 @@ from tests.harness import random_input
 KIT = pathlib.Path(__file__).resolve().parents[1] / "export"
 # The papers' 224 x 224 and a non-square size; AFNONet-S4's 4-pixel patches make 224 x 224
 # 56 x 56 tokens (a minute of DFT products for the same check), so it exports at 112 x 112.
+# HorNet 7x7 (no Fourier layer) and the AFBO composition (its global filter at 224 x 224 is
+# GFNet's 14 x 14, exported above; AFBO has no DFT) export at the non-square size only.
 SIZES = [(224, 224), (96, 160)]
-FAMILY_SIZES = {"afnonet": [(112, 112), (96, 160)]}
+FAMILY_SIZES = {
+    "afnonet": [(112, 112), (96, 160)],
+    "hornet_7x7": [(96, 160)],
+    "build_model_afbo": [(96, 160)],
+}
 TINY_FNET = {"hidden_size": 16, "num_layers": 2, "intermediate_size": 32}
 FNET_LENGTH = 12
 

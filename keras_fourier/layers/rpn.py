@@ -113,6 +113,11 @@ class RPNHead(keras.layers.Layer):
         }
 
 
+def _proposal_shapes(batch: int | None, count: int) -> dict[str, tuple]:
+    """The shapes of RPNProposals' outputs for `count` proposals per image."""
+    return {"boxes": (batch, count, 4), "scores": (batch, count), "num_proposals": (batch,)}
+
+
 @keras.saving.register_keras_serializable(package="keras_fourier")
 class RPNProposals(keras.layers.Layer):
     """Proposals from a raw RPN output, as mmdetection 2.x's ``RPNHead`` test configuration.
@@ -266,16 +271,13 @@ class RPNProposals(keras.layers.Layer):
         }
 
     def compute_output_shape(self, raw_shape, images_shape=None):
-        batch, count = raw_shape[0], self.max_proposals
-        return {"boxes": (batch, count, 4), "scores": (batch, count), "num_proposals": (batch,)}
+        return _proposal_shapes(raw_shape[0], self.max_proposals)
 
     def compute_output_spec(self, raw, images=None, training=None):
-        batch = raw.shape[0]
-        shape = (batch, self._limits(training)[1])
+        shapes = _proposal_shapes(raw.shape[0], self._limits(training)[1])
         return {
-            "boxes": keras.KerasTensor((*shape, 4), "float32"),
-            "scores": keras.KerasTensor(shape, "float32"),
-            "num_proposals": keras.KerasTensor((batch,), "int32"),
+            key: keras.KerasTensor(shape, "int32" if key == "num_proposals" else "float32")
+            for key, shape in shapes.items()
         }
 
     def get_config(self):

@@ -147,6 +147,11 @@ class BoxTask(Task):
     def accepts(self, data: str) -> bool:
         return self.is_source(data)
 
+    @property
+    def a_run(self) -> str:
+        """The task's runs in messages: "a detection run", "an instance segmentation run"."""
+        return f"{'an' if self.what[0] in 'aeiou' else 'a'} {self.what} run"
+
     def image_size(self, config: TrainConfig) -> int:
         """The run's input size: `image_size`, else 64."""
         return config.image_size or DEFAULT_IMAGE_SIZE
@@ -155,7 +160,7 @@ class BoxTask(Task):
         size = self.image_size(config)
         if size % 32:
             raise ValueError(
-                f"`{name('image_size')}` of a {self.what} run must be a multiple of 32 (the "
+                f"`{name('image_size')}` of {self.a_run} must be a multiple of 32 (the "
                 f"backbone's stride). Received: {name('image_size')}={size}"
             )
         if config.weights is not None:
@@ -166,9 +171,8 @@ class BoxTask(Task):
 
         A subclass whose models have released weights accepts those.
         """
-        article = "An" if self.what[0] in "aeiou" else "A"
         raise ValueError(
-            f"{article} {self.what} run starts from random weights (its model has no released "
+            f"{self.a_run.capitalize()} starts from random weights (its model has no released "
             f"checkpoint); `{name('weights')}` is not supported. "
             f"Received: {name('weights')}={config.weights!r}"
         )

@@ -149,15 +149,15 @@ class InstanceSegmentation(BoxTask):
         flag, weights = name("weights"), config.weights
         if weights != "coco" and not str(weights).endswith((".pth", ".pt")):
             raise ValueError(
-                f"An {self.what} run starts from random weights, from 'coco' (the official HorNet "
-                f"Cascade Mask R-CNN checkpoint of `{name('model')}`) or from an mmdetection "
-                f"'.pth' checkpoint in its layout; `{flag}` takes nothing else. "
+                f"{self.a_run.capitalize()} starts from random weights, from 'coco' (the official "
+                f"HorNet Cascade Mask R-CNN checkpoint of `{name('model')}`) or from an "
+                f"mmdetection '.pth' checkpoint in its layout; `{flag}` takes nothing else. "
                 f"Received: {flag}={weights!r}"
             )
         key = variant_key(config.model)
         if config.architecture or key is None:
             raise ValueError(
-                f"`{flag}` of an {self.what} run loads into a named backbone of "
+                f"`{flag}` of {self.a_run} loads into a named backbone of "
                 f"{sorted(VARIANTS)} without architecture settings. "
                 f"Received: {name('model')}={config.model!r}"
             )
