@@ -52,14 +52,6 @@ import pytest  # noqa: E402
 from keras_fourier.layers import spectral  # noqa: E402
 
 
-def pytest_configure(config):
-    # `-n 2` distributes tests one by one ("load"), so each worker that gets a test of a module
-    # builds the module's fixtures: an exported two-stage detector twice (48 s each). Under
-    # "loadgroup" the tests marked `xdist_group` go to one worker together; the rest as "load".
-    if getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if not item.get_closest_marker("multi_backend"):

@@ -19,9 +19,6 @@ from keras_fourier.flop_count import flops
 from keras_fourier.layers import DetectionDecoder
 from tests.harness import export_run_model
 
-# One worker builds the module's exported model (pytest-xdist's loadgroup; see conftest.py).
-pytestmark = pytest.mark.xdist_group("export_detection")
-
 SIZE = 64
 CLASSES = 3
 

@@ -18,9 +18,6 @@ from keras_fourier.model_record import TASK_KEY
 from keras_fourier.tasks.segmentation import TASK
 from keras_fourier.training.callbacks import save_model
 
-# One worker builds the module's exported model (pytest-xdist's loadgroup; see conftest.py).
-pytestmark = pytest.mark.xdist_group("export_segmentation")
-
 SIZE = 32
 CLASSES = 3
 

@@ -20,9 +20,6 @@ from keras_fourier.tasks import select_task
 from keras_fourier.training.config import TrainConfig
 from tests.harness import export_run_model
 
-# One worker builds the module's exported model (pytest-xdist's loadgroup; see conftest.py).
-pytestmark = pytest.mark.xdist_group("export_two_stage")
-
 SIZE = 64
 CLASSES = 3
 
