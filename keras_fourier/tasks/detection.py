@@ -167,7 +167,7 @@ class BoxTask(Task):
             self.check_weights(config, name)
 
     def check_weights(self, config: TrainConfig, name: Callable[[str], str]) -> None:
-        """Refuses `config.weights` that the task cannot start from. Default: any (no release).
+        """Refuses `config.weights` that the task cannot start from: here, any (no release).
 
         A subclass whose models have released weights accepts those.
         """
